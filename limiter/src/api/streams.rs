@@ -1,0 +1,204 @@
+//! The v1 stream handlers: parse, validate, call the service, shape the answer.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiPath};
+use super::types::{
+    AccountRef, AccountStreamsResponse, ErrorBody, HeartbeatResponse, LimitReachedBody, OkResponse,
+    PlayStartRequest, PlayStartResponse, StreamInfo, check_account_id,
+};
+use crate::model::{ForceStopOutcome, HeartbeatOutcome};
+use crate::service::{PlayDecision, StreamService};
+
+pub type AppState = Arc<StreamService>;
+
+fn ttl_sec(service: &StreamService) -> f64 {
+    service.timing.ttl_ms as f64 / 1000.0
+}
+
+/// Start a play: take a slot for the account, or learn which devices hold them all.
+#[utoipa::path(
+    post, path = "/v1/streams", tag = "streams",
+    request_body = PlayStartRequest,
+    responses(
+        (status = 200, description = "Play allowed", body = PlayStartResponse),
+        (status = 409, description = "The account is at its limit", body = LimitReachedBody),
+        (status = 404, description = "`replace_stream_id` names no stream of this account", body = ErrorBody),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 422, description = "Invalid field or unknown plan", body = ErrorBody),
+        (status = 503, description = "Store unavailable under the `closed` policy", body = ErrorBody),
+    )
+)]
+pub async fn play_start(
+    State(service): State<AppState>,
+    ApiJson(request): ApiJson<PlayStartRequest>,
+) -> Result<Response, ApiError> {
+    let request = request.validate()?;
+    let account_id = request.account_id.clone();
+    match service.play_start(request).await? {
+        PlayDecision::Granted {
+            stream_id,
+            limit,
+            active_count,
+            degraded,
+        } => {
+            if degraded {
+                tracing::info!(
+                    account_id,
+                    "play allowed by the failure policy (store unavailable)"
+                );
+            }
+            Ok(Json(PlayStartResponse {
+                stream_id,
+                lease_ttl_sec: ttl_sec(&service),
+                heartbeat_interval_sec: service.heartbeat_interval.as_secs_f64(),
+                limit,
+                active_count,
+                degraded,
+            })
+            .into_response())
+        }
+        PlayDecision::Denied { limit, active } => {
+            let active: Vec<StreamInfo> = active
+                .into_iter()
+                .map(|s| StreamInfo::new(s, service.timing.ttl_ms))
+                .collect();
+            let error = ApiError::new(
+                StatusCode::CONFLICT,
+                "concurrent_stream_limit",
+                format!(
+                    "this account may stream on {limit} device{} at once; stop one of the active streams \
+                     (or retry with replace_stream_id) to play here",
+                    if limit == 1 { "" } else { "s" }
+                ),
+            )
+            .with("limit", limit)
+            .with("active", json!(active));
+            Err(error)
+        }
+    }
+}
+
+/// Renew a stream's lease; send every `heartbeat_interval_sec`.
+#[utoipa::path(
+    put, path = "/v1/streams/{stream_id}/heartbeat", tag = "streams",
+    params(("stream_id" = String, Path, description = "From the play-start answer")),
+    request_body = AccountRef,
+    responses(
+        (status = 200, description = "Lease renewed (or re-registered after a loss)", body = HeartbeatResponse),
+        (status = 410, description = "`lease_expired` (action `re_acquire`) or `stream_revoked` (action `stop`)", body = ErrorBody),
+        (status = 404, description = "No such stream on this account", body = ErrorBody),
+        (status = 503, description = "Store unavailable under the `closed` policy", body = ErrorBody),
+    )
+)]
+pub async fn heartbeat(
+    State(service): State<AppState>,
+    ApiPath(stream_id): ApiPath<String>,
+    ApiJson(body): ApiJson<AccountRef>,
+) -> Result<Json<HeartbeatResponse>, ApiError> {
+    check_account_id(&body.account_id)?;
+    let renewal = service.heartbeat(&body.account_id, &stream_id).await?;
+    match renewal.outcome {
+        HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } => {
+            Ok(Json(HeartbeatResponse {
+                ok: true,
+                lease_ttl_sec: ttl_sec(&service),
+                degraded: renewal.degraded,
+            }))
+        }
+        HeartbeatOutcome::Expired => Err(ApiError::new(
+            StatusCode::GONE,
+            "lease_expired",
+            "this stream's lease ended and the account is full; start a new play to continue",
+        )
+        .with("action", "re_acquire")),
+        HeartbeatOutcome::Revoked => Err(ApiError::new(
+            StatusCode::GONE,
+            "stream_revoked",
+            "this stream was stopped from another device or by support; stop playing",
+        )
+        .with("action", "stop")),
+    }
+}
+
+/// Stop a stream and free its slot now. Idempotent.
+#[utoipa::path(
+    delete, path = "/v1/streams/{stream_id}", tag = "streams",
+    params(("stream_id" = String, Path, description = "From the play-start answer")),
+    request_body = AccountRef,
+    responses(
+        (status = 200, description = "Stopped (or was not playing)", body = OkResponse),
+        (status = 404, description = "No such stream on this account", body = ErrorBody),
+    )
+)]
+pub async fn release(
+    State(service): State<AppState>,
+    ApiPath(stream_id): ApiPath<String>,
+    ApiJson(body): ApiJson<AccountRef>,
+) -> Result<Json<OkResponse>, ApiError> {
+    check_account_id(&body.account_id)?;
+    let degraded = service.release(&body.account_id, &stream_id).await?;
+    Ok(Json(OkResponse { ok: true, degraded }))
+}
+
+/// The account's plan and the streams holding its slots.
+#[utoipa::path(
+    get, path = "/v1/accounts/{account_id}/streams", tag = "accounts",
+    params(("account_id" = String, Path)),
+    responses(
+        (status = 200, description = "Active streams", body = AccountStreamsResponse),
+        (status = 422, description = "Malformed account id", body = ErrorBody),
+        (status = 503, description = "Store unavailable", body = ErrorBody),
+    )
+)]
+pub async fn list(
+    State(service): State<AppState>,
+    ApiPath(account_id): ApiPath<String>,
+) -> Result<Json<AccountStreamsResponse>, ApiError> {
+    check_account_id(&account_id)?;
+    let streams = service.list(&account_id).await?;
+    let ttl_ms = service.timing.ttl_ms;
+    Ok(Json(AccountStreamsResponse {
+        account_id,
+        plan: streams.plan,
+        limit: streams.limit,
+        active: streams
+            .active
+            .into_iter()
+            .map(|s| StreamInfo::new(s, ttl_ms))
+            .collect(),
+    }))
+}
+
+/// Kick a device: free its slot now and answer its heartbeats `stream_revoked`.
+#[utoipa::path(
+    post, path = "/v1/accounts/{account_id}/streams/{stream_id}/force-stop", tag = "accounts",
+    params(("account_id" = String, Path), ("stream_id" = String, Path)),
+    responses(
+        (status = 200, description = "Stopped (or already stopped)", body = OkResponse),
+        (status = 404, description = "No such stream on this account", body = ErrorBody),
+        (status = 503, description = "Store unavailable", body = ErrorBody),
+    )
+)]
+pub async fn force_stop(
+    State(service): State<AppState>,
+    ApiPath((account_id, stream_id)): ApiPath<(String, String)>,
+) -> Result<Json<OkResponse>, ApiError> {
+    check_account_id(&account_id)?;
+    let outcome = service.force_stop(&account_id, &stream_id).await?;
+    if outcome == ForceStopOutcome::Stopped {
+        tracing::info!(account_id, stream_id, "stream force-stopped");
+    }
+    Ok(Json(OkResponse {
+        ok: true,
+        degraded: false,
+    }))
+}

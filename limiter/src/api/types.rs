@@ -1,0 +1,190 @@
+//! Request and response bodies of the v1 stream API, and the input rules they enforce.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use utoipa::ToSchema;
+
+use super::error::ApiError;
+use crate::ids::{validate_display_name, validate_token};
+use crate::model::{Device, DeviceType, Millis};
+use crate::service::{ActiveStream, PlayStart};
+
+/// `POST /v1/streams`: a device asks to start playing.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PlayStartRequest {
+    /// The subscriber account; 1-64 of `A-Z a-z 0-9 . _ : -`.
+    pub account_id: String,
+    /// The device, stable across app restarts; same rules as `account_id`.
+    pub device_id: String,
+    /// A configured plan name; without it the account keeps its current plan (or the default).
+    pub plan: Option<String>,
+    pub device_type: Option<DeviceType>,
+    /// A display name such as "Living Room TV"; at most 64 bytes, no control characters.
+    pub device_meta: Option<String>,
+    pub profile_id: Option<String>,
+    pub title_id: Option<String>,
+    /// Take over: stop this stream (one a 409 listed) and take its slot, atomically.
+    pub replace_stream_id: Option<String>,
+}
+
+fn check_token(field: &'static str, value: &str) -> Result<(), ApiError> {
+    validate_token(value).map_err(|e| ApiError::invalid_field(field, &e.to_string()))
+}
+
+fn check_optional_token(field: &'static str, value: &Option<String>) -> Result<String, ApiError> {
+    match value {
+        Some(v) => check_token(field, v).map(|()| v.clone()),
+        None => Ok(String::new()),
+    }
+}
+
+pub fn check_account_id(account_id: &str) -> Result<(), ApiError> {
+    check_token("account_id", account_id)
+}
+
+impl PlayStartRequest {
+    pub fn validate(self) -> Result<PlayStart, ApiError> {
+        check_token("account_id", &self.account_id)?;
+        check_token("device_id", &self.device_id)?;
+        let profile_id = check_optional_token("profile_id", &self.profile_id)?;
+        let title_id = check_optional_token("title_id", &self.title_id)?;
+        if let Some(plan) = &self.plan {
+            check_token("plan", plan)?;
+        }
+        let meta = self.device_meta.unwrap_or_default();
+        validate_display_name(&meta)
+            .map_err(|e| ApiError::invalid_field("device_meta", &e.to_string()))?;
+        Ok(PlayStart {
+            account_id: self.account_id,
+            device: Device {
+                id: self.device_id,
+                kind: self.device_type.unwrap_or_default(),
+                meta,
+                profile_id,
+                title_id,
+            },
+            plan: self.plan,
+            replace_stream_id: self.replace_stream_id,
+        })
+    }
+}
+
+/// 200 on `POST /v1/streams`: the play may start.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PlayStartResponse {
+    /// Names this stream in heartbeats and stops; unguessable and bound to account and device.
+    pub stream_id: String,
+    pub lease_ttl_sec: f64,
+    /// Send a heartbeat this often (add a little jitter).
+    pub heartbeat_interval_sec: f64,
+    /// The account's stream limit.
+    pub limit: u32,
+    /// Live streams on the account including this one; null when the store was bypassed.
+    pub active_count: Option<u32>,
+    /// True when the store could not answer and the failure policy decided.
+    pub degraded: bool,
+}
+
+/// One live stream, as lists and 409 denials show it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StreamInfo {
+    pub stream_id: String,
+    pub device_id: String,
+    pub device_type: DeviceType,
+    pub device_meta: String,
+    pub profile_id: String,
+    pub title_id: String,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    /// Last heartbeat (or the start), RFC 3339 UTC.
+    pub last_seen: String,
+    /// When the slot frees unless renewed, RFC 3339 UTC.
+    pub expires_at: String,
+}
+
+pub fn rfc3339(ms: Millis) -> String {
+    let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    at.format(&Rfc3339).unwrap_or_default()
+}
+
+impl StreamInfo {
+    pub fn new(stream: ActiveStream, ttl_ms: Millis) -> Self {
+        let ActiveStream { stream_id, lease } = stream;
+        StreamInfo {
+            stream_id,
+            device_id: lease.device.id,
+            device_type: lease.device.kind,
+            device_meta: lease.device.meta,
+            profile_id: lease.device.profile_id,
+            title_id: lease.device.title_id,
+            started_at: rfc3339(lease.started_at),
+            last_seen: rfc3339(
+                lease
+                    .expires_at
+                    .saturating_sub(ttl_ms)
+                    .max(lease.started_at),
+            ),
+            expires_at: rfc3339(lease.expires_at),
+        }
+    }
+}
+
+/// 409 on `POST /v1/streams`: the account is at its limit.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LimitReachedBody {
+    /// Always `concurrent_stream_limit`.
+    pub error: String,
+    pub message: String,
+    pub limit: u32,
+    /// The streams holding the slots; offer "stop one" with `replace_stream_id`.
+    pub active: Vec<StreamInfo>,
+}
+
+/// Body of heartbeat and stop calls.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AccountRef {
+    pub account_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatResponse {
+    pub ok: bool,
+    pub lease_ttl_sec: f64,
+    pub degraded: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OkResponse {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub degraded: bool,
+}
+
+/// `GET /v1/accounts/{account_id}/streams`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AccountStreamsResponse {
+    pub account_id: String,
+    pub plan: String,
+    pub limit: u32,
+    pub active: Vec<StreamInfo>,
+}
+
+/// Every non-2xx answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// Stable snake_case code: `invalid_request`, `bad_json`, `payload_too_large`,
+    /// `unsupported_media_type`, `unknown_plan`, `unknown_stream`, `concurrent_stream_limit`,
+    /// `lease_expired`, `stream_revoked`, `store_unavailable`, `unauthorized`, `not_found`,
+    /// `method_not_allowed`.
+    pub error: String,
+    /// What happened and what to do, for a person.
+    pub message: String,
+    /// `re_acquire` (play again) or `stop`, on 410 heartbeat answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// The request field at fault, on 422.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}

@@ -1,0 +1,505 @@
+//! The limiter's configuration: one YAML file (the shape the operator renders), then environment
+//! overrides, then flags. Every check names the field it rejects.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Environment variables that override the file, for containers and quick local runs.
+pub const ENV_OVERRIDES: &[(&str, &str)] = &[
+    ("SCREENLIMIT_LISTEN", "listen"),
+    ("SCREENLIMIT_STORE_BACKEND", "store.backend"),
+    (
+        "SCREENLIMIT_REDIS_SHARDS",
+        "store.redis_shards (comma separated)",
+    ),
+    ("SCREENLIMIT_FAILURE_POLICY", "failure_policy"),
+    ("SCREENLIMIT_STREAM_ID_SECRET", "stream_id_secret (inline)"),
+    ("SCREENLIMIT_STREAM_ID_SECRET_FILE", "stream_id_secret_file"),
+    ("SCREENLIMIT_AUTH_TOKEN_FILE", "auth_token_file"),
+];
+
+/// Largest plan a config may declare; the store encodes a limit in one byte.
+pub const MAX_STREAMS_CEILING: u32 = 100;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// Plan name -> maximum simultaneous streams.
+    pub plans: BTreeMap<String, u32>,
+    /// Plan used when a play-start names none and the account holds no lease.
+    pub default_plan: String,
+    pub lease: LeaseConfig,
+    pub store: StoreConfig,
+    pub failure_policy: FailurePolicy,
+    /// Secret that signs stream ids, inline. Every limiter instance on one store must share it.
+    pub stream_id_secret: Option<String>,
+    /// File holding the stream id secret (a mounted Kubernetes Secret).
+    pub stream_id_secret_file: Option<PathBuf>,
+    /// File holding the bearer token every API call must carry; none means no authentication.
+    pub auth_token_file: Option<PathBuf>,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaseConfig {
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    Memory,
+    Redis,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    pub backend: Backend,
+    /// Redis shard URLs, in shard order: append new shards at the end.
+    pub redis_shards: Vec<String>,
+    /// Deadline for one store call.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// How long a shard's circuit stays open before it is probed again.
+    #[serde(with = "humantime_serde")]
+    pub circuit_probe_interval: Duration,
+    /// Consecutive failures that open a shard's circuit.
+    pub circuit_failure_threshold: u32,
+}
+
+/// What a decision does when the store cannot answer in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailurePolicy {
+    /// Allow the play and mark the answer degraded.
+    Open,
+    /// Refuse with 503 `store_unavailable`.
+    Closed,
+    /// Enforce the cap on this instance's own embedded store.
+    LocalCap,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8080".parse().expect("literal address"),
+            plans: [("basic", 1), ("standard", 2), ("premium", 4)]
+                .into_iter()
+                .map(|(name, n)| (name.to_owned(), n))
+                .collect(),
+            default_plan: "basic".into(),
+            lease: LeaseConfig::default(),
+            store: StoreConfig::default(),
+            failure_policy: FailurePolicy::Open,
+            stream_id_secret: None,
+            stream_id_secret_file: None,
+            auth_token_file: None,
+            max_body_bytes: 8 * 1024,
+        }
+    }
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            heartbeat_interval: Duration::from_secs(30),
+            ttl: Duration::from_secs(90),
+        }
+    }
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            backend: Backend::Memory,
+            redis_shards: Vec::new(),
+            timeout: Duration::from_millis(25),
+            circuit_probe_interval: Duration::from_millis(500),
+            circuit_failure_threshold: 3,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}, field `{field}`: {message}")]
+    Parse {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("config field `{field}`: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+impl Config {
+    /// Reads the file (or the defaults without one), applies the environment, and validates.
+    pub fn load(
+        path: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let mut config = match path {
+            Some(path) => Self::from_file(path)?,
+            None => Config::default(),
+        };
+        config.apply_env(env)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|(field, message)| ConfigError::Parse {
+            path: path.to_owned(),
+            field,
+            message,
+        })
+    }
+
+    /// Parses YAML text; on error returns the path of the offending field and the reason.
+    pub fn from_yaml(text: &str) -> Result<Config, (String, String)> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let deserializer = serde_yaml_ng::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(deserializer).map_err(|err| {
+            let field = err.path().to_string();
+            (field, err.into_inner().to_string())
+        })
+    }
+
+    fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(listen) = env("SCREENLIMIT_LISTEN") {
+            self.listen = listen
+                .parse()
+                .map_err(|e| invalid("listen", format!("SCREENLIMIT_LISTEN={listen:?}: {e}")))?;
+        }
+        if let Some(backend) = env("SCREENLIMIT_STORE_BACKEND") {
+            self.store.backend = match backend.as_str() {
+                "memory" => Backend::Memory,
+                "redis" => Backend::Redis,
+                other => {
+                    return Err(invalid(
+                        "store.backend",
+                        format!("SCREENLIMIT_STORE_BACKEND={other:?}: expected memory or redis"),
+                    ));
+                }
+            };
+        }
+        if let Some(shards) = env("SCREENLIMIT_REDIS_SHARDS") {
+            self.store.redis_shards = shards
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+        }
+        if let Some(policy) = env("SCREENLIMIT_FAILURE_POLICY") {
+            self.failure_policy = match policy.as_str() {
+                "open" => FailurePolicy::Open,
+                "closed" => FailurePolicy::Closed,
+                "local_cap" => FailurePolicy::LocalCap,
+                other => {
+                    return Err(invalid(
+                        "failure_policy",
+                        format!(
+                            "SCREENLIMIT_FAILURE_POLICY={other:?}: expected open, closed or local_cap"
+                        ),
+                    ));
+                }
+            };
+        }
+        if let Some(secret) = env("SCREENLIMIT_STREAM_ID_SECRET") {
+            self.stream_id_secret = Some(secret);
+        }
+        if let Some(file) = env("SCREENLIMIT_STREAM_ID_SECRET_FILE") {
+            self.stream_id_secret_file = Some(file.into());
+        }
+        if let Some(file) = env("SCREENLIMIT_AUTH_TOKEN_FILE") {
+            self.auth_token_file = Some(file.into());
+        }
+        Ok(())
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.plans.is_empty() {
+            return Err(invalid(
+                "plans",
+                "declare at least one plan, e.g. `plans: { basic: 1 }`",
+            ));
+        }
+        for (name, &max) in &self.plans {
+            if crate::ids::validate_token(name).is_err() {
+                return Err(invalid(
+                    "plans",
+                    format!("plan name {name:?} must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
+                ));
+            }
+            if !(1..=MAX_STREAMS_CEILING).contains(&max) {
+                return Err(invalid(
+                    "plans",
+                    format!("plan {name:?} allows {max} streams; use 1 to {MAX_STREAMS_CEILING}"),
+                ));
+            }
+        }
+        if !self.plans.contains_key(&self.default_plan) {
+            let known: Vec<_> = self.plans.keys().map(String::as_str).collect();
+            return Err(invalid(
+                "default_plan",
+                format!(
+                    "{:?} is not among the plans ({})",
+                    self.default_plan,
+                    known.join(", ")
+                ),
+            ));
+        }
+        let lease = &self.lease;
+        if lease.heartbeat_interval < Duration::from_millis(100) {
+            return Err(invalid(
+                "lease.heartbeat_interval",
+                "must be at least 100ms",
+            ));
+        }
+        if lease.ttl < lease.heartbeat_interval * 2 {
+            return Err(invalid(
+                "lease.ttl",
+                format!(
+                    "{} must be at least 2 x lease.heartbeat_interval ({}), so one lost heartbeat does not end a stream",
+                    humantime::format_duration(lease.ttl),
+                    humantime::format_duration(lease.heartbeat_interval)
+                ),
+            ));
+        }
+        if self.store.timeout.is_zero() {
+            return Err(invalid(
+                "store.timeout",
+                "must be greater than zero, e.g. 25ms",
+            ));
+        }
+        if self.store.circuit_failure_threshold == 0 {
+            return Err(invalid(
+                "store.circuit_failure_threshold",
+                "must be at least 1",
+            ));
+        }
+        if self.store.circuit_probe_interval.is_zero() {
+            return Err(invalid(
+                "store.circuit_probe_interval",
+                "must be greater than zero",
+            ));
+        }
+        match self.store.backend {
+            Backend::Memory if !self.store.redis_shards.is_empty() => {
+                return Err(invalid(
+                    "store.redis_shards",
+                    "shards are listed but store.backend is memory; set store.backend: redis",
+                ));
+            }
+            Backend::Redis if self.store.redis_shards.is_empty() => {
+                return Err(invalid(
+                    "store.redis_shards",
+                    "store.backend is redis but no shard is listed, e.g. [\"redis://127.0.0.1:6379\"]",
+                ));
+            }
+            Backend::Redis
+                if self.stream_id_secret.is_none() && self.stream_id_secret_file.is_none() =>
+            {
+                return Err(invalid(
+                    "stream_id_secret_file",
+                    "store.backend is redis, so every limiter instance must share one stream id secret: \
+                     set stream_id_secret_file (or SCREENLIMIT_STREAM_ID_SECRET)",
+                ));
+            }
+            _ => {}
+        }
+        for (i, url) in self.store.redis_shards.iter().enumerate() {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                return Err(invalid(
+                    "store.redis_shards",
+                    format!("shard {i} ({url:?}) must be a redis:// or rediss:// URL"),
+                ));
+            }
+        }
+        if self.max_body_bytes < 512 {
+            return Err(invalid("max_body_bytes", "must be at least 512"));
+        }
+        Ok(())
+    }
+
+    /// The stream id secret, read from the file when one is named.
+    pub fn resolve_stream_id_secret(&self) -> Result<Option<Vec<u8>>, ConfigError> {
+        if let Some(path) = &self.stream_id_secret_file {
+            let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let trimmed = bytes.trim_ascii().to_vec();
+            if trimmed.len() < 16 {
+                return Err(invalid(
+                    "stream_id_secret_file",
+                    "the secret must be at least 16 bytes",
+                ));
+            }
+            return Ok(Some(trimmed));
+        }
+        match &self.stream_id_secret {
+            Some(secret) if secret.len() < 16 => Err(invalid(
+                "stream_id_secret",
+                "the secret must be at least 16 bytes",
+            )),
+            Some(secret) => Ok(Some(secret.as_bytes().to_vec())),
+            None => Ok(None),
+        }
+    }
+
+    /// The bearer token API calls must carry, read from `auth_token_file`.
+    pub fn resolve_auth_token(&self) -> Result<Option<String>, ConfigError> {
+        let Some(path) = &self.auth_token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let token = text.trim().to_owned();
+        if token.len() < 16 {
+            return Err(invalid(
+                "auth_token_file",
+                "the token must be at least 16 characters",
+            ));
+        }
+        Ok(Some(token))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn the_documented_shape_parses() {
+        let yaml = r#"
+listen: 127.0.0.1:9090
+plans: { basic: 1, standard: 2, premium: 4 }
+default_plan: standard
+lease:
+  heartbeat_interval: 1500ms
+  ttl: 5s
+store:
+  backend: redis
+  redis_shards: ["redis://127.0.0.1:6379"]
+  timeout: 25ms
+failure_policy: local_cap
+stream_id_secret: "0123456789abcdef0123"
+"#;
+        let config = Config::from_yaml(yaml).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.lease.heartbeat_interval, Duration::from_millis(1500));
+        assert_eq!(config.plans["premium"], 4);
+        assert_eq!(config.failure_policy, FailurePolicy::LocalCap);
+        assert_eq!(config.store.backend, Backend::Redis);
+    }
+
+    #[test]
+    fn no_file_means_the_defaults() {
+        let config = Config::load(None, no_env).unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.default_plan, "basic");
+        assert_eq!(config.lease.ttl, Duration::from_secs(90));
+        assert_eq!(config.store.timeout, Duration::from_millis(25));
+        assert_eq!(config.store.backend, Backend::Memory);
+    }
+
+    #[test]
+    fn parse_errors_name_the_field() {
+        let (field, _) = Config::from_yaml("lease:\n  ttl: soon\n").unwrap_err();
+        assert_eq!(field, "lease.ttl");
+        let (field, message) = Config::from_yaml("store:\n  backend: etcd\n").unwrap_err();
+        assert_eq!(field, "store.backend");
+        assert!(message.contains("memory"), "{message}");
+        let (field, _) = Config::from_yaml("lisen: 1.2.3.4:5\n").unwrap_err();
+        assert_eq!(field, "lisen", "an unknown field is named");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let cases: &[(&str, &str)] = &[
+            ("default_plan: gold\n", "default_plan"),
+            ("plans: { basic: 0 }\n", "plans"),
+            (
+                "lease: { heartbeat_interval: 30s, ttl: 45s }\n",
+                "lease.ttl",
+            ),
+            ("store: { backend: redis }\n", "store.redis_shards"),
+            (
+                "store: { backend: redis, redis_shards: [\"redis://x:1\"] }\n",
+                "stream_id_secret_file",
+            ),
+            (
+                "store: { redis_shards: [\"redis://x:1\"] }\n",
+                "store.redis_shards",
+            ),
+            ("store: { timeout: 0s }\n", "store.timeout"),
+        ];
+        for (yaml, field) in cases {
+            let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { field: f, .. } if f == field),
+                "{yaml}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let env = |name: &str| match name {
+            "SCREENLIMIT_LISTEN" => Some("0.0.0.0:8000".to_owned()),
+            "SCREENLIMIT_STORE_BACKEND" => Some("redis".to_owned()),
+            "SCREENLIMIT_REDIS_SHARDS" => Some("redis://a:1, redis://b:2".to_owned()),
+            "SCREENLIMIT_FAILURE_POLICY" => Some("closed".to_owned()),
+            "SCREENLIMIT_STREAM_ID_SECRET" => Some("s".repeat(32)),
+            _ => None,
+        };
+        let config = Config::load(None, env).unwrap();
+        assert_eq!(config.listen.port(), 8000);
+        assert_eq!(
+            config.store.redis_shards,
+            vec!["redis://a:1", "redis://b:2"]
+        );
+        assert_eq!(config.failure_policy, FailurePolicy::Closed);
+    }
+}

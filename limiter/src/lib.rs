@@ -1,0 +1,20 @@
+//! screenlimit's limiter: per-account concurrent-stream leases behind a small HTTP API.
+//!
+//! Map of the crate (see `docs/ARCHITECTURE.md` for the whole picture):
+//! - [`config`]: the YAML config, environment overrides, validation.
+//! - [`ids`]: id rules and self-verifying stream ids.
+//! - [`model`]: the lease rules for one account (the embedded store runs them; the Lua mirrors them).
+//! - [`store`]: the store interface, the embedded [`store::memory`] store and sharded [`store::redis`].
+//! - [`service`]: the use cases and the failure policy.
+//! - [`api`]: HTTP routes and bodies.
+//! - [`metrics`]: Prometheus metrics.
+//! - [`server`]: wiring and graceful shutdown.
+
+pub mod api;
+pub mod config;
+pub mod ids;
+pub mod metrics;
+pub mod model;
+pub mod server;
+pub mod service;
+pub mod store;

@@ -1,0 +1,70 @@
+//! `screenlimit-limiter`: the stream API server.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use screenlimit_limiter::config::Config;
+
+/// screenlimit's stream limiter: per-account concurrent-stream leases over HTTP.
+///
+/// With no config it runs on the embedded in-memory store on 127.0.0.1:8080 with the plans
+/// basic=1, standard=2, premium=4.
+#[derive(Parser)]
+#[command(version, after_help = env_help())]
+struct Cli {
+    /// YAML config file (see README "Configuration").
+    #[arg(long, short, env = "SCREENLIMIT_CONFIG")]
+    config: Option<PathBuf>,
+    /// Listen address; overrides the file and SCREENLIMIT_LISTEN.
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Log format.
+    #[arg(long, env = "SCREENLIMIT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+fn env_help() -> String {
+    let mut help = String::from("Environment overrides:\n");
+    for (var, field) in screenlimit_limiter::config::ENV_OVERRIDES {
+        help.push_str(&format!("  {var:<36} {field}\n"));
+    }
+    help.push_str("  RUST_LOG                             log filter (default: info)");
+    help
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log_format);
+    let config = match Config::load(cli.config.as_deref(), |name| std::env::var(name).ok()) {
+        Ok(mut config) => {
+            if let Some(listen) = cli.listen {
+                config.listen = listen;
+            }
+            config
+        }
+        Err(error) => {
+            eprintln!("screenlimit-limiter: bad configuration: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    match screenlimit_limiter::server::run(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("screenlimit-limiter: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Prometheus metrics, all prefixed `screenlimit_`.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::store::StoreError;
+
+/// Every decision the limiter reports, the values of the `decision` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A play-start admitted by the store.
+    Allowed,
+    /// A play-start refused because the account is full.
+    Denied,
+    /// A play-start or heartbeat answered by the failure policy, not the store.
+    Degraded,
+    /// A heartbeat told to stop: force-stopped, taken over or replaced.
+    Revoked,
+    /// A heartbeat told to play again: lease gone and account full, or released.
+    Expired,
+    /// A heartbeat renewed its lease.
+    Renewed,
+    /// A heartbeat took back a lost lease.
+    Reregistered,
+}
+
+impl Decision {
+    pub fn label(self) -> &'static str {
+        match self {
+            Decision::Allowed => "allowed",
+            Decision::Denied => "denied",
+            Decision::Degraded => "degraded",
+            Decision::Revoked => "revoked",
+            Decision::Expired => "expired",
+            Decision::Renewed => "renewed",
+            Decision::Reregistered => "reregistered",
+        }
+    }
+}
+
+pub struct Metrics {
+    registry: Registry,
+    decisions: IntCounterVec,
+    latency: HistogramVec,
+    store_errors: IntCounterVec,
+    circuit_open: IntGaugeVec,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry =
+            Registry::new_custom(Some("screenlimit".into()), None).expect("valid prefix");
+        let decisions = IntCounterVec::new(
+            Opts::new("decisions_total", "Decisions by kind: allowed, denied, degraded, revoked, expired, renewed, reregistered"),
+            &["decision"],
+        )
+        .expect("valid metric");
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "operation_duration_seconds",
+                "Time to answer one stream API operation",
+            )
+            .buckets(vec![
+                0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+            ]),
+            &["operation"],
+        )
+        .expect("valid metric");
+        let store_errors = IntCounterVec::new(
+            Opts::new(
+                "store_errors_total",
+                "Store calls that failed, by shard and kind (timeout, circuit_open, backend)",
+            ),
+            &["shard", "kind"],
+        )
+        .expect("valid metric");
+        let circuit_open = IntGaugeVec::new(
+            Opts::new(
+                "store_circuit_open",
+                "1 while a shard's circuit is open (failing fast)",
+            ),
+            &["shard"],
+        )
+        .expect("valid metric");
+        for metric in [
+            Box::new(decisions.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(latency.clone()),
+            Box::new(store_errors.clone()),
+            Box::new(circuit_open.clone()),
+        ] {
+            registry.register(metric).expect("metric registered once");
+        }
+        Metrics {
+            registry,
+            decisions,
+            latency,
+            store_errors,
+            circuit_open,
+        }
+    }
+
+    pub fn decision(&self, decision: Decision) {
+        self.decisions.with_label_values(&[decision.label()]).inc();
+    }
+
+    pub fn observe(&self, operation: &str, elapsed: std::time::Duration) {
+        self.latency
+            .with_label_values(&[operation])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn store_error(&self, error: &StoreError) {
+        let shard = match error {
+            StoreError::Timeout { shard }
+            | StoreError::CircuitOpen { shard }
+            | StoreError::Backend { shard, .. } => *shard,
+        };
+        self.store_errors
+            .with_label_values(&[&shard.to_string(), error.kind()])
+            .inc();
+    }
+
+    pub fn set_circuit(&self, shard: usize, open: bool) {
+        self.circuit_open
+            .with_label_values(&[&shard.to_string()])
+            .set(i64::from(open));
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding");
+        String::from_utf8(out).expect("prometheus text is UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,391 @@
+//! The lease rules for one account, as pure functions over its records.
+//!
+//! The embedded store runs these directly; `store/redis/lua/*.lua` implements the same rules
+//! inside Redis. The conformance suite (`tests/conformance.rs`) holds both to one behaviour.
+//!
+//! An account keeps one record per device. A record is *live* while its lease is unexpired; an
+//! expired live record lingers for one more TTL so a late heartbeat can tell "expired" from
+//! "revoked". Revoked and released records are tombstones kept for two TTLs. A stream id names a
+//! device and a nonce: a heartbeat whose nonce differs from the device's record belongs to a
+//! stream that was replaced, and is revoked.
+
+use crate::ids::{Nonce, StreamRef};
+
+/// Milliseconds since the Unix epoch, on the store's clock.
+pub type Millis = u64;
+
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceType {
+    Tv,
+    Mobile,
+    Tablet,
+    Web,
+    Console,
+    #[default]
+    Other,
+}
+
+impl DeviceType {
+    pub const ALL: [DeviceType; 6] = [
+        DeviceType::Tv,
+        DeviceType::Mobile,
+        DeviceType::Tablet,
+        DeviceType::Web,
+        DeviceType::Console,
+        DeviceType::Other,
+    ];
+
+    /// One-byte code used in the Redis encoding.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(code: u8) -> DeviceType {
+        Self::ALL
+            .get(code as usize)
+            .copied()
+            .unwrap_or(DeviceType::Other)
+    }
+}
+
+/// What a play-start tells about the device; kept with the lease for lists and the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Device {
+    pub id: String,
+    pub kind: DeviceType,
+    pub meta: String,
+    pub profile_id: String,
+    pub title_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub name: String,
+    pub limit: u32,
+}
+
+/// A live lease as lists and denials show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub device: Device,
+    pub nonce: Nonce,
+    pub started_at: Millis,
+    pub expires_at: Millis,
+}
+
+impl Lease {
+    pub fn stream(&self) -> StreamRef {
+        StreamRef {
+            device_id: self.device.id.clone(),
+            nonce: self.nonce,
+        }
+    }
+}
+
+/// Lease lengths every store operation needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub ttl_ms: Millis,
+    /// How long a revocation is remembered: two TTLs.
+    pub revocation_ms: Millis,
+}
+
+impl Timing {
+    pub fn from_ttl(ttl: std::time::Duration) -> Timing {
+        let ttl_ms = ttl.as_millis() as Millis;
+        Timing {
+            ttl_ms,
+            revocation_ms: 2 * ttl_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AcquireCmd {
+    pub account_id: String,
+    pub device: Device,
+    pub nonce: Nonce,
+    /// The plan the request named; `None` keeps the account's remembered plan.
+    pub plan: Option<Plan>,
+    /// A stream to stop so the caller takes its slot.
+    pub replace: Option<StreamRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    Granted {
+        limit: u32,
+        active_count: u32,
+        expires_at: Millis,
+    },
+    Denied {
+        limit: u32,
+        active: Vec<Lease>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeartbeatOutcome {
+    Renewed {
+        expires_at: Millis,
+    },
+    /// The lease was gone (expired or lost with the store) and the account had room.
+    Reregistered {
+        expires_at: Millis,
+    },
+    /// The lease is gone and the account is full, or the stream was released: play again.
+    Expired,
+    /// Force-stopped, taken over or replaced by a newer play: stop playing.
+    Revoked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    Released,
+    NotHeld,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForceStopOutcome {
+    Stopped,
+    AlreadyStopped,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountView {
+    pub plan: String,
+    pub limit: u32,
+    pub active: Vec<Lease>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecordState {
+    Live,
+    Revoked,
+    Released,
+}
+
+#[derive(Debug, Clone)]
+struct Record {
+    device: Device,
+    nonce: Nonce,
+    state: RecordState,
+    /// Lease expiry while live; the time to forget the tombstone otherwise.
+    until: Millis,
+    started_at: Millis,
+}
+
+impl Record {
+    fn is_active(&self, now: Millis) -> bool {
+        self.state == RecordState::Live && self.until > now
+    }
+
+    fn forget_at(&self, timing: Timing) -> Millis {
+        match self.state {
+            RecordState::Live => self.until + timing.ttl_ms,
+            RecordState::Revoked | RecordState::Released => self.until,
+        }
+    }
+
+    fn entomb(&mut self, state: RecordState, now: Millis, timing: Timing) {
+        self.state = state;
+        self.until = now + timing.revocation_ms;
+        // A tombstone needs only device and nonce; drop the rest to keep it small.
+        self.device = Device {
+            id: std::mem::take(&mut self.device.id),
+            ..Device::default()
+        };
+    }
+
+    fn lease(&self) -> Lease {
+        Lease {
+            device: self.device.clone(),
+            nonce: self.nonce,
+            started_at: self.started_at,
+            expires_at: self.until,
+        }
+    }
+}
+
+/// Everything one account holds.
+#[derive(Debug, Clone)]
+pub struct AccountState {
+    plan: Plan,
+    records: Vec<Record>,
+}
+
+impl AccountState {
+    pub fn new(plan: Plan) -> Self {
+        AccountState {
+            plan,
+            records: Vec::new(),
+        }
+    }
+
+    /// Drops what is past remembering; the same reaping the Redis scripts do on load.
+    pub fn prune(&mut self, now: Millis, timing: Timing) {
+        self.records.retain(|r| r.forget_at(timing) > now);
+    }
+
+    /// When the whole account may be forgotten; `None` when nothing is left.
+    pub fn forget_at(&self, timing: Timing) -> Option<Millis> {
+        self.records.iter().map(|r| r.forget_at(timing)).max()
+    }
+
+    fn active_count(&self, now: Millis) -> u32 {
+        self.records.iter().filter(|r| r.is_active(now)).count() as u32
+    }
+
+    fn find_device(&self, device_id: &str) -> Option<usize> {
+        self.records.iter().position(|r| r.device.id == device_id)
+    }
+
+    pub fn acquire(&mut self, cmd: &AcquireCmd, now: Millis, timing: Timing) -> AcquireOutcome {
+        let plan = cmd.plan.clone().unwrap_or_else(|| self.plan.clone());
+        // Work on a copy so a denial leaves the account exactly as it was.
+        let mut records: Vec<Record> = self
+            .records
+            .iter()
+            .filter(|r| r.device.id != cmd.device.id)
+            .cloned()
+            .collect();
+        let is_target = |r: &Record| {
+            cmd.replace.as_ref().is_some_and(|t| {
+                r.device.id == t.device_id && r.nonce == t.nonce && r.state == RecordState::Live
+            })
+        };
+        if let Some(r) = records.iter_mut().find(|r| is_target(r)) {
+            r.entomb(RecordState::Revoked, now, timing);
+        }
+        let active = records.iter().filter(|r| r.is_active(now)).count() as u32;
+        if active >= plan.limit {
+            let active = records
+                .iter()
+                .filter(|r| r.is_active(now))
+                .map(Record::lease)
+                .collect();
+            return AcquireOutcome::Denied {
+                limit: plan.limit,
+                active,
+            };
+        }
+        let expires_at = now + timing.ttl_ms;
+        records.push(Record {
+            device: cmd.device.clone(),
+            nonce: cmd.nonce,
+            state: RecordState::Live,
+            until: expires_at,
+            started_at: now,
+        });
+        self.records = records;
+        let limit = plan.limit;
+        self.plan = plan;
+        AcquireOutcome::Granted {
+            limit,
+            active_count: active + 1,
+            expires_at,
+        }
+    }
+
+    pub fn heartbeat(
+        &mut self,
+        stream: &StreamRef,
+        now: Millis,
+        timing: Timing,
+    ) -> HeartbeatOutcome {
+        let found = self.find_device(&stream.device_id);
+        if let Some(i) = found {
+            let record = &mut self.records[i];
+            if record.nonce != stream.nonce || record.state == RecordState::Revoked {
+                return HeartbeatOutcome::Revoked;
+            }
+            if record.state == RecordState::Released {
+                return HeartbeatOutcome::Expired;
+            }
+            if record.until > now {
+                record.until = now + timing.ttl_ms;
+                return HeartbeatOutcome::Renewed {
+                    expires_at: record.until,
+                };
+            }
+        }
+        // The lease is gone: take the slot back if the account has room.
+        if self.active_count(now) >= self.plan.limit {
+            return HeartbeatOutcome::Expired;
+        }
+        let expires_at = now + timing.ttl_ms;
+        match found {
+            Some(i) => self.records[i].until = expires_at,
+            None => self.records.push(Record {
+                device: Device {
+                    id: stream.device_id.clone(),
+                    ..Device::default()
+                },
+                nonce: stream.nonce,
+                state: RecordState::Live,
+                until: expires_at,
+                started_at: now,
+            }),
+        }
+        HeartbeatOutcome::Reregistered { expires_at }
+    }
+
+    pub fn release(&mut self, stream: &StreamRef, now: Millis, timing: Timing) -> ReleaseOutcome {
+        match self
+            .find_device(&stream.device_id)
+            .map(|i| &mut self.records[i])
+        {
+            Some(r) if r.nonce == stream.nonce && r.state == RecordState::Live => {
+                r.entomb(RecordState::Released, now, timing);
+                ReleaseOutcome::Released
+            }
+            _ => ReleaseOutcome::NotHeld,
+        }
+    }
+
+    pub fn force_stop(
+        &mut self,
+        stream: &StreamRef,
+        now: Millis,
+        timing: Timing,
+    ) -> ForceStopOutcome {
+        match self
+            .find_device(&stream.device_id)
+            .map(|i| &mut self.records[i])
+        {
+            None => ForceStopOutcome::Unknown,
+            Some(r) if r.nonce != stream.nonce || r.state == RecordState::Revoked => {
+                ForceStopOutcome::AlreadyStopped
+            }
+            Some(r) => {
+                r.entomb(RecordState::Revoked, now, timing);
+                ForceStopOutcome::Stopped
+            }
+        }
+    }
+
+    pub fn view(&self, now: Millis) -> AccountView {
+        AccountView {
+            plan: self.plan.name.clone(),
+            limit: self.plan.limit,
+            active: self
+                .records
+                .iter()
+                .filter(|r| r.is_active(now))
+                .map(Record::lease)
+                .collect(),
+        }
+    }
+}

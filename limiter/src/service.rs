@@ -1,0 +1,356 @@
+//! The stream use cases: resolve the plan, verify stream ids, call the store, and when the store
+//! cannot answer, decide by the failure policy. Handlers stay thin; this is where the soft-gate
+//! invariant lives.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::{Backend, Config, FailurePolicy};
+use crate::ids::{StreamIdCodec, StreamRef};
+use crate::metrics::{Decision, Metrics};
+use crate::model::{
+    AccountView, AcquireCmd, AcquireOutcome, Device, ForceStopOutcome, HeartbeatOutcome, Lease,
+    Plan, ReleaseOutcome, Timing,
+};
+use crate::store::memory::MemoryStore;
+use crate::store::redis::{RedisOptions, RedisStore};
+use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("plan {0:?} is not configured")]
+    UnknownPlan(String),
+    #[error("no such stream on this account")]
+    UnknownStream,
+    #[error("the stream store is unavailable: {0}")]
+    StoreUnavailable(StoreError),
+}
+
+/// A play-start request after input validation.
+#[derive(Debug, Clone)]
+pub struct PlayStart {
+    pub account_id: String,
+    pub device: Device,
+    pub plan: Option<String>,
+    pub replace_stream_id: Option<String>,
+}
+
+/// A lease with the stream id a client uses to name it.
+#[derive(Debug, Clone)]
+pub struct ActiveStream {
+    pub stream_id: String,
+    pub lease: Lease,
+}
+
+#[derive(Debug, Clone)]
+pub enum PlayDecision {
+    Granted {
+        stream_id: String,
+        limit: u32,
+        /// Unknown when the store was skipped under the `open` policy.
+        active_count: Option<u32>,
+        degraded: bool,
+    },
+    Denied {
+        limit: u32,
+        active: Vec<ActiveStream>,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Renewal {
+    pub outcome: HeartbeatOutcome,
+    pub degraded: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct AccountStreams {
+    pub plan: String,
+    pub limit: u32,
+    pub active: Vec<ActiveStream>,
+}
+
+pub struct StreamService {
+    store: AnyStore,
+    /// This instance's own store, used under `local_cap` when the shared store fails.
+    local: Arc<MemoryStore>,
+    policy: FailurePolicy,
+    codec: StreamIdCodec,
+    plans: BTreeMap<String, u32>,
+    default_plan: Plan,
+    pub timing: Timing,
+    pub heartbeat_interval: Duration,
+    pub metrics: Arc<Metrics>,
+}
+
+impl StreamService {
+    /// Builds the service from a validated config. Must run inside a Tokio runtime.
+    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+        let default_plan = Plan {
+            name: config.default_plan.clone(),
+            limit: config.plans[&config.default_plan],
+        };
+        let timing = Timing::from_ttl(config.lease.ttl);
+        let local = Arc::new(MemoryStore::new(default_plan.clone(), timing));
+        local.spawn_sweeper(config.lease.ttl);
+        let store = match config.store.backend {
+            Backend::Memory => AnyStore::Memory(local.clone()),
+            Backend::Redis => AnyStore::Redis(
+                RedisStore::new(
+                    &RedisOptions {
+                        shard_urls: config.store.redis_shards.clone(),
+                        deadline: config.store.timeout,
+                        failure_threshold: config.store.circuit_failure_threshold,
+                        probe_interval: config.store.circuit_probe_interval,
+                    },
+                    default_plan.clone(),
+                    timing,
+                )
+                .map_err(anyhow::Error::msg)?,
+            ),
+        };
+        let codec = match config.resolve_stream_id_secret()? {
+            Some(secret) => StreamIdCodec::new(&secret),
+            None => StreamIdCodec::random(),
+        };
+        Ok(StreamService {
+            store,
+            local,
+            policy: config.failure_policy,
+            codec,
+            plans: config.plans.clone(),
+            default_plan,
+            timing,
+            heartbeat_interval: config.lease.heartbeat_interval,
+            metrics: Arc::new(Metrics::new()),
+        })
+    }
+
+    fn active_streams(&self, account_id: &str, leases: Vec<Lease>) -> Vec<ActiveStream> {
+        leases
+            .into_iter()
+            .map(|lease| ActiveStream {
+                stream_id: self.codec.encode(account_id, &lease.stream()),
+                lease,
+            })
+            .collect()
+    }
+
+    fn verify(&self, account_id: &str, stream_id: &str) -> Result<StreamRef, ServiceError> {
+        self.codec
+            .decode(account_id, stream_id)
+            .ok_or(ServiceError::UnknownStream)
+    }
+
+    /// Counts a store failure and says whether the policy lets the operation go on without it.
+    fn on_store_error(&self, error: StoreError) -> Result<(), ServiceError> {
+        self.metrics.store_error(&error);
+        tracing::debug!(%error, policy = ?self.policy, "store call failed; applying the failure policy");
+        match self.policy {
+            FailurePolicy::Closed => Err(ServiceError::StoreUnavailable(error)),
+            FailurePolicy::Open | FailurePolicy::LocalCap => Ok(()),
+        }
+    }
+
+    pub async fn play_start(&self, request: PlayStart) -> Result<PlayDecision, ServiceError> {
+        let started = Instant::now();
+        let plan = match &request.plan {
+            Some(name) => match self.plans.get(name) {
+                Some(&limit) => Some(Plan {
+                    name: name.clone(),
+                    limit,
+                }),
+                None => return Err(ServiceError::UnknownPlan(name.clone())),
+            },
+            None => None,
+        };
+        let replace = match &request.replace_stream_id {
+            Some(id) => Some(self.verify(&request.account_id, id)?),
+            None => None,
+        };
+        let cmd = AcquireCmd {
+            account_id: request.account_id,
+            device: request.device,
+            nonce: StreamIdCodec::new_nonce(),
+            plan,
+            replace,
+        };
+        let (outcome, degraded) = match self.store.acquire(&cmd).await {
+            Ok(outcome) => (Some(outcome), false),
+            Err(error) => {
+                self.on_store_error(error)?;
+                match self.policy {
+                    FailurePolicy::LocalCap => (Some(self.local_acquire(&cmd).await), true),
+                    _ => (None, true),
+                }
+            }
+        };
+        let stream = StreamRef {
+            device_id: cmd.device.id.clone(),
+            nonce: cmd.nonce,
+        };
+        let decision = match outcome {
+            Some(AcquireOutcome::Granted {
+                limit,
+                active_count,
+                ..
+            }) => PlayDecision::Granted {
+                stream_id: self.codec.encode(&cmd.account_id, &stream),
+                limit,
+                active_count: Some(active_count),
+                degraded,
+            },
+            Some(AcquireOutcome::Denied { limit, active }) => PlayDecision::Denied {
+                limit,
+                active: self.active_streams(&cmd.account_id, active),
+            },
+            // Fail open: the stream id is real, so once the store is back the stream's next
+            // heartbeat re-registers it and the cap applies again.
+            None => PlayDecision::Granted {
+                stream_id: self.codec.encode(&cmd.account_id, &stream),
+                limit: cmd.plan.as_ref().unwrap_or(&self.default_plan).limit,
+                active_count: None,
+                degraded: true,
+            },
+        };
+        self.metrics.decision(match &decision {
+            PlayDecision::Granted { degraded: true, .. } => Decision::Degraded,
+            PlayDecision::Granted { .. } => Decision::Allowed,
+            PlayDecision::Denied { .. } => Decision::Denied,
+        });
+        self.metrics.observe("acquire", started.elapsed());
+        Ok(decision)
+    }
+
+    async fn local_acquire(&self, cmd: &AcquireCmd) -> AcquireOutcome {
+        self.local
+            .acquire(cmd)
+            .await
+            .expect("the memory store does not fail")
+    }
+
+    pub async fn heartbeat(
+        &self,
+        account_id: &str,
+        stream_id: &str,
+    ) -> Result<Renewal, ServiceError> {
+        let started = Instant::now();
+        let stream = self.verify(account_id, stream_id)?;
+        let renewal = match self.store.heartbeat(account_id, &stream).await {
+            Ok(outcome) => Renewal {
+                outcome,
+                degraded: false,
+            },
+            Err(error) => {
+                self.on_store_error(error)?;
+                let outcome = match self.policy {
+                    FailurePolicy::LocalCap => self
+                        .local
+                        .heartbeat(account_id, &stream)
+                        .await
+                        .expect("the memory store does not fail"),
+                    _ => HeartbeatOutcome::Renewed { expires_at: 0 },
+                };
+                Renewal {
+                    outcome,
+                    degraded: true,
+                }
+            }
+        };
+        self.metrics.decision(match renewal.outcome {
+            _ if renewal.degraded => Decision::Degraded,
+            HeartbeatOutcome::Renewed { .. } => Decision::Renewed,
+            HeartbeatOutcome::Reregistered { .. } => Decision::Reregistered,
+            HeartbeatOutcome::Expired => Decision::Expired,
+            HeartbeatOutcome::Revoked => Decision::Revoked,
+        });
+        self.metrics.observe("heartbeat", started.elapsed());
+        Ok(renewal)
+    }
+
+    /// Frees the stream's slot; answers the same whether or not it was held (idempotent).
+    /// Returns whether the answer is degraded.
+    pub async fn release(&self, account_id: &str, stream_id: &str) -> Result<bool, ServiceError> {
+        let started = Instant::now();
+        let stream = self.verify(account_id, stream_id)?;
+        if self.policy == FailurePolicy::LocalCap && matches!(self.store, AnyStore::Redis(_)) {
+            // The local store may hold the stream from an earlier outage; free it there too.
+            let _: ReleaseOutcome = self
+                .local
+                .release(account_id, &stream)
+                .await
+                .expect("infallible");
+        }
+        let degraded = match self.store.release(account_id, &stream).await {
+            Ok(_) => false,
+            Err(error) => {
+                self.on_store_error(error)?;
+                true
+            }
+        };
+        self.metrics.observe("release", started.elapsed());
+        Ok(degraded)
+    }
+
+    pub async fn force_stop(
+        &self,
+        account_id: &str,
+        stream_id: &str,
+    ) -> Result<ForceStopOutcome, ServiceError> {
+        let started = Instant::now();
+        let stream = self.verify(account_id, stream_id)?;
+        let outcome = self
+            .store
+            .force_stop(account_id, &stream)
+            .await
+            .map_err(|error| {
+                self.metrics.store_error(&error);
+                ServiceError::StoreUnavailable(error)
+            })?;
+        self.metrics.observe("force_stop", started.elapsed());
+        match outcome {
+            ForceStopOutcome::Unknown => Err(ServiceError::UnknownStream),
+            stopped => Ok(stopped),
+        }
+    }
+
+    pub async fn list(&self, account_id: &str) -> Result<AccountStreams, ServiceError> {
+        let started = Instant::now();
+        let AccountView {
+            plan,
+            limit,
+            active,
+        } = self.store.list(account_id).await.map_err(|error| {
+            self.metrics.store_error(&error);
+            ServiceError::StoreUnavailable(error)
+        })?;
+        self.metrics.observe("list", started.elapsed());
+        Ok(AccountStreams {
+            plan,
+            limit,
+            active: self.active_streams(account_id, active),
+        })
+    }
+
+    pub async fn health(&self) -> Vec<ShardHealth> {
+        self.store.health().await
+    }
+
+    /// Whether this instance can answer play-starts: always, unless the policy is `closed` and a
+    /// shard is down (then its accounts would get 503s).
+    pub fn ready(&self, health: &[ShardHealth]) -> bool {
+        self.policy != FailurePolicy::Closed || health.iter().all(|s| s.reachable)
+    }
+
+    pub fn render_metrics(&self) -> String {
+        for (shard, open) in self.store.circuits() {
+            self.metrics.set_circuit(shard, open);
+        }
+        self.metrics.render()
+    }
+
+    pub fn policy(&self) -> FailurePolicy {
+        self.policy
+    }
+}

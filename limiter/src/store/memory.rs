@@ -1,0 +1,151 @@
+//! The embedded store: the lease rules of [`crate::model`] over an in-process map.
+//!
+//! Used for local runs and as the local cap when the Redis store fails under `local_cap`. Accounts
+//! are spread over lock stripes so concurrent requests for different accounts rarely contend;
+//! each operation holds one stripe's lock for a few microseconds and never across an await.
+//! Reaping is lazy (inside each operation) plus a sweeper that forgets idle accounts, so the map
+//! never grows without bound.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{LeaseStore, ShardHealth, StoreError};
+use crate::ids::StreamRef;
+use crate::model::{
+    AccountState, AccountView, AcquireCmd, AcquireOutcome, ForceStopOutcome, HeartbeatOutcome,
+    Millis, Plan, ReleaseOutcome, Timing,
+};
+
+const STRIPES: usize = 64;
+
+pub struct MemoryStore {
+    stripes: Vec<Mutex<HashMap<String, AccountState>>>,
+    default_plan: Plan,
+    timing: Timing,
+}
+
+fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
+
+impl MemoryStore {
+    pub fn new(default_plan: Plan, timing: Timing) -> Self {
+        MemoryStore {
+            stripes: (0..STRIPES).map(|_| Mutex::new(HashMap::new())).collect(),
+            default_plan,
+            timing,
+        }
+    }
+
+    /// Starts the sweeper that forgets idle accounts; it stops when the store is dropped.
+    pub fn spawn_sweeper(self: &Arc<Self>, every: Duration) {
+        let store: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                match store.upgrade() {
+                    Some(store) => _ = store.sweep(),
+                    None => return,
+                }
+            }
+        });
+    }
+
+    /// Forgets every account with nothing left to remember. Returns how many were dropped.
+    pub fn sweep(&self) -> usize {
+        let now = now_ms();
+        let mut dropped = 0;
+        for stripe in &self.stripes {
+            let mut map = stripe.lock().unwrap_or_else(|e| e.into_inner());
+            let before = map.len();
+            map.retain(|_, state| state.forget_at(self.timing).is_some_and(|t| t > now));
+            dropped += before - map.len();
+        }
+        dropped
+    }
+
+    /// Number of accounts held, expired or not.
+    pub fn account_count(&self) -> usize {
+        self.stripes
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
+            .sum()
+    }
+
+    fn with_account<T>(
+        &self,
+        account_id: &str,
+        op: impl FnOnce(&mut AccountState, Millis) -> T,
+    ) -> T {
+        let stripe = (xxhash_rust::xxh3::xxh3_64(account_id.as_bytes()) % STRIPES as u64) as usize;
+        let mut map = self.stripes[stripe]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let now = now_ms();
+        let state = map
+            .entry(account_id.to_owned())
+            .or_insert_with(|| AccountState::new(self.default_plan.clone()));
+        state.prune(now, self.timing);
+        let out = op(state, now);
+        if state.forget_at(self.timing).is_none() {
+            map.remove(account_id);
+        }
+        out
+    }
+}
+
+impl LeaseStore for MemoryStore {
+    async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
+        Ok(self.with_account(&cmd.account_id, |state, now| {
+            state.acquire(cmd, now, self.timing)
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        Ok(self.with_account(account_id, |state, now| {
+            state.heartbeat(stream, now, self.timing)
+        }))
+    }
+
+    async fn release(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        Ok(self.with_account(account_id, |state, now| {
+            state.release(stream, now, self.timing)
+        }))
+    }
+
+    async fn force_stop(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<ForceStopOutcome, StoreError> {
+        Ok(self.with_account(account_id, |state, now| {
+            state.force_stop(stream, now, self.timing)
+        }))
+    }
+
+    async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
+        Ok(self.with_account(account_id, |state, now| state.view(now)))
+    }
+
+    async fn health(&self) -> Vec<ShardHealth> {
+        vec![ShardHealth {
+            shard: 0,
+            endpoint: "memory".into(),
+            reachable: true,
+            circuit: "closed",
+        }]
+    }
+}

@@ -1,0 +1,142 @@
+//! The lease store interface and its two backends: the embedded [`memory`] store and sharded
+//! [`redis`]. Each operation is atomic per account; the store's own clock decides expiry.
+
+pub mod memory;
+pub mod redis;
+
+use std::future::Future;
+
+use crate::ids::StreamRef;
+use crate::model::{
+    AccountView, AcquireCmd, AcquireOutcome, ForceStopOutcome, HeartbeatOutcome, ReleaseOutcome,
+};
+
+/// Why the store could not answer. The service turns these into the failure policy's decision.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("shard {shard} did not answer within the store deadline")]
+    Timeout { shard: usize },
+    #[error("shard {shard} is unavailable (circuit open); probing it in the background")]
+    CircuitOpen { shard: usize },
+    #[error("shard {shard} failed: {message}")]
+    Backend { shard: usize, message: String },
+}
+
+impl StoreError {
+    /// Short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Timeout { .. } => "timeout",
+            StoreError::CircuitOpen { .. } => "circuit_open",
+            StoreError::Backend { .. } => "backend",
+        }
+    }
+}
+
+/// Health of one shard as `/readyz` and the dashboard show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct ShardHealth {
+    pub shard: usize,
+    /// Where the shard lives, without credentials.
+    pub endpoint: String,
+    pub reachable: bool,
+    /// `closed` (healthy), `open` (failing fast) or `half_open` (probing).
+    pub circuit: &'static str,
+}
+
+pub trait LeaseStore: Send + Sync + 'static {
+    fn acquire(
+        &self,
+        cmd: &AcquireCmd,
+    ) -> impl Future<Output = Result<AcquireOutcome, StoreError>> + Send;
+
+    fn heartbeat(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> impl Future<Output = Result<HeartbeatOutcome, StoreError>> + Send;
+
+    fn release(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> impl Future<Output = Result<ReleaseOutcome, StoreError>> + Send;
+
+    fn force_stop(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> impl Future<Output = Result<ForceStopOutcome, StoreError>> + Send;
+
+    fn list(
+        &self,
+        account_id: &str,
+    ) -> impl Future<Output = Result<AccountView, StoreError>> + Send;
+
+    /// Checks every shard now, within the deadline.
+    fn health(&self) -> impl Future<Output = Vec<ShardHealth>> + Send;
+}
+
+/// The configured backend, chosen at start-up.
+#[derive(Clone)]
+pub enum AnyStore {
+    Memory(std::sync::Arc<memory::MemoryStore>),
+    Redis(std::sync::Arc<redis::RedisStore>),
+}
+
+impl AnyStore {
+    /// Each shard's circuit, without touching the network: (shard, open).
+    pub fn circuits(&self) -> Vec<(usize, bool)> {
+        match self {
+            AnyStore::Memory(_) => vec![(0, false)],
+            AnyStore::Redis(store) => store.circuits(),
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $store:ident => $call:expr) => {
+        match $self {
+            AnyStore::Memory($store) => $call.await,
+            AnyStore::Redis($store) => $call.await,
+        }
+    };
+}
+
+impl LeaseStore for AnyStore {
+    async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
+        delegate!(self, s => s.acquire(cmd))
+    }
+
+    async fn heartbeat(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        delegate!(self, s => s.heartbeat(account_id, stream))
+    }
+
+    async fn release(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        delegate!(self, s => s.release(account_id, stream))
+    }
+
+    async fn force_stop(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<ForceStopOutcome, StoreError> {
+        delegate!(self, s => s.force_stop(account_id, stream))
+    }
+
+    async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
+        delegate!(self, s => s.list(account_id))
+    }
+
+    async fn health(&self) -> Vec<ShardHealth> {
+        delegate!(self, s => s.health())
+    }
+}
