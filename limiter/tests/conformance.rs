@@ -1,0 +1,418 @@
+//! One conformance suite, two backends: every case runs against the embedded store and against a
+//! real `redis-server` started for the test. The cases assert the invariants of DESIGN.md through
+//! the store interface, on the store's own clock.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
+use screenlimit_limiter::model::{
+    AcquireCmd, AcquireOutcome, Device, DeviceType, ForceStopOutcome, HeartbeatOutcome, Plan,
+    ReleaseOutcome, Timing,
+};
+use screenlimit_limiter::store::LeaseStore;
+use screenlimit_limiter::store::memory::MemoryStore;
+use screenlimit_limiter::store::redis::{RedisOptions, RedisStore};
+use support::RedisServer;
+
+/// Short enough for quick tests, long enough for a loaded 2-core machine.
+const TTL: Duration = Duration::from_millis(600);
+
+fn basic() -> Plan {
+    Plan {
+        name: "basic".into(),
+        limit: 1,
+    }
+}
+
+fn plan(name: &str, limit: u32) -> Option<Plan> {
+    Some(Plan {
+        name: name.into(),
+        limit,
+    })
+}
+
+fn play(account: &str, device: &str, plan: Option<Plan>) -> AcquireCmd {
+    AcquireCmd {
+        account_id: account.into(),
+        device: Device {
+            id: device.into(),
+            ..Device::default()
+        },
+        nonce: StreamIdCodec::new_nonce(),
+        plan,
+        replace: None,
+    }
+}
+
+fn stream_of(cmd: &AcquireCmd) -> StreamRef {
+    StreamRef {
+        device_id: cmd.device.id.clone(),
+        nonce: cmd.nonce,
+    }
+}
+
+async fn granted<S: LeaseStore>(store: &S, cmd: &AcquireCmd) -> StreamRef {
+    match store.acquire(cmd).await.unwrap() {
+        AcquireOutcome::Granted { .. } => stream_of(cmd),
+        denied => panic!("expected a grant for {}, got {denied:?}", cmd.device.id),
+    }
+}
+
+async fn active_devices<S: LeaseStore>(store: &S, account: &str) -> Vec<String> {
+    let mut devices: Vec<String> = store
+        .list(account)
+        .await
+        .unwrap()
+        .active
+        .into_iter()
+        .map(|l| l.device.id)
+        .collect();
+    devices.sort();
+    devices
+}
+
+mod cases {
+    use super::*;
+
+    pub async fn grants_up_to_the_limit_then_denies_with_the_device_list<S: LeaseStore>(store: &S) {
+        let tv = play("acct", "tv", plan("standard", 2));
+        match store.acquire(&tv).await.unwrap() {
+            AcquireOutcome::Granted {
+                limit,
+                active_count,
+                ..
+            } => assert_eq!((limit, active_count), (2, 1)),
+            other => panic!("{other:?}"),
+        }
+        granted(store, &play("acct", "phone", None)).await;
+        match store.acquire(&play("acct", "tablet", None)).await.unwrap() {
+            AcquireOutcome::Denied { limit, active } => {
+                assert_eq!(limit, 2);
+                let mut devices: Vec<_> = active.iter().map(|l| l.device.id.as_str()).collect();
+                devices.sort();
+                assert_eq!(devices, ["phone", "tv"]);
+            }
+            other => panic!("the third device must be denied, got {other:?}"),
+        }
+    }
+
+    pub async fn racing_devices_get_exactly_the_free_slots<S: LeaseStore>(store: &S) {
+        granted(store, &play("family", "tv", plan("premium", 4))).await;
+        let attempts: Vec<AcquireCmd> = (0..60)
+            .map(|i| play("family", &format!("dev-{i}"), None))
+            .collect();
+        let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
+        let winners = results
+            .iter()
+            .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
+            .count();
+        assert_eq!(winners, 3, "60 racers for 3 free slots");
+        assert_eq!(store.list("family").await.unwrap().active.len(), 4);
+    }
+
+    pub async fn a_lease_not_renewed_frees_its_slot_after_the_ttl<S: LeaseStore>(store: &S) {
+        granted(store, &play("acct", "crashed-tv", None)).await;
+        assert!(matches!(
+            store.acquire(&play("acct", "phone", None)).await.unwrap(),
+            AcquireOutcome::Denied { .. }
+        ));
+        tokio::time::sleep(TTL + Duration::from_millis(150)).await;
+        // No background job ran: the acquire itself reaps the dead lease.
+        granted(store, &play("acct", "phone", None)).await;
+        assert_eq!(active_devices(store, "acct").await, ["phone"]);
+    }
+
+    pub async fn heartbeats_keep_a_lease_alive_past_its_first_ttl<S: LeaseStore>(store: &S) {
+        let tv = granted(store, &play("acct", "tv", None)).await;
+        for _ in 0..8 {
+            tokio::time::sleep(TTL / 4).await;
+            assert!(matches!(
+                store.heartbeat("acct", &tv).await.unwrap(),
+                HeartbeatOutcome::Renewed { .. }
+            ));
+        }
+        assert!(matches!(
+            store.acquire(&play("acct", "phone", None)).await.unwrap(),
+            AcquireOutcome::Denied { .. }
+        ));
+    }
+
+    pub async fn a_new_play_from_the_same_device_replaces_its_lease<S: LeaseStore>(store: &S) {
+        let first = granted(store, &play("acct", "tv", None)).await;
+        let second = granted(store, &play("acct", "tv", None)).await;
+        assert_eq!(
+            active_devices(store, "acct").await,
+            ["tv"],
+            "one device, one slot"
+        );
+        assert_eq!(
+            store.heartbeat("acct", &first).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+        assert!(matches!(
+            store.heartbeat("acct", &second).await.unwrap(),
+            HeartbeatOutcome::Renewed { .. }
+        ));
+    }
+
+    pub async fn a_force_stopped_stream_stays_revoked_past_its_ttl<S: LeaseStore>(store: &S) {
+        let tv = granted(store, &play("acct", "tv", None)).await;
+        assert_eq!(
+            store.force_stop("acct", &tv).await.unwrap(),
+            ForceStopOutcome::Stopped
+        );
+        assert_eq!(
+            store.force_stop("acct", &tv).await.unwrap(),
+            ForceStopOutcome::AlreadyStopped
+        );
+        assert!(
+            store.list("acct").await.unwrap().active.is_empty(),
+            "the slot is free at once"
+        );
+        assert_eq!(
+            store.heartbeat("acct", &tv).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+        tokio::time::sleep(TTL + Duration::from_millis(200)).await;
+        assert_eq!(
+            store.heartbeat("acct", &tv).await.unwrap(),
+            HeartbeatOutcome::Revoked,
+            "still revoked after one TTL, not re-registered"
+        );
+        // The kicked device may start a new play, and only the new stream is alive.
+        let again = granted(store, &play("acct", "tv", None)).await;
+        assert_eq!(
+            store.heartbeat("acct", &tv).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+        assert!(matches!(
+            store.heartbeat("acct", &again).await.unwrap(),
+            HeartbeatOutcome::Renewed { .. }
+        ));
+    }
+
+    pub async fn an_expired_lease_re_registers_when_there_is_room<S: LeaseStore>(store: &S) {
+        let tv = granted(store, &play("acct", "tv", None)).await;
+        tokio::time::sleep(TTL + Duration::from_millis(150)).await;
+        assert!(matches!(
+            store.heartbeat("acct", &tv).await.unwrap(),
+            HeartbeatOutcome::Reregistered { .. }
+        ));
+        assert_eq!(active_devices(store, "acct").await, ["tv"]);
+    }
+
+    pub async fn an_expired_lease_on_a_full_account_is_told_to_re_acquire<S: LeaseStore>(
+        store: &S,
+    ) {
+        let tv = granted(store, &play("acct", "tv", None)).await;
+        tokio::time::sleep(TTL + Duration::from_millis(150)).await;
+        granted(store, &play("acct", "phone", None)).await;
+        assert_eq!(
+            store.heartbeat("acct", &tv).await.unwrap(),
+            HeartbeatOutcome::Expired
+        );
+    }
+
+    pub async fn a_lease_lost_with_the_store_re_registers_for_its_device<S: LeaseStore>(store: &S) {
+        // A stream id the store has never seen, as after a store restart.
+        let lost = StreamRef {
+            device_id: "tv".into(),
+            nonce: StreamIdCodec::new_nonce(),
+        };
+        assert!(matches!(
+            store.heartbeat("acct", &lost).await.unwrap(),
+            HeartbeatOutcome::Reregistered { .. }
+        ));
+        assert_eq!(active_devices(store, "acct").await, ["tv"]);
+        assert!(matches!(
+            store.acquire(&play("acct", "phone", None)).await.unwrap(),
+            AcquireOutcome::Denied { .. }
+        ));
+    }
+
+    pub async fn a_graceful_stop_frees_the_slot_at_once<S: LeaseStore>(store: &S) {
+        let tv = granted(store, &play("acct", "tv", None)).await;
+        assert_eq!(
+            store.release("acct", &tv).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+        assert_eq!(
+            store.release("acct", &tv).await.unwrap(),
+            ReleaseOutcome::NotHeld,
+            "idempotent"
+        );
+        granted(store, &play("acct", "phone", None)).await;
+        assert_eq!(
+            store.heartbeat("acct", &tv).await.unwrap(),
+            HeartbeatOutcome::Expired,
+            "a late heartbeat of a stopped stream does not take a slot back"
+        );
+    }
+
+    pub async fn a_replaced_stream_stays_revoked_after_its_successor_stops<S: LeaseStore>(
+        store: &S,
+    ) {
+        let first = granted(store, &play("acct", "tv", None)).await;
+        let second = granted(store, &play("acct", "tv", None)).await;
+        store.release("acct", &second).await.unwrap();
+        assert_eq!(
+            store.heartbeat("acct", &first).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+    }
+
+    pub async fn take_over_stops_the_named_stream_and_takes_its_slot<S: LeaseStore>(store: &S) {
+        let tv = granted(store, &play("acct", "tv", None)).await;
+        let mut phone = play("acct", "phone", None);
+        phone.replace = Some(tv.clone());
+        granted(store, &phone).await;
+        assert_eq!(active_devices(store, "acct").await, ["phone"]);
+        assert_eq!(
+            store.heartbeat("acct", &tv).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+        // Naming a stream that is no longer live takes nothing: the account is full again.
+        let mut tablet = play("acct", "tablet", None);
+        tablet.replace = Some(tv);
+        assert!(matches!(
+            store.acquire(&tablet).await.unwrap(),
+            AcquireOutcome::Denied { .. }
+        ));
+    }
+
+    pub async fn lists_never_show_an_expired_lease<S: LeaseStore>(store: &S) {
+        granted(store, &play("acct", "tv", plan("standard", 2))).await;
+        let phone = granted(store, &play("acct", "phone", None)).await;
+        for _ in 0..4 {
+            tokio::time::sleep(TTL / 4).await;
+            store.heartbeat("acct", &phone).await.unwrap();
+        }
+        tokio::time::sleep(TTL / 4).await;
+        assert_eq!(
+            active_devices(store, "acct").await,
+            ["phone"],
+            "tv expired without any play-start"
+        );
+    }
+
+    pub async fn the_plan_of_the_latest_play_start_holds<S: LeaseStore>(store: &S) {
+        granted(store, &play("acct", "tv", plan("premium", 4))).await;
+        granted(store, &play("acct", "phone", None)).await;
+        granted(store, &play("acct", "tablet", None)).await;
+        let view = store.list("acct").await.unwrap();
+        assert_eq!(
+            (view.plan.as_str(), view.limit, view.active.len()),
+            ("premium", 4, 3)
+        );
+        let fresh = store.list("nobody").await.unwrap();
+        assert_eq!(
+            (fresh.plan.as_str(), fresh.limit, fresh.active.len()),
+            ("basic", 1, 0)
+        );
+    }
+
+    pub async fn device_details_come_back_in_lists<S: LeaseStore>(store: &S) {
+        let mut cmd = play("acct", "tv-1", None);
+        cmd.device = Device {
+            id: "tv-1".into(),
+            kind: DeviceType::Tv,
+            meta: "Grandma's <b>TV</b> 📺".into(),
+            profile_id: "profile-7".into(),
+            title_id: "title:tt0111161".into(),
+        };
+        granted(store, &cmd).await;
+        let lease = store.list("acct").await.unwrap().active.remove(0);
+        assert_eq!(lease.device, cmd.device);
+        assert_eq!(lease.nonce, cmd.nonce);
+        assert!(lease.expires_at > lease.started_at);
+        assert_eq!(lease.expires_at - lease.started_at, TTL.as_millis() as u64);
+    }
+
+    pub async fn accounts_are_independent<S: LeaseStore>(store: &S) {
+        let a = granted(store, &play("acct-a", "tv", None)).await;
+        granted(store, &play("acct-b", "tv", None)).await;
+        assert_eq!(
+            store.force_stop("acct-b", &a).await.unwrap(),
+            ForceStopOutcome::AlreadyStopped
+        );
+        assert!(matches!(
+            store.heartbeat("acct-a", &a).await.unwrap(),
+            HeartbeatOutcome::Renewed { .. }
+        ));
+        assert_eq!(
+            store.force_stop("acct-c", &a).await.unwrap(),
+            ForceStopOutcome::Unknown
+        );
+    }
+}
+
+struct Backend<S> {
+    store: Arc<S>,
+    _redis: Option<RedisServer>,
+}
+
+fn timing() -> Timing {
+    Timing::from_ttl(TTL)
+}
+
+fn memory_backend() -> Backend<MemoryStore> {
+    Backend {
+        store: Arc::new(MemoryStore::new(basic(), timing())),
+        _redis: None,
+    }
+}
+
+fn redis_backend() -> Backend<RedisStore> {
+    let redis = RedisServer::start();
+    let options = RedisOptions {
+        shard_urls: vec![redis.url()],
+        deadline: Duration::from_secs(2),
+        failure_threshold: 3,
+        probe_interval: Duration::from_millis(100),
+    };
+    Backend {
+        store: RedisStore::new(&options, basic(), timing()).unwrap(),
+        _redis: Some(redis),
+    }
+}
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test]
+            async fn $case() {
+                let backend = super::memory_backend();
+                super::cases::$case(&*backend.store).await;
+            })*
+        }
+        mod redis {
+            $(#[tokio::test]
+            async fn $case() {
+                let backend = super::redis_backend();
+                super::cases::$case(&*backend.store).await;
+            })*
+        }
+    };
+}
+
+conformance!(
+    grants_up_to_the_limit_then_denies_with_the_device_list,
+    racing_devices_get_exactly_the_free_slots,
+    a_lease_not_renewed_frees_its_slot_after_the_ttl,
+    heartbeats_keep_a_lease_alive_past_its_first_ttl,
+    a_new_play_from_the_same_device_replaces_its_lease,
+    a_force_stopped_stream_stays_revoked_past_its_ttl,
+    an_expired_lease_re_registers_when_there_is_room,
+    an_expired_lease_on_a_full_account_is_told_to_re_acquire,
+    a_lease_lost_with_the_store_re_registers_for_its_device,
+    a_graceful_stop_frees_the_slot_at_once,
+    a_replaced_stream_stays_revoked_after_its_successor_stops,
+    take_over_stops_the_named_stream_and_takes_its_slot,
+    lists_never_show_an_expired_lease,
+    the_plan_of_the_latest_play_start_holds,
+    device_details_come_back_in_lists,
+    accounts_are_independent,
+);

@@ -1,0 +1,289 @@
+//! Test harness: throwaway `redis-server` processes and limiter processes on free loopback ports,
+//! plus a small client for the stream API. Every process is killed when its handle drops.
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+pub const SECRET: &str = "conformance-test-stream-id-secret";
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn redis_server_bin() -> String {
+    std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into())
+}
+
+/// A `redis-server` of the test's own, on a free port, with no persistence.
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        Self::start_on(free_port())
+    }
+
+    pub fn start_on(port: u16) -> Self {
+        let child = Command::new(redis_server_bin())
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start redis-server ({e}); run scripts/install-test-deps.sh or set REDIS_SERVER_BIN")
+            });
+        let server = RedisServer {
+            port,
+            child: Some(child),
+        };
+        server.wait_until_ready();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn wait_until_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.command("PING").is_some_and(|r| r.starts_with("+PONG")) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "redis-server on port {} did not answer PING within 10s",
+            self.port
+        );
+    }
+
+    /// Sends one inline command and returns the raw reply, or `None` if the server is down.
+    pub fn command(&self, command: &str) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        stream.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+        let mut buf = [0u8; 65536];
+        let n = stream.read(&mut buf).ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    }
+
+    /// SIGKILL: the store vanishes mid-run, as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts an empty server on the same port, as after a crash and restart.
+    pub fn restart(&mut self) {
+        self.kill();
+        *self = Self::start_on(self.port);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A `screenlimit-limiter` process started from a YAML config (without `listen`).
+pub struct LimiterProcess {
+    pub base: String,
+    child: Child,
+    _dir: tempfile::TempDir,
+    pub config_path: PathBuf,
+}
+
+impl LimiterProcess {
+    pub fn start(config_yaml: &str) -> Self {
+        Self::try_start(config_yaml, &[])
+            .unwrap_or_else(|stderr| panic!("limiter did not start: {stderr}"))
+    }
+
+    /// Starts the binary; on failure returns what it printed.
+    pub fn try_start(config_yaml: &str, env: &[(&str, &str)]) -> Result<Self, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("limiter.yaml");
+        let port = free_port();
+        std::fs::write(
+            &config_path,
+            format!("listen: 127.0.0.1:{port}\n{config_yaml}"),
+        )
+        .unwrap();
+        let stderr_path = dir.path().join("stderr.log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_screenlimit-limiter"))
+            .arg("--config")
+            .arg(&config_path)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .spawn()
+            .expect("spawn screenlimit-limiter");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return Err(std::fs::read_to_string(&stderr_path).unwrap_or_default());
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(LimiterProcess {
+                    base: format!("http://127.0.0.1:{port}"),
+                    child,
+                    _dir: dir,
+                    config_path,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        Err("no listener within 10s".into())
+    }
+
+    /// A client for this instance.
+    pub fn client(&self) -> Api {
+        Api::new(&self.base)
+    }
+
+    /// Sends SIGTERM and returns the exit status (graceful shutdown).
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for LimiterProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Config for limiter processes on the given Redis shards.
+pub fn redis_config(shards: &[String], extra: &str) -> String {
+    let shards: Vec<String> = shards.iter().map(|s| format!("\"{s}\"")).collect();
+    format!(
+        "store:\n  backend: redis\n  redis_shards: [{}]\n  timeout: 25ms\n  circuit_probe_interval: 100ms\nstream_id_secret: \"{SECRET}\"\n{extra}",
+        shards.join(", ")
+    )
+}
+
+/// An answer: status and JSON body (`Value::Null` when the body is not JSON).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn stream_id(&self) -> String {
+        self.body["stream_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no stream_id in {self:?}"))
+            .to_owned()
+    }
+
+    pub fn error(&self) -> &str {
+        self.body["error"].as_str().unwrap_or("")
+    }
+}
+
+/// The stream API over HTTP/1.1 keep-alive.
+#[derive(Clone)]
+pub struct Api {
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(base: &str) -> Self {
+        Api {
+            base: base.trim_end_matches('/').to_owned(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
+        let response = request.send().await.expect("HTTP request");
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        Reply {
+            status,
+            body: serde_json::from_str(&text).unwrap_or(Value::Null),
+        }
+    }
+
+    pub async fn play(&self, body: Value) -> Reply {
+        self.send(
+            self.http
+                .post(format!("{}/v1/streams", self.base))
+                .json(&body),
+        )
+        .await
+    }
+
+    pub async fn play_on(&self, account: &str, device: &str) -> Reply {
+        self.play(json!({ "account_id": account, "device_id": device }))
+            .await
+    }
+
+    pub async fn heartbeat(&self, account: &str, stream_id: &str) -> Reply {
+        let url = format!("{}/v1/streams/{stream_id}/heartbeat", self.base);
+        self.send(self.http.put(url).json(&json!({ "account_id": account })))
+            .await
+    }
+
+    pub async fn stop(&self, account: &str, stream_id: &str) -> Reply {
+        let url = format!("{}/v1/streams/{stream_id}", self.base);
+        self.send(
+            self.http
+                .delete(url)
+                .json(&json!({ "account_id": account })),
+        )
+        .await
+    }
+
+    pub async fn list(&self, account: &str) -> Reply {
+        self.send(
+            self.http
+                .get(format!("{}/v1/accounts/{account}/streams", self.base)),
+        )
+        .await
+    }
+
+    pub async fn force_stop(&self, account: &str, stream_id: &str) -> Reply {
+        let url = format!(
+            "{}/v1/accounts/{account}/streams/{stream_id}/force-stop",
+            self.base
+        );
+        self.send(self.http.post(url)).await
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("HTTP request")
+    }
+}
