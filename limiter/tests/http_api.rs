@@ -1,0 +1,448 @@
+//! The v1 HTTP contract, against the real binary on the embedded store: status codes, error
+//! codes, field names, input limits, isolation, authentication and the operational endpoints.
+
+mod support;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::json;
+use support::{Api, LimiterProcess};
+
+const SHORT_LEASES: &str = "lease: { heartbeat_interval: 200ms, ttl: 600ms }\n";
+
+#[tokio::test]
+async fn play_deny_take_over_and_stop_follow_the_documented_contract() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+
+    let tv = api
+        .play(
+            json!({"account_id": "acct-1", "device_id": "tv-1", "plan": "basic",
+                     "device_type": "tv", "device_meta": "Living Room TV",
+                     "profile_id": "kids", "title_id": "title:42"}),
+        )
+        .await;
+    assert_eq!(tv.status, StatusCode::OK, "{tv:?}");
+    assert_eq!(tv.body["lease_ttl_sec"], 90.0);
+    assert_eq!(tv.body["heartbeat_interval_sec"], 30.0);
+    assert_eq!(tv.body["limit"], 1);
+    assert_eq!(tv.body["active_count"], 1);
+    assert_eq!(tv.body["degraded"], false);
+    let tv_id = tv.stream_id();
+    assert!(tv_id.len() >= 38, "128 random bits plus a tag: {tv_id}");
+
+    let denied = api
+        .play(json!({"account_id": "acct-1", "device_id": "phone-1"}))
+        .await;
+    assert_eq!(denied.status, StatusCode::CONFLICT);
+    assert_eq!(denied.error(), "concurrent_stream_limit");
+    assert_eq!(denied.body["limit"], 1);
+    let active = &denied.body["active"][0];
+    assert_eq!(active["stream_id"], tv_id.as_str());
+    assert_eq!(active["device_id"], "tv-1");
+    assert_eq!(active["device_meta"], "Living Room TV");
+    assert_eq!(active["device_type"], "tv");
+    for field in ["started_at", "last_seen", "expires_at"] {
+        let at = active[field].as_str().unwrap();
+        assert!(
+            at.ends_with('Z') && at.contains('T'),
+            "{field} is RFC 3339 UTC: {at}"
+        );
+    }
+
+    let beat = api.heartbeat("acct-1", &tv_id).await;
+    assert_eq!(beat.status, StatusCode::OK);
+    assert_eq!(beat.body["ok"], true);
+    assert_eq!(beat.body["lease_ttl_sec"], 90.0);
+
+    let listed = api.list("acct-1").await;
+    assert_eq!(listed.status, StatusCode::OK);
+    assert_eq!(listed.body["limit"], 1);
+    assert_eq!(listed.body["active"].as_array().unwrap().len(), 1);
+    assert_eq!(listed.body["active"][0]["profile_id"], "kids");
+    assert_eq!(listed.body["active"][0]["title_id"], "title:42");
+
+    let phone = api
+        .play(json!({"account_id": "acct-1", "device_id": "phone-1", "replace_stream_id": tv_id}))
+        .await;
+    assert_eq!(
+        phone.status,
+        StatusCode::OK,
+        "take-over in one call: {phone:?}"
+    );
+    let revoked = api.heartbeat("acct-1", &tv_id).await;
+    assert_eq!(revoked.status, StatusCode::GONE);
+    assert_eq!(revoked.error(), "stream_revoked");
+    assert_eq!(revoked.body["action"], "stop");
+
+    let phone_id = phone.stream_id();
+    for _ in 0..2 {
+        let stopped = api.stop("acct-1", &phone_id).await;
+        assert_eq!(
+            (stopped.status, stopped.body["ok"].clone()),
+            (StatusCode::OK, json!(true))
+        );
+    }
+    assert_eq!(api.list("acct-1").await.body["active"], json!([]));
+}
+
+#[tokio::test]
+async fn force_stop_frees_the_slot_and_the_device_is_told_to_stop() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    let tv = api.play_on("acct-2", "tv").await.stream_id();
+    let stopped = api.force_stop("acct-2", &tv).await;
+    assert_eq!(stopped.status, StatusCode::OK);
+    assert_eq!(stopped.body["ok"], true);
+    assert_eq!(
+        api.play_on("acct-2", "phone").await.status,
+        StatusCode::OK,
+        "slot freed at once"
+    );
+    let beat = api.heartbeat("acct-2", &tv).await;
+    assert_eq!(
+        (beat.status, beat.error()),
+        (StatusCode::GONE, "stream_revoked")
+    );
+    assert_eq!(
+        api.force_stop("acct-2", &tv).await.status,
+        StatusCode::OK,
+        "idempotent"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_lease_on_a_full_account_is_answered_lease_expired() {
+    let limiter = LimiterProcess::start(SHORT_LEASES);
+    let api = limiter.client();
+    let tv = api.play_on("acct-3", "tv").await.stream_id();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(api.play_on("acct-3", "phone").await.status, StatusCode::OK);
+    let beat = api.heartbeat("acct-3", &tv).await;
+    assert_eq!(beat.status, StatusCode::GONE);
+    assert_eq!(beat.error(), "lease_expired");
+    assert_eq!(beat.body["action"], "re_acquire");
+}
+
+#[tokio::test]
+async fn a_stream_id_used_with_another_account_renews_stops_and_reveals_nothing() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    let victim = api.play_on("victim", "tv").await.stream_id();
+    api.play_on("attacker", "tv").await;
+
+    for reply in [
+        api.heartbeat("attacker", &victim).await,
+        api.stop("attacker", &victim).await,
+        api.force_stop("attacker", &victim).await,
+    ] {
+        assert_eq!(reply.status, StatusCode::NOT_FOUND, "{reply:?}");
+        assert_eq!(reply.error(), "unknown_stream");
+    }
+    let replace = api
+        .play(json!({"account_id": "attacker", "device_id": "phone", "replace_stream_id": victim}))
+        .await;
+    assert_eq!(
+        (replace.status, replace.error()),
+        (StatusCode::NOT_FOUND, "unknown_stream")
+    );
+    assert_eq!(
+        api.list("victim").await.body["active"][0]["stream_id"],
+        victim.as_str()
+    );
+    assert_eq!(
+        api.heartbeat("victim", &victim).await.status,
+        StatusCode::OK
+    );
+    let attackers_view = api.list("attacker").await.body.to_string();
+    assert!(
+        !attackers_view.contains(&victim),
+        "no trace of the victim's stream"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_json_4xx_never_a_500() {
+    let limiter = LimiterProcess::start("max_body_bytes: 1024\n");
+    let api = limiter.client();
+    let post = |body: String| {
+        api.http
+            .post(format!("{}/v1/streams", api.base))
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    let long = "x".repeat(65);
+    let cases: Vec<(reqwest::RequestBuilder, StatusCode, &str)> = vec![
+        (
+            post("{\"account_id\": ".into()),
+            StatusCode::BAD_REQUEST,
+            "bad_json",
+        ),
+        (
+            post("[]".into()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post(json!({"account_id": "a"}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post(json!({"account_id": "a b", "device_id": "d"}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post(json!({"account_id": long, "device_id": "d"}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post(
+                json!({"account_id": "a", "device_id": "d", "device_meta": "x".repeat(65)})
+                    .to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post(
+                json!({"account_id": "a", "device_id": "d", "device_meta": "bell\u{7}"})
+                    .to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post(
+                json!({"account_id": "a", "device_id": "d", "device_type": "toaster"}).to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            post(json!({"account_id": "a", "device_id": "d", "plan": "gold"}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown_plan",
+        ),
+        (
+            post(
+                json!({"account_id": "a", "device_id": "d", "replace_stream_id": "nope"})
+                    .to_string(),
+            ),
+            StatusCode::NOT_FOUND,
+            "unknown_stream",
+        ),
+        (
+            post(
+                json!({"account_id": "a", "device_id": "d", "device_meta": "x".repeat(4096)})
+                    .to_string(),
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+        ),
+        (
+            api.http.post(format!("{}/v1/streams", api.base)).body("{}"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+        (
+            api.http
+                .put(format!("{}/v1/streams/nope/heartbeat", api.base))
+                .json(&json!({"account_id": "a"})),
+            StatusCode::NOT_FOUND,
+            "unknown_stream",
+        ),
+        (
+            api.http
+                .put(format!("{}/v1/streams/nope/heartbeat", api.base))
+                .json(&json!({"account_id": "ä"})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            api.http.get(format!(
+                "{}/v1/accounts/{}/streams",
+                api.base,
+                "y".repeat(65)
+            )),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            api.http.post(format!(
+                "{}/v1/accounts/a/streams/nope/force-stop",
+                api.base
+            )),
+            StatusCode::NOT_FOUND,
+            "unknown_stream",
+        ),
+        (
+            api.http.get(format!("{}/v1/streams", api.base)),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            api.http.get(format!("{}/v2/streams", api.base)),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+    ];
+    for (i, (request, status, code)) in cases.into_iter().enumerate() {
+        let reply = api.send(request).await;
+        assert_eq!(
+            (reply.status, reply.error()),
+            (status, code),
+            "case {i}: {reply:?}"
+        );
+        assert!(
+            !reply.body["message"].as_str().unwrap_or("").is_empty(),
+            "case {i} explains itself"
+        );
+    }
+    let field = api
+        .play(json!({"account_id": "a", "device_id": "d", "profile_id": "p q"}))
+        .await;
+    assert_eq!(
+        field.body["field"], "profile_id",
+        "the field at fault is named"
+    );
+}
+
+#[tokio::test]
+async fn with_a_token_file_every_call_but_health_needs_the_bearer_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_path = dir.path().join("token");
+    std::fs::write(&token_path, "s3cret-token-for-the-gateway\n").unwrap();
+    let limiter = LimiterProcess::start(&format!("auth_token_file: {}\n", token_path.display()));
+    let api = limiter.client();
+
+    let anonymous = api.play_on("acct", "tv").await;
+    assert_eq!(
+        (anonymous.status, anonymous.error()),
+        (StatusCode::UNAUTHORIZED, "unauthorized")
+    );
+    let wrong = api
+        .send(
+            api.http
+                .get(format!("{}/v1/accounts/acct/streams", api.base))
+                .bearer_auth("nope"),
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    let right = api
+        .send(
+            api.http
+                .post(format!("{}/v1/streams", api.base))
+                .bearer_auth("s3cret-token-for-the-gateway")
+                .json(&json!({"account_id": "acct", "device_id": "tv"})),
+        )
+        .await;
+    assert_eq!(right.status, StatusCode::OK);
+    for open in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(
+            api.get(open).await.status(),
+            StatusCode::OK,
+            "{open} stays open for probes"
+        );
+    }
+}
+
+#[tokio::test]
+async fn openapi_metrics_and_health_are_served() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    api.play_on("acct", "tv").await;
+    api.play_on("acct", "phone").await;
+
+    let doc: serde_json::Value = api.get("/openapi.json").await.json().await.unwrap();
+    for path in [
+        "/v1/streams",
+        "/v1/streams/{stream_id}/heartbeat",
+        "/v1/streams/{stream_id}",
+        "/v1/accounts/{account_id}/streams",
+        "/v1/accounts/{account_id}/streams/{stream_id}/force-stop",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} documented");
+    }
+    assert!(doc["components"]["schemas"]["PlayStartRequest"].is_object());
+
+    let metrics = api.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("screenlimit_decisions_total{decision=\"allowed\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("screenlimit_decisions_total{decision=\"denied\"} 1"));
+    assert!(
+        metrics.contains("screenlimit_operation_duration_seconds_count{operation=\"acquire\"} 2")
+    );
+    assert!(metrics.contains("screenlimit_store_circuit_open{shard=\"0\"} 0"));
+
+    let ready: serde_json::Value = api.get("/readyz").await.json().await.unwrap();
+    assert_eq!(ready["ready"], true);
+    assert_eq!(ready["shards"][0]["reachable"], true);
+    assert_eq!(api.get("/healthz").await.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_bad_config_stops_the_start_and_names_the_field() {
+    for (yaml, field) in [
+        (
+            "lease: { heartbeat_interval: 30s, ttl: 40s }\n",
+            "lease.ttl",
+        ),
+        ("default_plan: gold\n", "default_plan"),
+        (
+            "store: { backend: redis, redis_shards: [\"redis://127.0.0.1:1\"] }\n",
+            "stream_id_secret_file",
+        ),
+        ("plans: { basic: many }\n", "plans.basic"),
+    ] {
+        let stderr = LimiterProcess::try_start(yaml, &[])
+            .err()
+            .expect("must refuse to start");
+        assert!(stderr.contains(field), "{yaml:?} -> {stderr}");
+    }
+    let env_err = LimiterProcess::try_start("", &[("SCREENLIMIT_FAILURE_POLICY", "sometimes")])
+        .err()
+        .unwrap();
+    assert!(env_err.contains("failure_policy"), "{env_err}");
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_gracefully() {
+    let limiter = LimiterProcess::start("");
+    assert_eq!(
+        limiter.client().play_on("acct", "tv").await.status,
+        StatusCode::OK
+    );
+    assert!(limiter.terminate().success());
+}
+
+#[tokio::test]
+async fn the_default_run_needs_no_config_at_all() {
+    // The README's first command: no file, embedded store. Point it at a free port by env.
+    let port = support::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_screenlimit-limiter"))
+        .env("SCREENLIMIT_LISTEN", format!("127.0.0.1:{port}"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let api = Api::new(&format!("http://127.0.0.1:{port}"));
+    let mut reply = None;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            reply = Some(api.play_on("acct", "tv").await);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let reply = reply.expect("the limiter listened");
+    assert_eq!(
+        (reply.status, reply.body["limit"].clone()),
+        (StatusCode::OK, json!(1))
+    );
+}
