@@ -440,6 +440,7 @@ async fn the_default_run_needs_no_config_at_all() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = child.kill();
+    let _ = child.wait();
     let reply = reply.expect("the limiter listened");
     assert_eq!(
         (reply.status, reply.body["limit"].clone()),

@@ -73,21 +73,63 @@ impl RedisServer {
     }
 
     /// Sends one inline command and returns the raw reply, or `None` if the server is down.
+    /// Simple, integer, error and bulk-string replies are read whole.
     pub fn command(&self, command: &str) -> Option<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
         stream.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+        let mut reply = Vec::new();
         let mut buf = [0u8; 65536];
-        let n = stream.read(&mut buf).ok()?;
-        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+        loop {
+            let n = stream.read(&mut buf).ok()?;
+            if n == 0 {
+                return None;
+            }
+            reply.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&reply).into_owned();
+            let Some(header_end) = text.find("\r\n") else {
+                continue;
+            };
+            let complete = match text.strip_prefix('$') {
+                Some(rest) => match rest[..header_end - 1].parse::<i64>() {
+                    Ok(len) if len >= 0 => reply.len() >= header_end + 2 + len as usize + 2,
+                    _ => true,
+                },
+                None => true,
+            };
+            if complete {
+                return Some(text);
+            }
+        }
     }
 
     /// SIGKILL: the store vanishes mid-run, as in a crash.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT (`false`): a store that hangs instead of failing fast.
+    pub fn freeze(&self, frozen: bool) {
+        let pid = self
+            .child
+            .as_ref()
+            .expect("server running")
+            .id()
+            .to_string();
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        assert!(
+            Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
     }
 
     /// Starts an empty server on the same port, as after a crash and restart.
@@ -153,6 +195,7 @@ impl LimiterProcess {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
+        let _ = child.wait();
         Err("no listener within 10s".into())
     }
 

@@ -1,0 +1,147 @@
+//! What only the Redis store has to show: sharding by consistent hash, one EVALSHA per operation,
+//! recovery when the server lost its scripts, keys that expire when an account goes idle.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
+use screenlimit_limiter::model::{
+    AcquireCmd, AcquireOutcome, Device, HeartbeatOutcome, Plan, Timing,
+};
+use screenlimit_limiter::store::LeaseStore;
+use screenlimit_limiter::store::redis::ring::shard_for;
+use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, account_key};
+use support::RedisServer;
+
+fn store_on(servers: &[&RedisServer], ttl: Duration) -> Arc<RedisStore> {
+    let options = RedisOptions {
+        shard_urls: servers.iter().map(|s| s.url()).collect(),
+        deadline: Duration::from_secs(2),
+        failure_threshold: 3,
+        probe_interval: Duration::from_millis(100),
+    };
+    RedisStore::new(
+        &options,
+        Plan {
+            name: "basic".into(),
+            limit: 1,
+        },
+        Timing::from_ttl(ttl),
+    )
+    .unwrap()
+}
+
+fn play(account: &str, device: &str) -> AcquireCmd {
+    AcquireCmd {
+        account_id: account.into(),
+        device: Device {
+            id: device.into(),
+            ..Device::default()
+        },
+        nonce: StreamIdCodec::new_nonce(),
+        plan: None,
+        replace: None,
+    }
+}
+
+fn exists(server: &RedisServer, key: &str) -> bool {
+    server.command(&format!("EXISTS {key}")).unwrap().trim() == ":1"
+}
+
+#[tokio::test]
+async fn each_account_lives_on_the_shard_the_consistent_hash_names() {
+    let servers = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let store = store_on(&servers.iter().collect::<Vec<_>>(), Duration::from_secs(30));
+    let mut per_shard = [0usize; 3];
+    for i in 0..300 {
+        let account = format!("acct-{i}");
+        assert!(matches!(
+            store.acquire(&play(&account, "tv")).await.unwrap(),
+            AcquireOutcome::Granted { .. }
+        ));
+        let owner = shard_for(&account, 3);
+        per_shard[owner] += 1;
+        for (index, server) in servers.iter().enumerate() {
+            assert_eq!(
+                exists(server, &account_key(&account)),
+                index == owner,
+                "{account} on shard {index}?"
+            );
+        }
+        assert_eq!(store.list(&account).await.unwrap().active.len(), 1);
+    }
+    assert!(
+        per_shard.iter().all(|&n| n > 60),
+        "accounts spread over all shards: {per_shard:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_operation_is_one_evalsha_and_lost_scripts_are_reloaded() {
+    let server = RedisServer::start();
+    let store = store_on(&[&server], Duration::from_secs(30));
+    let tv = play("acct", "tv");
+    store.acquire(&tv).await.unwrap();
+    let stream = StreamRef {
+        device_id: "tv".into(),
+        nonce: tv.nonce,
+    };
+    store.heartbeat("acct", &stream).await.unwrap();
+    store.list("acct").await.unwrap();
+
+    server.command("CONFIG RESETSTAT").unwrap();
+    store.acquire(&play("acct", "tv")).await.unwrap();
+    store.list("acct").await.unwrap();
+    let stats = server.command("INFO commandstats").unwrap();
+    assert!(stats.contains("cmdstat_evalsha:calls=2,"), "{stats}");
+    assert!(
+        !stats.contains("cmdstat_eval:") && !stats.contains("cmdstat_script"),
+        "{stats}"
+    );
+
+    // A restarted or failed-over server has no scripts: the store reloads them and goes on.
+    server.command("SCRIPT FLUSH").unwrap();
+    let replay = play("acct", "tv");
+    assert!(matches!(
+        store.acquire(&replay).await.unwrap(),
+        AcquireOutcome::Granted { .. }
+    ));
+    let replay = StreamRef {
+        device_id: "tv".into(),
+        nonce: replay.nonce,
+    };
+    let beat = store.heartbeat("acct", &replay).await.unwrap();
+    assert!(matches!(beat, HeartbeatOutcome::Renewed { .. }), "{beat:?}");
+}
+
+#[tokio::test]
+async fn an_idle_account_key_expires_by_itself() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(300);
+    let store = store_on(&[&server], ttl);
+    store.acquire(&play("idle", "tv")).await.unwrap();
+    let key = account_key("idle");
+    let pttl: i64 = server
+        .command(&format!("PTTL {key}"))
+        .unwrap()
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .unwrap();
+    assert!(
+        pttl > 0 && pttl <= 2 * ttl.as_millis() as i64,
+        "the key carries an expiry: {pttl}ms"
+    );
+    // Lease expiry plus one TTL of memory for late heartbeats, then nothing is left.
+    tokio::time::sleep(ttl * 2 + Duration::from_millis(200)).await;
+    assert!(
+        !exists(&server, &key),
+        "no sweeper needed: Redis dropped the idle account"
+    );
+}
