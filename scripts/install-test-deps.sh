@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian machine, and nothing that is already there:
+# redis-server (the tests start their own throwaway servers on free ports) and cargo-nextest.
+set -euo pipefail
+
+need_apt=()
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v redis-cli >/dev/null || need_apt+=(redis-tools)
+
+if ((${#need_apt[@]})); then
+  echo "install-test-deps: installing ${need_apt[*]} from Debian's packages"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "install-test-deps: installing cargo-nextest from crates.io"
+  cargo install --locked cargo-nextest
+fi
+
+echo "install-test-deps: $(redis-server --version | cut -d' ' -f1-3), $(cargo nextest --version | head -n1)"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: install what the tests need, check formatting and
+# lints, then run every test (unit, conformance on both stores, HTTP contract, race, fault tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-test-deps.sh
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo nextest run"
+cargo nextest run --workspace --locked --profile "${NEXTEST_PROFILE:-default}"
