@@ -91,6 +91,16 @@ pub enum FailurePolicy {
     LocalCap,
 }
 
+impl FailurePolicy {
+    pub fn label(self) -> &'static str {
+        match self {
+            FailurePolicy::Open => "open",
+            FailurePolicy::Closed => "closed",
+            FailurePolicy::LocalCap => "local_cap",
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {

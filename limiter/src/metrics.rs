@@ -26,6 +26,16 @@ pub enum Decision {
 }
 
 impl Decision {
+    pub const ALL: [Decision; 7] = [
+        Decision::Allowed,
+        Decision::Denied,
+        Decision::Degraded,
+        Decision::Revoked,
+        Decision::Expired,
+        Decision::Renewed,
+        Decision::Reregistered,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             Decision::Allowed => "allowed",
@@ -102,6 +112,19 @@ impl Metrics {
 
     pub fn decision(&self, decision: Decision) {
         self.decisions.with_label_values(&[decision.label()]).inc();
+    }
+
+    /// Every decision counter's total so far, for the fleet view (clients derive rates).
+    pub fn decision_totals(&self) -> Vec<(&'static str, u64)> {
+        Decision::ALL
+            .iter()
+            .map(|d| {
+                (
+                    d.label(),
+                    self.decisions.with_label_values(&[d.label()]).get(),
+                )
+            })
+            .collect()
     }
 
     pub fn observe(&self, operation: &str, elapsed: std::time::Duration) {

@@ -163,6 +163,34 @@ pub enum ForceStopOutcome {
     Unknown,
 }
 
+/// A force-stop as support asks for it; the audit log records who and why.
+#[derive(Debug, Clone)]
+pub struct ForceStopCmd {
+    pub account_id: String,
+    pub stream: StreamRef,
+    /// The stream id as the caller named it, for the audit log.
+    pub stream_id: String,
+    pub actor: String,
+    pub reason: String,
+}
+
+/// One force-stop in the audit log. Stored as JSON (in Redis lists), newest first.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AuditEntry {
+    pub at: Millis,
+    pub account_id: String,
+    pub stream_id: String,
+    pub device_id: String,
+    pub device_meta: String,
+    pub actor: String,
+    pub reason: String,
+}
+
+/// Entries kept in the fleet-wide audit log (per Redis shard).
+pub const AUDIT_RECENT: usize = 1000;
+/// Entries kept per account.
+pub const AUDIT_PER_ACCOUNT: usize = 50;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountView {
     pub plan: String,
@@ -374,6 +402,13 @@ impl AccountState {
                 ForceStopOutcome::Stopped
             }
         }
+    }
+
+    /// The display name of a device's current record, for the audit log.
+    pub fn device_meta(&self, device_id: &str) -> String {
+        self.find_device(device_id)
+            .map(|i| self.records[i].device.meta.clone())
+            .unwrap_or_default()
     }
 
     pub fn view(&self, now: Millis) -> AccountView {

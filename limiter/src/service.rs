@@ -10,8 +10,8 @@ use crate::config::{Backend, Config, FailurePolicy};
 use crate::ids::{StreamIdCodec, StreamRef};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
-    AccountView, AcquireCmd, AcquireOutcome, Device, ForceStopOutcome, HeartbeatOutcome, Lease,
-    Plan, ReleaseOutcome, Timing,
+    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, Device, ForceStopCmd, ForceStopOutcome,
+    HeartbeatOutcome, Lease, Plan, ReleaseOutcome, Timing,
 };
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisOptions, RedisStore};
@@ -71,6 +71,27 @@ pub struct AccountStreams {
     pub active: Vec<ActiveStream>,
 }
 
+/// What the dashboard's fleet overview shows about this instance and its store.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct FleetView {
+    pub instance: InstanceInfo,
+    pub failure_policy: String,
+    pub plans: std::collections::BTreeMap<String, u32>,
+    pub default_plan: String,
+    pub lease_ttl_sec: f64,
+    pub heartbeat_interval_sec: f64,
+    pub shards: Vec<crate::store::ShardHealth>,
+    /// Decision counters since this instance started; sample twice for rates.
+    pub decisions: std::collections::BTreeMap<String, u64>,
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct InstanceInfo {
+    pub version: String,
+    pub uptime_sec: u64,
+    pub backend: String,
+}
+
 pub struct StreamService {
     store: AnyStore,
     /// This instance's own store, used under `local_cap` when the shared store fails.
@@ -82,6 +103,7 @@ pub struct StreamService {
     pub timing: Timing,
     pub heartbeat_interval: Duration,
     pub metrics: Arc<Metrics>,
+    started: Instant,
 }
 
 impl StreamService {
@@ -124,6 +146,7 @@ impl StreamService {
             timing,
             heartbeat_interval: config.lease.heartbeat_interval,
             metrics: Arc::new(Metrics::new()),
+            started: Instant::now(),
         })
     }
 
@@ -293,26 +316,49 @@ impl StreamService {
         Ok(degraded)
     }
 
+    /// Revokes a stream for support; `actor` and `reason` go to the audit log.
     pub async fn force_stop(
         &self,
         account_id: &str,
         stream_id: &str,
+        actor: &str,
+        reason: &str,
     ) -> Result<ForceStopOutcome, ServiceError> {
         let started = Instant::now();
-        let stream = self.verify(account_id, stream_id)?;
+        let cmd = ForceStopCmd {
+            account_id: account_id.to_owned(),
+            stream: self.verify(account_id, stream_id)?,
+            stream_id: stream_id.to_owned(),
+            actor: actor.to_owned(),
+            reason: reason.to_owned(),
+        };
         let outcome = self
             .store
-            .force_stop(account_id, &stream)
+            .force_stop(&cmd)
             .await
-            .map_err(|error| {
-                self.metrics.store_error(&error);
-                ServiceError::StoreUnavailable(error)
-            })?;
+            .map_err(|e| self.unavailable(e))?;
         self.metrics.observe("force_stop", started.elapsed());
         match outcome {
             ForceStopOutcome::Unknown => Err(ServiceError::UnknownStream),
             stopped => Ok(stopped),
         }
+    }
+
+    /// The newest force-stops, of one account or of the whole fleet.
+    pub async fn audit(
+        &self,
+        account_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, ServiceError> {
+        self.store
+            .audit(account_id, limit)
+            .await
+            .map_err(|e| self.unavailable(e))
+    }
+
+    fn unavailable(&self, error: StoreError) -> ServiceError {
+        self.metrics.store_error(&error);
+        ServiceError::StoreUnavailable(error)
     }
 
     pub async fn list(&self, account_id: &str) -> Result<AccountStreams, ServiceError> {
@@ -321,10 +367,11 @@ impl StreamService {
             plan,
             limit,
             active,
-        } = self.store.list(account_id).await.map_err(|error| {
-            self.metrics.store_error(&error);
-            ServiceError::StoreUnavailable(error)
-        })?;
+        } = self
+            .store
+            .list(account_id)
+            .await
+            .map_err(|e| self.unavailable(e))?;
         self.metrics.observe("list", started.elapsed());
         Ok(AccountStreams {
             plan,
@@ -341,6 +388,32 @@ impl StreamService {
     /// shard is down (then its accounts would get 503s).
     pub fn ready(&self, health: &[ShardHealth]) -> bool {
         self.policy != FailurePolicy::Closed || health.iter().all(|s| s.reachable)
+    }
+
+    /// This instance, its shards and its decision counters.
+    pub async fn fleet(&self) -> FleetView {
+        FleetView {
+            instance: InstanceInfo {
+                version: env!("CARGO_PKG_VERSION").into(),
+                uptime_sec: self.started.elapsed().as_secs(),
+                backend: match self.store {
+                    AnyStore::Memory(_) => "memory".into(),
+                    AnyStore::Redis(_) => "redis".into(),
+                },
+            },
+            failure_policy: self.policy.label().into(),
+            plans: self.plans.clone(),
+            default_plan: self.default_plan.name.clone(),
+            lease_ttl_sec: self.timing.ttl_ms as f64 / 1000.0,
+            heartbeat_interval_sec: self.heartbeat_interval.as_secs_f64(),
+            shards: self.health().await,
+            decisions: self
+                .metrics
+                .decision_totals()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+        }
     }
 
     pub fn render_metrics(&self) -> String {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
-    AcquireCmd, AcquireOutcome, Device, DeviceType, ForceStopOutcome, HeartbeatOutcome, Plan,
-    ReleaseOutcome, Timing,
+    AcquireCmd, AcquireOutcome, Device, DeviceType, ForceStopCmd, ForceStopOutcome,
+    HeartbeatOutcome, Plan, ReleaseOutcome, Timing,
 };
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::memory::MemoryStore;
@@ -59,6 +59,17 @@ async fn granted<S: LeaseStore>(store: &S, cmd: &AcquireCmd) -> StreamRef {
         AcquireOutcome::Granted { .. } => stream_of(cmd),
         denied => panic!("expected a grant for {}, got {denied:?}", cmd.device.id),
     }
+}
+
+async fn kick<S: LeaseStore>(store: &S, account: &str, stream: &StreamRef) -> ForceStopOutcome {
+    let cmd = ForceStopCmd {
+        account_id: account.into(),
+        stream: stream.clone(),
+        stream_id: format!("id-of-{}", stream.device_id),
+        actor: "alice@support".into(),
+        reason: "customer asked".into(),
+    };
+    store.force_stop(&cmd).await.unwrap()
 }
 
 async fn active_devices<S: LeaseStore>(store: &S, account: &str) -> Vec<String> {
@@ -160,12 +171,9 @@ mod cases {
 
     pub async fn a_force_stopped_stream_stays_revoked_past_its_ttl<S: LeaseStore>(store: &S) {
         let tv = granted(store, &play("acct", "tv", None)).await;
+        assert_eq!(kick(store, "acct", &tv).await, ForceStopOutcome::Stopped);
         assert_eq!(
-            store.force_stop("acct", &tv).await.unwrap(),
-            ForceStopOutcome::Stopped
-        );
-        assert_eq!(
-            store.force_stop("acct", &tv).await.unwrap(),
+            kick(store, "acct", &tv).await,
             ForceStopOutcome::AlreadyStopped
         );
         assert!(
@@ -335,17 +343,67 @@ mod cases {
         let a = granted(store, &play("acct-a", "tv", None)).await;
         granted(store, &play("acct-b", "tv", None)).await;
         assert_eq!(
-            store.force_stop("acct-b", &a).await.unwrap(),
+            kick(store, "acct-b", &a).await,
             ForceStopOutcome::AlreadyStopped
         );
         assert!(matches!(
             store.heartbeat("acct-a", &a).await.unwrap(),
             HeartbeatOutcome::Renewed { .. }
         ));
+        assert_eq!(kick(store, "acct-c", &a).await, ForceStopOutcome::Unknown);
+    }
+}
+
+mod audit_cases {
+    use super::*;
+
+    pub async fn force_stops_are_audited_newest_first<S: LeaseStore>(store: &S) {
+        let mut tv = play("acct-a", "tv", None);
+        tv.device.meta = "Living Room TV".into();
+        let tv = granted(store, &tv).await;
+        let phone = granted(store, &play("acct-b", "phone", None)).await;
+        assert_eq!(kick(store, "acct-a", &tv).await, ForceStopOutcome::Stopped);
         assert_eq!(
-            store.force_stop("acct-c", &a).await.unwrap(),
-            ForceStopOutcome::Unknown
+            kick(store, "acct-a", &tv).await,
+            ForceStopOutcome::AlreadyStopped
         );
+        assert_eq!(
+            kick(store, "acct-b", &phone).await,
+            ForceStopOutcome::Stopped
+        );
+
+        let fleet = store.audit(None, 10).await.unwrap();
+        let who: Vec<_> = fleet
+            .iter()
+            .map(|e| (e.account_id.as_str(), e.device_id.as_str()))
+            .collect();
+        assert_eq!(
+            who,
+            [("acct-b", "phone"), ("acct-a", "tv")],
+            "newest first, repeats not logged"
+        );
+        let entry = &store.audit(Some("acct-a"), 10).await.unwrap()[0];
+        assert_eq!(
+            (
+                entry.stream_id.as_str(),
+                entry.device_meta.as_str(),
+                entry.actor.as_str(),
+                entry.reason.as_str()
+            ),
+            (
+                "id-of-tv",
+                "Living Room TV",
+                "alice@support",
+                "customer asked"
+            )
+        );
+        assert!(entry.at > 0);
+        assert_eq!(
+            store.audit(Some("acct-a"), 10).await.unwrap().len(),
+            1,
+            "filtered by account"
+        );
+        assert_eq!(store.audit(None, 1).await.unwrap().len(), 1, "limited");
     }
 }
 
@@ -416,3 +474,17 @@ conformance!(
     device_details_come_back_in_lists,
     accounts_are_independent,
 );
+
+mod audit {
+    #[tokio::test]
+    async fn memory() {
+        let backend = super::memory_backend();
+        super::audit_cases::force_stops_are_audited_newest_first(&*backend.store).await;
+    }
+
+    #[tokio::test]
+    async fn redis() {
+        let backend = super::redis_backend();
+        super::audit_cases::force_stops_are_audited_newest_first(&*backend.store).await;
+    }
+}

@@ -447,3 +447,74 @@ async fn the_default_run_needs_no_config_at_all() {
         (StatusCode::OK, json!(1))
     );
 }
+
+#[tokio::test]
+async fn force_stops_are_audited_with_actor_and_reason() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    let tv = api
+        .play(json!({"account_id": "acct-9", "device_id": "tv", "device_meta": "Den TV"}))
+        .await
+        .stream_id();
+    let url = format!("{}/v1/accounts/acct-9/streams/{tv}/force-stop", api.base);
+    let too_long = api
+        .send(
+            api.http
+                .post(&url)
+                .json(&json!({"reason": "x".repeat(201)})),
+        )
+        .await;
+    assert_eq!(
+        (too_long.status, too_long.body["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("reason"))
+    );
+    let stopped = api
+        .send(
+            api.http
+                .post(&url)
+                .json(&json!({"actor": "alice@support", "reason": "nobody is watching"})),
+        )
+        .await;
+    assert_eq!(stopped.status, StatusCode::OK);
+
+    let audit = api
+        .send(
+            api.http
+                .get(format!("{}/v1/audit?account_id=acct-9", api.base)),
+        )
+        .await;
+    assert_eq!(audit.status, StatusCode::OK);
+    let entry = &audit.body["entries"][0];
+    assert_eq!(entry["stream_id"], tv.as_str());
+    assert_eq!(entry["device_meta"], "Den TV");
+    assert_eq!(entry["actor"], "alice@support");
+    assert_eq!(entry["reason"], "nobody is watching");
+    assert!(entry["at"].as_str().unwrap().ends_with('Z'));
+    let other = api
+        .send(
+            api.http
+                .get(format!("{}/v1/audit?account_id=acct-10", api.base)),
+        )
+        .await;
+    assert_eq!(other.body["entries"], json!([]));
+    let bad = api
+        .send(api.http.get(format!("{}/v1/audit?limit=lots", api.base)))
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn the_fleet_view_reports_shards_and_decision_counters() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    api.play_on("acct", "tv").await;
+    api.play_on("acct", "phone").await;
+    let fleet: serde_json::Value = api.get("/v1/fleet").await.json().await.unwrap();
+    assert_eq!(fleet["instance"]["backend"], "memory");
+    assert_eq!(fleet["failure_policy"], "open");
+    assert_eq!(fleet["plans"]["premium"], 4);
+    assert_eq!(fleet["shards"][0]["reachable"], true);
+    assert_eq!(fleet["shards"][0]["keys"], 1);
+    assert_eq!(fleet["decisions"]["allowed"], 1);
+    assert_eq!(fleet["decisions"]["denied"], 1);
+}

@@ -30,3 +30,24 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
         Ok(ApiPath(value))
     }
 }
+
+/// `axum::extract::Query` that rejects with the API's JSON error body.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let axum::extract::Query(value) =
+            axum::extract::Query::<T>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| {
+                    ApiError::new(
+                        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                        "invalid_request",
+                        e.body_text(),
+                    )
+                })?;
+        Ok(ApiQuery(value))
+    }
+}

@@ -35,7 +35,7 @@ pub async fn readyz(State(service): State<AppState>) -> impl IntoResponse {
     let ready = service.ready(&shards);
     let body = Readiness {
         ready,
-        failure_policy: format!("{:?}", service.policy()).to_lowercase(),
+        failure_policy: service.policy().label().into(),
         shards,
     };
     let status = if ready {
@@ -67,6 +67,8 @@ pub async fn metrics(State(service): State<AppState>) -> impl IntoResponse {
         super::streams::release,
         super::streams::list,
         super::streams::force_stop,
+        super::streams::audit,
+        super::streams::fleet,
         healthz,
         readyz,
         metrics,

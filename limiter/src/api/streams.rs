@@ -3,19 +3,21 @@
 use std::sync::Arc;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::types::{
-    AccountRef, AccountStreamsResponse, ErrorBody, HeartbeatResponse, LimitReachedBody, OkResponse,
-    PlayStartRequest, PlayStartResponse, StreamInfo, check_account_id,
+    AccountRef, AccountStreamsResponse, AuditEntryInfo, AuditQuery, AuditResponse, ErrorBody,
+    ForceStopRequest, HeartbeatResponse, LimitReachedBody, OkResponse, PlayStartRequest,
+    PlayStartResponse, StreamInfo, check_account_id,
 };
-use crate::model::{ForceStopOutcome, HeartbeatOutcome};
-use crate::service::{PlayDecision, StreamService};
+use crate::model::{AUDIT_RECENT, ForceStopOutcome, HeartbeatOutcome};
+use crate::service::{FleetView, PlayDecision, StreamService};
 
 pub type AppState = Arc<StreamService>;
 
@@ -178,27 +180,74 @@ pub async fn list(
     }))
 }
 
-/// Kick a device: free its slot now and answer its heartbeats `stream_revoked`.
+/// Kick a device: free its slot now, answer its heartbeats `stream_revoked`, log who and why.
 #[utoipa::path(
     post, path = "/v1/accounts/{account_id}/streams/{stream_id}/force-stop", tag = "accounts",
     params(("account_id" = String, Path), ("stream_id" = String, Path)),
+    request_body(content = Option<ForceStopRequest>, description = "Optional: actor and reason for the audit log"),
     responses(
         (status = 200, description = "Stopped (or already stopped)", body = OkResponse),
         (status = 404, description = "No such stream on this account", body = ErrorBody),
+        (status = 422, description = "Invalid actor or reason", body = ErrorBody),
         (status = 503, description = "Store unavailable", body = ErrorBody),
     )
 )]
 pub async fn force_stop(
     State(service): State<AppState>,
     ApiPath((account_id, stream_id)): ApiPath<(String, String)>,
+    body: Bytes,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&account_id)?;
-    let outcome = service.force_stop(&account_id, &stream_id).await?;
+    let request: ForceStopRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        ForceStopRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                format!("the JSON body does not fit this call: {e}"),
+            )
+        })?
+    };
+    let (actor, reason) = request.validate()?;
+    let outcome = service
+        .force_stop(&account_id, &stream_id, &actor, &reason)
+        .await?;
     if outcome == ForceStopOutcome::Stopped {
-        tracing::info!(account_id, stream_id, "stream force-stopped");
+        tracing::info!(account_id, stream_id, actor, reason, "stream force-stopped");
     }
     Ok(Json(OkResponse {
         ok: true,
         degraded: false,
     }))
+}
+
+/// The newest force-stops, fleet-wide or for one account.
+#[utoipa::path(
+    get, path = "/v1/audit", tag = "accounts",
+    params(AuditQuery),
+    responses(
+        (status = 200, description = "Newest first", body = AuditResponse),
+        (status = 422, description = "Malformed account id", body = ErrorBody),
+        (status = 503, description = "Store unavailable", body = ErrorBody),
+    )
+)]
+pub async fn audit(
+    State(service): State<AppState>,
+    ApiQuery(query): ApiQuery<AuditQuery>,
+) -> Result<Json<AuditResponse>, ApiError> {
+    if let Some(account_id) = &query.account_id {
+        check_account_id(account_id)?;
+    }
+    let limit = query.limit.unwrap_or(50).clamp(1, AUDIT_RECENT);
+    let entries = service.audit(query.account_id.as_deref(), limit).await?;
+    Ok(Json(AuditResponse {
+        entries: entries.into_iter().map(AuditEntryInfo::from).collect(),
+    }))
+}
+
+/// This instance, its store's shards and its decision counters, for the fleet overview.
+#[utoipa::path(get, path = "/v1/fleet", tag = "ops", responses((status = 200, body = FleetView)))]
+pub async fn fleet(State(service): State<AppState>) -> Json<FleetView> {
+    Json(service.fleet().await)
 }

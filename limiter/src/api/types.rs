@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::error::ApiError;
 use crate::ids::{validate_display_name, validate_token};
-use crate::model::{Device, DeviceType, Millis};
+use crate::model::{AuditEntry, Device, DeviceType, Millis};
 use crate::service::{ActiveStream, PlayStart};
 
 /// `POST /v1/streams`: a device asks to start playing.
@@ -187,4 +187,82 @@ pub struct ErrorBody {
     /// The request field at fault, on 422.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+}
+
+/// Optional body of `force-stop`: who asks and why, for the audit log.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct ForceStopRequest {
+    /// The support agent (or system) stopping the stream; at most 64 bytes.
+    pub actor: Option<String>,
+    /// Why; at most 200 bytes, no control characters.
+    pub reason: Option<String>,
+}
+
+/// Longest force-stop reason, in bytes.
+pub const MAX_REASON_BYTES: usize = 200;
+
+impl ForceStopRequest {
+    /// Returns (actor, reason), with `api` as the actor when none is named.
+    pub fn validate(self) -> Result<(String, String), ApiError> {
+        let actor = self.actor.unwrap_or_else(|| "api".into());
+        validate_display_name(&actor)
+            .map_err(|e| ApiError::invalid_field("actor", &e.to_string()))?;
+        if actor.trim().is_empty() {
+            return Err(ApiError::invalid_field("actor", "must not be blank"));
+        }
+        let reason = self.reason.unwrap_or_default();
+        if reason.len() > MAX_REASON_BYTES {
+            return Err(ApiError::invalid_field(
+                "reason",
+                &format!("is longer than {MAX_REASON_BYTES} bytes"),
+            ));
+        }
+        if reason.chars().any(|c| c.is_control() && c != '\n') {
+            return Err(ApiError::invalid_field(
+                "reason",
+                "may not hold control characters",
+            ));
+        }
+        Ok((actor, reason))
+    }
+}
+
+/// One force-stop as the audit log shows it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditEntryInfo {
+    /// RFC 3339 UTC, on the store's clock.
+    pub at: String,
+    pub account_id: String,
+    pub stream_id: String,
+    pub device_id: String,
+    pub device_meta: String,
+    pub actor: String,
+    pub reason: String,
+}
+
+impl From<AuditEntry> for AuditEntryInfo {
+    fn from(e: AuditEntry) -> Self {
+        AuditEntryInfo {
+            at: rfc3339(e.at),
+            account_id: e.account_id,
+            stream_id: e.stream_id,
+            device_id: e.device_id,
+            device_meta: e.device_meta,
+            actor: e.actor,
+            reason: e.reason,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+pub struct AuditQuery {
+    /// Only this account's entries.
+    pub account_id: Option<String>,
+    /// How many entries, newest first (default 50, at most 1000).
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditResponse {
+    pub entries: Vec<AuditEntryInfo>,
 }

@@ -6,15 +6,15 @@
 //! Reaping is lazy (inside each operation) plus a sweeper that forgets idle accounts, so the map
 //! never grows without bound.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::StreamRef;
 use crate::model::{
-    AccountState, AccountView, AcquireCmd, AcquireOutcome, ForceStopOutcome, HeartbeatOutcome,
-    Millis, Plan, ReleaseOutcome, Timing,
+    AUDIT_RECENT, AccountState, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, ForceStopCmd,
+    ForceStopOutcome, HeartbeatOutcome, Millis, Plan, ReleaseOutcome, Timing,
 };
 
 const STRIPES: usize = 64;
@@ -23,6 +23,20 @@ pub struct MemoryStore {
     stripes: Vec<Mutex<HashMap<String, AccountState>>>,
     default_plan: Plan,
     timing: Timing,
+    /// Newest first, at most `AUDIT_RECENT` entries.
+    audit: Mutex<VecDeque<AuditEntry>>,
+}
+
+fn audit_entry(cmd: &ForceStopCmd, at: Millis, device_meta: String) -> AuditEntry {
+    AuditEntry {
+        at,
+        account_id: cmd.account_id.clone(),
+        stream_id: cmd.stream_id.clone(),
+        device_id: cmd.stream.device_id.clone(),
+        device_meta,
+        actor: cmd.actor.clone(),
+        reason: cmd.reason.clone(),
+    }
 }
 
 fn now_ms() -> Millis {
@@ -37,6 +51,7 @@ impl MemoryStore {
             stripes: (0..STRIPES).map(|_| Mutex::new(HashMap::new())).collect(),
             default_plan,
             timing,
+            audit: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -126,14 +141,30 @@ impl LeaseStore for MemoryStore {
         }))
     }
 
-    async fn force_stop(
+    async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
+        let (outcome, entry) = self.with_account(&cmd.account_id, |state, now| {
+            let device_meta = state.device_meta(&cmd.stream.device_id);
+            let outcome = state.force_stop(&cmd.stream, now, self.timing);
+            (outcome, audit_entry(cmd, now, device_meta))
+        });
+        if outcome == ForceStopOutcome::Stopped {
+            let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+            audit.push_front(entry);
+            audit.truncate(AUDIT_RECENT);
+        }
+        Ok(outcome)
+    }
+
+    async fn audit(
         &self,
-        account_id: &str,
-        stream: &StreamRef,
-    ) -> Result<ForceStopOutcome, StoreError> {
-        Ok(self.with_account(account_id, |state, now| {
-            state.force_stop(stream, now, self.timing)
-        }))
+        account_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        let matching = audit
+            .iter()
+            .filter(|e| account_id.is_none_or(|a| e.account_id == a));
+        Ok(matching.take(limit).cloned().collect())
     }
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
@@ -146,6 +177,7 @@ impl LeaseStore for MemoryStore {
             endpoint: "memory".into(),
             reachable: true,
             circuit: "closed",
+            keys: Some(self.account_count() as u64),
         }]
     }
 }

@@ -8,7 +8,8 @@ use std::future::Future;
 
 use crate::ids::StreamRef;
 use crate::model::{
-    AccountView, AcquireCmd, AcquireOutcome, ForceStopOutcome, HeartbeatOutcome, ReleaseOutcome,
+    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, ForceStopCmd, ForceStopOutcome,
+    HeartbeatOutcome, ReleaseOutcome,
 };
 
 /// Why the store could not answer. The service turns these into the failure policy's decision.
@@ -40,8 +41,11 @@ pub struct ShardHealth {
     /// Where the shard lives, without credentials.
     pub endpoint: String,
     pub reachable: bool,
-    /// `closed` (healthy), `open` (failing fast) or `half_open` (probing).
+    /// `closed` (healthy) or `open` (failing fast while a probe waits for the shard).
     pub circuit: &'static str,
+    /// Keys the shard holds (about one per account with leases or recent tombstones), when
+    /// reachable.
+    pub keys: Option<u64>,
 }
 
 pub trait LeaseStore: Send + Sync + 'static {
@@ -62,11 +66,18 @@ pub trait LeaseStore: Send + Sync + 'static {
         stream: &StreamRef,
     ) -> impl Future<Output = Result<ReleaseOutcome, StoreError>> + Send;
 
+    /// Revokes the stream and, when it was playing, records the stop in the audit log.
     fn force_stop(
         &self,
-        account_id: &str,
-        stream: &StreamRef,
+        cmd: &ForceStopCmd,
     ) -> impl Future<Output = Result<ForceStopOutcome, StoreError>> + Send;
+
+    /// The newest audit entries, of one account or of the whole fleet.
+    fn audit(
+        &self,
+        account_id: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
 
     fn list(
         &self,
@@ -124,12 +135,16 @@ impl LeaseStore for AnyStore {
         delegate!(self, s => s.release(account_id, stream))
     }
 
-    async fn force_stop(
+    async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
+        delegate!(self, s => s.force_stop(cmd))
+    }
+
+    async fn audit(
         &self,
-        account_id: &str,
-        stream: &StreamRef,
-    ) -> Result<ForceStopOutcome, StoreError> {
-        delegate!(self, s => s.force_stop(account_id, stream))
+        account_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        delegate!(self, s => s.audit(account_id, limit))
     }
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {

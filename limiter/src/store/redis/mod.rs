@@ -15,8 +15,9 @@ use self::breaker::Breaker;
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::{NONCE_LEN, StreamRef};
 use crate::model::{
-    AccountView, AcquireCmd, AcquireOutcome, Device, DeviceType, ForceStopOutcome,
-    HeartbeatOutcome, Lease, Plan, ReleaseOutcome, Timing,
+    AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, Device,
+    DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease, Plan, ReleaseOutcome,
+    Timing,
 };
 
 macro_rules! lease_script {
@@ -70,6 +71,17 @@ impl Default for Scripts {
 pub fn account_key(account_id: &str) -> String {
     format!("sl:{{{account_id}}}")
 }
+
+/// The account's own audit list, in the same slot as its leases.
+pub fn account_audit_key(account_id: &str) -> String {
+    format!("sl:audit:{{{account_id}}}")
+}
+
+/// Each shard's list of its newest force-stops; the fleet view merges them.
+pub const SHARD_AUDIT_KEY: &str = "sl:audit";
+
+/// How long an account's audit list outlives its last entry.
+const AUDIT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 struct Shard {
     endpoint: String,
@@ -145,24 +157,28 @@ impl RedisStore {
             .collect()
     }
 
-    fn shard(&self, account_id: &str) -> (usize, &Shard) {
-        let index = ring::shard_for(account_id, self.shards.len());
-        (index, &self.shards[index])
-    }
-
     async fn run<T: FromRedisValue>(
         &self,
         account_id: &str,
         invocation: &ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
-        let (index, shard) = self.shard(account_id);
+        let index = ring::shard_for(account_id, self.shards.len());
+        let mut connection = self.shards[index].connection.clone();
+        self.guarded(index, invocation.invoke_async(&mut connection))
+            .await
+    }
+
+    /// Runs one call on shard `index` under its circuit breaker and the store deadline.
+    async fn guarded<T>(
+        &self,
+        index: usize,
+        call: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        let shard = &self.shards[index];
         if shard.breaker.is_open() {
             return Err(StoreError::CircuitOpen { shard: index });
         }
-        let mut connection = shard.connection.clone();
-        let result =
-            tokio::time::timeout(self.deadline, invocation.invoke_async(&mut connection)).await;
-        let error = match result {
+        let error = match tokio::time::timeout(self.deadline, call).await {
             Ok(Ok(value)) => {
                 shard.breaker.record_success();
                 return Ok(value);
@@ -177,6 +193,25 @@ impl RedisStore {
             tracing::warn!(shard = index, endpoint = %shard.endpoint, %error, "store circuit opened");
         }
         Err(error)
+    }
+
+    /// The newest `limit` entries of one audit list on shard `index`.
+    async fn audit_list(
+        &self,
+        index: usize,
+        key: &str,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut connection = self.shards[index].connection.clone();
+        let mut command = redis::cmd("LRANGE");
+        command.arg(key).arg(0).arg(limit.saturating_sub(1));
+        let raw: Vec<String> = self
+            .guarded(index, command.query_async(&mut connection))
+            .await?;
+        Ok(raw
+            .iter()
+            .filter_map(|json| serde_json::from_str(json).ok())
+            .collect())
     }
 
     fn timing_args<'a, 's>(
@@ -198,7 +233,10 @@ fn spawn_probe(shard: Weak<Shard>, interval: Duration, deadline: Duration) {
             if !shard.breaker.is_open() {
                 continue;
             }
-            if ping(&shard, deadline.max(Duration::from_millis(100))).await {
+            if key_count(&shard, deadline.max(Duration::from_millis(100)))
+                .await
+                .is_some()
+            {
                 shard.breaker.close();
                 tracing::info!(endpoint = %shard.endpoint, "store circuit closed: shard answers again");
             }
@@ -206,11 +244,12 @@ fn spawn_probe(shard: Weak<Shard>, interval: Duration, deadline: Duration) {
     });
 }
 
-async fn ping(shard: &Shard, deadline: Duration) -> bool {
+/// Asks the shard how many keys it holds: a liveness check that also says something.
+async fn key_count(shard: &Shard, deadline: Duration) -> Option<u64> {
     let mut connection = shard.connection.clone();
-    let command = redis::cmd("PING");
-    let ping = command.query_async::<String>(&mut connection);
-    matches!(tokio::time::timeout(deadline, ping).await, Ok(Ok(_)))
+    let command = redis::cmd("DBSIZE");
+    let count = command.query_async::<u64>(&mut connection);
+    tokio::time::timeout(deadline, count).await.ok()?.ok()
 }
 
 fn malformed(what: &str) -> StoreError {
@@ -344,21 +383,48 @@ impl LeaseStore for RedisStore {
         })
     }
 
-    async fn force_stop(
-        &self,
-        account_id: &str,
-        stream: &StreamRef,
-    ) -> Result<ForceStopOutcome, StoreError> {
-        let mut invocation = self.scripts.force_stop.key(account_key(account_id));
+    async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
+        let mut invocation = self.scripts.force_stop.key(account_key(&cmd.account_id));
+        invocation
+            .key(account_audit_key(&cmd.account_id))
+            .key(SHARD_AUDIT_KEY);
         self.timing_args(&mut invocation)
-            .arg(&stream.device_id)
-            .arg(&stream.nonce[..]);
-        let code: u64 = self.run(account_id, &invocation).await?;
+            .arg(&cmd.stream.device_id)
+            .arg(&cmd.stream.nonce[..])
+            .arg(&cmd.account_id)
+            .arg(&cmd.stream_id)
+            .arg(&cmd.actor)
+            .arg(&cmd.reason)
+            .arg(AUDIT_PER_ACCOUNT)
+            .arg(AUDIT_RECENT)
+            .arg(AUDIT_RETENTION.as_millis() as u64);
+        let code: u64 = self.run(&cmd.account_id, &invocation).await?;
         Ok(match code {
             1 => ForceStopOutcome::Stopped,
             2 => ForceStopOutcome::AlreadyStopped,
             _ => ForceStopOutcome::Unknown,
         })
+    }
+
+    async fn audit(
+        &self,
+        account_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        if let Some(account_id) = account_id {
+            let index = ring::shard_for(account_id, self.shards.len());
+            return self
+                .audit_list(index, &account_audit_key(account_id), limit)
+                .await;
+        }
+        let per_shard = (0..self.shards.len()).map(|i| self.audit_list(i, SHARD_AUDIT_KEY, limit));
+        let mut merged = Vec::new();
+        for entries in futures::future::join_all(per_shard).await {
+            merged.extend(entries?);
+        }
+        merged.sort_by(|a, b| b.at.cmp(&a.at));
+        merged.truncate(limit);
+        Ok(merged)
     }
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
@@ -384,11 +450,13 @@ impl LeaseStore for RedisStore {
             .iter()
             .enumerate()
             .map(|(index, shard)| async move {
+                let keys = key_count(shard, self.deadline.max(Duration::from_millis(100))).await;
                 ShardHealth {
                     shard: index,
                     endpoint: shard.endpoint.clone(),
-                    reachable: ping(shard, self.deadline.max(Duration::from_millis(100))).await,
+                    reachable: keys.is_some(),
                     circuit: shard.breaker.state(),
+                    keys,
                 }
             });
         futures::future::join_all(checks).await
