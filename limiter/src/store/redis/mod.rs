@@ -422,7 +422,7 @@ impl LeaseStore for RedisStore {
         for entries in futures::future::join_all(per_shard).await {
             merged.extend(entries?);
         }
-        merged.sort_by(|a, b| b.at.cmp(&a.at));
+        merged.sort_by_key(|e| std::cmp::Reverse(e.at));
         merged.truncate(limit);
         Ok(merged)
     }
