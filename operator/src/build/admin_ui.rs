@@ -1,0 +1,136 @@
+//! The admin UI Deployment and Service (only when `adminUI.enabled`).
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, KeyToPath, PodSpec, PodTemplateSpec, SecretVolumeSource, Service,
+    ServicePort, ServiceSpec, Volume,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::common::{
+    container_security, http_probe, meta, pod_security, port, resources, selector,
+};
+use super::limiter::{NONROOT_UID, mount};
+use crate::crd::StreamLimiter;
+use crate::names::{ADMIN_UI_PORT, Component, LIMITER_PORT, Names};
+
+/// Where the admin UI's credentials Secret is mounted.
+pub const ADMIN_AUTH_DIR: &str = "/etc/screenlimit/admin-auth";
+/// Where the limiter's bearer token is mounted in admin UI pods.
+pub const LIMITER_TOKEN_DIR: &str = "/etc/screenlimit/limiter-auth";
+
+pub fn service(names: &Names, ns: &str, owner: &OwnerReference) -> Service {
+    Service {
+        metadata: meta(
+            names.admin_ui(),
+            ns,
+            names.labels(Component::AdminUi),
+            owner,
+        ),
+        spec: Some(ServiceSpec {
+            selector: Some(names.selector_labels(Component::AdminUi)),
+            ports: Some(vec![ServicePort {
+                name: Some("http".to_owned()),
+                port: ADMIN_UI_PORT,
+                target_port: Some(IntOrString::String("http".to_owned())),
+                protocol: Some("TCP".to_owned()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+pub fn deployment(
+    sl: &StreamLimiter,
+    names: &Names,
+    ns: &str,
+    owner: &OwnerReference,
+) -> Deployment {
+    let ui = &sl.spec.admin_ui;
+    let mut env = vec![EnvVar {
+        name: "SCREENLIMIT_LIMITER_URL".to_owned(),
+        value: Some(format!("http://{}:{LIMITER_PORT}", names.limiter())),
+        ..EnvVar::default()
+    }];
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    if let Some(secret) = &ui.auth_secret_name {
+        volumes.push(Volume {
+            name: "admin-auth".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.clone()),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(mount("admin-auth", ADMIN_AUTH_DIR));
+        env.push(EnvVar {
+            name: "SCREENLIMIT_ADMIN_AUTH_DIR".to_owned(),
+            value: Some(ADMIN_AUTH_DIR.to_owned()),
+            ..EnvVar::default()
+        });
+    }
+    if let Some(token) = &sl.spec.limiter.auth_token_secret {
+        volumes.push(Volume {
+            name: "limiter-auth".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(token.name.clone()),
+                items: Some(vec![KeyToPath {
+                    key: token.key.clone(),
+                    path: "token".to_owned(),
+                    ..KeyToPath::default()
+                }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(mount("limiter-auth", LIMITER_TOKEN_DIR));
+        env.push(EnvVar {
+            name: "SCREENLIMIT_LIMITER_TOKEN_FILE".to_owned(),
+            value: Some(format!("{LIMITER_TOKEN_DIR}/token")),
+            ..EnvVar::default()
+        });
+    }
+    let container = Container {
+        name: "admin-ui".to_owned(),
+        image: Some(ui.image.clone()),
+        env: Some(env),
+        ports: Some(vec![port("http", ADMIN_UI_PORT)]),
+        readiness_probe: Some(http_probe("/healthz", "http", 10, 3)),
+        liveness_probe: Some(http_probe("/healthz", "http", 20, 3)),
+        resources: resources(&ui.resources),
+        security_context: Some(container_security(NONROOT_UID)),
+        volume_mounts: Some(mounts),
+        ..Container::default()
+    };
+    Deployment {
+        metadata: meta(
+            names.admin_ui(),
+            ns,
+            names.labels(Component::AdminUi),
+            owner,
+        ),
+        spec: Some(DeploymentSpec {
+            replicas: Some(ui.replicas),
+            selector: selector(names.selector_labels(Component::AdminUi)),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(names.labels(Component::AdminUi)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    security_context: Some(pod_security(NONROOT_UID)),
+                    automount_service_account_token: Some(false),
+                    volumes: Some(volumes),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}

@@ -1,0 +1,215 @@
+//! The limiter: its ConfigMap, Deployment, Service and PodDisruptionBudget.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodSpec,
+    PodTemplateSpec, SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec,
+    Volume, VolumeMount,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::common::{
+    container_security, http_probe, meta, pod_security, port, resources, selector,
+};
+use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, STREAM_ID_SECRET_DIR};
+use crate::crd::StreamLimiter;
+use crate::names::{
+    CONFIG_HASH_ANNOTATION, Component, LIMITER_CONFIG_KEY, LIMITER_PORT, Names,
+    STREAM_ID_SECRET_KEY,
+};
+
+/// UID the limiter image runs as (distroless `nonroot`).
+pub const NONROOT_UID: i64 = 65532;
+
+pub fn config_map(names: &Names, ns: &str, config: String, owner: &OwnerReference) -> ConfigMap {
+    ConfigMap {
+        metadata: meta(names.limiter(), ns, names.labels(Component::Limiter), owner),
+        data: Some(BTreeMap::from([(LIMITER_CONFIG_KEY.to_owned(), config)])),
+        ..ConfigMap::default()
+    }
+}
+
+pub fn service(names: &Names, ns: &str, owner: &OwnerReference) -> Service {
+    Service {
+        metadata: meta(names.limiter(), ns, names.labels(Component::Limiter), owner),
+        spec: Some(ServiceSpec {
+            selector: Some(names.selector_labels(Component::Limiter)),
+            ports: Some(vec![ServicePort {
+                name: Some("http".to_owned()),
+                port: LIMITER_PORT,
+                target_port: Some(IntOrString::String("http".to_owned())),
+                protocol: Some("TCP".to_owned()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// `maxUnavailable: 1`: a drain can always proceed, one limiter pod at a time.
+pub fn pdb(names: &Names, ns: &str, owner: &OwnerReference) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: meta(names.limiter(), ns, names.labels(Component::Limiter), owner),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(selector(names.selector_labels(Component::Limiter))),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        ..PodDisruptionBudget::default()
+    }
+}
+
+/// Name of the Secret holding the stream id key: the user's, or the one the operator creates.
+pub fn stream_id_secret_name(sl: &StreamLimiter, names: &Names) -> String {
+    sl.spec
+        .stream_id_secret_name
+        .clone()
+        .unwrap_or_else(|| names.stream_id_secret())
+}
+
+pub fn deployment(
+    sl: &StreamLimiter,
+    names: &Names,
+    ns: &str,
+    config_hash: &str,
+    owner: &OwnerReference,
+) -> Deployment {
+    let spec = &sl.spec;
+    let mut volumes = vec![
+        Volume {
+            name: "config".to_owned(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: names.limiter(),
+                items: Some(vec![KeyToPath {
+                    key: LIMITER_CONFIG_KEY.to_owned(),
+                    path: LIMITER_CONFIG_KEY.to_owned(),
+                    ..KeyToPath::default()
+                }]),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+        Volume {
+            name: "stream-id-secret".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(stream_id_secret_name(sl, names)),
+                items: Some(vec![KeyToPath {
+                    key: STREAM_ID_SECRET_KEY.to_owned(),
+                    path: STREAM_ID_SECRET_KEY.to_owned(),
+                    ..KeyToPath::default()
+                }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        },
+    ];
+    let mut mounts = vec![
+        mount("config", CONFIG_DIR),
+        mount("stream-id-secret", STREAM_ID_SECRET_DIR),
+    ];
+    if let Some(token) = &spec.limiter.auth_token_secret {
+        volumes.push(Volume {
+            name: "auth-token".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(token.name.clone()),
+                items: Some(vec![KeyToPath {
+                    key: token.key.clone(),
+                    path: "token".to_owned(),
+                    ..KeyToPath::default()
+                }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(mount("auth-token", AUTH_TOKEN_DIR));
+    }
+    let mut env = vec![EnvVar {
+        name: "SCREENLIMIT_LOG_FORMAT".to_owned(),
+        value: Some("json".to_owned()),
+        ..EnvVar::default()
+    }];
+    if let Some(secret) = spec
+        .redis
+        .external
+        .as_ref()
+        .and_then(|ext| ext.urls_secret.as_ref())
+    {
+        env.push(EnvVar {
+            name: "SCREENLIMIT_REDIS_SHARDS".to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret.name.clone(),
+                    key: secret.key.clone(),
+                    optional: Some(false),
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        });
+    }
+    let container = Container {
+        name: "limiter".to_owned(),
+        image: Some(spec.limiter.image.clone()),
+        args: Some(vec![
+            "--config".to_owned(),
+            format!("{CONFIG_DIR}/{LIMITER_CONFIG_KEY}"),
+        ]),
+        env: Some(env),
+        ports: Some(vec![port("http", LIMITER_PORT)]),
+        readiness_probe: Some(http_probe("/readyz", "http", 5, 2)),
+        liveness_probe: Some(http_probe("/healthz", "http", 10, 3)),
+        resources: resources(&spec.limiter.resources),
+        security_context: Some(container_security(NONROOT_UID)),
+        volume_mounts: Some(mounts),
+        ..Container::default()
+    };
+    Deployment {
+        metadata: meta(names.limiter(), ns, names.labels(Component::Limiter), owner),
+        spec: Some(DeploymentSpec {
+            replicas: Some(spec.limiter.replicas),
+            selector: selector(names.selector_labels(Component::Limiter)),
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_unavailable: Some(IntOrString::Int(0)),
+                    max_surge: Some(IntOrString::Int(1)),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(names.labels(Component::Limiter)),
+                    annotations: Some(BTreeMap::from([(
+                        CONFIG_HASH_ANNOTATION.to_owned(),
+                        config_hash.to_owned(),
+                    )])),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    security_context: Some(pod_security(NONROOT_UID)),
+                    automount_service_account_token: Some(false),
+                    volumes: Some(volumes),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
+pub(super) fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }
+}

@@ -1,0 +1,123 @@
+//! The pure build step: from a validated `StreamLimiter`, every object it should own.
+
+pub mod admin_ui;
+pub mod common;
+pub mod limiter;
+pub mod limiter_config;
+pub mod redis;
+pub mod secret;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::{Resource, ResourceExt};
+
+use crate::crd::{RedisMode, StreamLimiter};
+use crate::names::Names;
+
+/// Everything a `StreamLimiter` wants, in apply order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    pub services: Vec<Service>,
+    pub config_maps: Vec<ConfigMap>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub deployments: Vec<Deployment>,
+    pub stateful_sets: Vec<StatefulSet>,
+    /// The stream id Secret to create if absent; `None` when the spec names its own.
+    pub stream_id_secret: Option<String>,
+    /// Hash of the limiter config (also in the limiter pod template).
+    pub config_hash: String,
+    /// The rendered `limiter.yaml`.
+    pub limiter_config: String,
+}
+
+/// Why nothing can be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("the StreamLimiter has no {0}; it was not read from the API server")]
+    MissingMetadata(&'static str),
+}
+
+/// Builds every desired object. Pure: the same resource always gives the same objects.
+pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
+    let ns = sl
+        .namespace()
+        .ok_or(BuildError::MissingMetadata("namespace"))?;
+    let owner = sl
+        .controller_owner_ref(&())
+        .ok_or(BuildError::MissingMetadata("uid"))?;
+    let names = Names::new(&sl.name_any());
+    let spec = &sl.spec;
+
+    let limiter_config = limiter_config::render(sl, &names, &ns);
+    let mut hash_inputs = vec![stream_id_secret_ref(sl, &names)];
+    if let Some(secret) = spec
+        .redis
+        .external
+        .as_ref()
+        .and_then(|e| e.urls_secret.as_ref())
+    {
+        hash_inputs.push(format!("urls-secret:{}/{}", secret.name, secret.key));
+    }
+    if let Some(token) = &spec.limiter.auth_token_secret {
+        hash_inputs.push(format!("auth-token:{}/{}", token.name, token.key));
+    }
+    let refs: Vec<&str> = hash_inputs.iter().map(String::as_str).collect();
+    let config_hash = limiter_config::config_hash(&limiter_config, &refs);
+
+    let mut services = Vec::new();
+    let mut stateful_sets = Vec::new();
+    if spec.redis.mode == RedisMode::Managed {
+        for index in 0..spec.redis.shards {
+            services.push(redis::service(&names, &ns, index, &owner));
+            stateful_sets.push(redis::stateful_set(sl, &names, &ns, index, &owner));
+        }
+    }
+    services.push(limiter::service(&names, &ns, &owner));
+    let mut deployments = vec![limiter::deployment(sl, &names, &ns, &config_hash, &owner)];
+    if spec.admin_ui.enabled {
+        services.push(admin_ui::service(&names, &ns, &owner));
+        deployments.push(admin_ui::deployment(sl, &names, &ns, &owner));
+    }
+
+    Ok(Desired {
+        config_maps: vec![limiter::config_map(
+            &names,
+            &ns,
+            limiter_config.clone(),
+            &owner,
+        )],
+        pdbs: vec![limiter::pdb(&names, &ns, &owner)],
+        services,
+        deployments,
+        stateful_sets,
+        stream_id_secret: spec
+            .stream_id_secret_name
+            .is_none()
+            .then(|| names.stream_id_secret()),
+        config_hash,
+        limiter_config,
+    })
+}
+
+fn stream_id_secret_ref(sl: &StreamLimiter, names: &Names) -> String {
+    format!("stream-id:{}", limiter::stream_id_secret_name(sl, names))
+}
+
+impl Desired {
+    /// Names of every desired object of kind `K`.
+    pub fn names_of<K: Resource<DynamicType = ()>>(&self) -> Vec<String> {
+        let kind = K::kind(&());
+        let names = |v: Vec<&kube::core::ObjectMeta>| -> Vec<String> {
+            v.into_iter().filter_map(|m| m.name.clone()).collect()
+        };
+        match kind.as_ref() {
+            "Service" => names(self.services.iter().map(|o| &o.metadata).collect()),
+            "ConfigMap" => names(self.config_maps.iter().map(|o| &o.metadata).collect()),
+            "PodDisruptionBudget" => names(self.pdbs.iter().map(|o| &o.metadata).collect()),
+            "Deployment" => names(self.deployments.iter().map(|o| &o.metadata).collect()),
+            "StatefulSet" => names(self.stateful_sets.iter().map(|o| &o.metadata).collect()),
+            _ => Vec::new(),
+        }
+    }
+}

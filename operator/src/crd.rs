@@ -1,0 +1,474 @@
+//! The `StreamLimiter` custom resource: its spec (what a platform team writes) and its status
+//! (what the operator reports). The `///` docs become the CRD's field descriptions, the
+//! `schemars`/`x_kube` attributes its OpenAPI bounds and CEL rules.
+
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// API group of the resource.
+pub const GROUP: &str = "screenlimit.io";
+
+/// Longest `StreamLimiter` name: child names such as `<name>-redis-63-0` must stay valid
+/// DNS labels (63 characters).
+pub const MAX_NAME_LEN: usize = 40;
+
+/// Most plans one resource may declare.
+pub const MAX_PLANS: usize = 64;
+
+/// Most Redis shards one resource may declare.
+pub const MAX_SHARDS: i32 = 64;
+
+/// The limiter rejects plans above this many streams (it stores a limit in one byte).
+pub const MAX_STREAMS_CEILING: i32 = 100;
+
+/// A per-account concurrent-stream limiter: Redis shards, the limiter Deployment that enforces
+/// the plans, and optionally the admin UI.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "screenlimit.io",
+    version = "v1alpha1",
+    kind = "StreamLimiter",
+    plural = "streamlimiters",
+    shortname = "sl",
+    category = "screenlimit",
+    namespaced,
+    status = "StreamLimiterStatus",
+    derive = "PartialEq",
+    doc = "A per-account concurrent-stream limiter: plans, lease timing, Redis shards, the limiter Deployment and the optional admin UI.",
+    validation = Rule::new("size(self.metadata.name) <= 40").message("metadata.name must be at most 40 characters so that the names of the objects it owns stay valid").reason(Reason::FieldValueInvalid),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether every shard and the limiter are ready"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason", description = "Why the resource is (not) ready"),
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.redis.mode", description = "Redis mode: managed or external"),
+    printcolumn(name = "Shards", type_ = "integer", json_path = ".spec.redis.shards", description = "Desired Redis shards"),
+    printcolumn(name = "Ready-Shards", type_ = "integer", json_path = ".status.readyShards", description = "Managed shards whose primary is ready"),
+    printcolumn(name = "Limiters", type_ = "integer", json_path = ".spec.limiter.replicas", description = "Desired limiter replicas"),
+    printcolumn(name = "Ready-Limiters", type_ = "integer", json_path = ".status.limiterReadyReplicas", description = "Limiter replicas ready to serve"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(
+    validation = Rule::new("self.plans.exists(p, p.name == self.defaultPlan)").message("defaultPlan must name one of the plans").field_path(".defaultPlan").reason(Reason::FieldValueInvalid)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamLimiterSpec {
+    /// Subscription plans: each names the most streams an account on it may play at once.
+    /// Names are unique; play-starts name their plan, accounts without one use `defaultPlan`.
+    #[serde(default = "default_plans")]
+    #[schemars(length(min = 1, max = 64))]
+    #[x_kube(
+        validation = Rule::new("self.all(p, self.filter(q, q.name == p.name).size() == 1)").message("plan names must be unique").reason(Reason::FieldValueDuplicate),
+        merge_strategy = ListMerge::Map(vec!["name".into()])
+    )]
+    pub plans: Vec<Plan>,
+
+    /// Plan applied to an account whose play-start names no plan. Must be one of `plans`.
+    #[serde(default = "default_default_plan")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:-]+$"))]
+    pub default_plan: String,
+
+    /// Lease timing: how often players heartbeat and when a silent player's slot frees up.
+    #[serde(default)]
+    pub lease: LeaseSpec,
+
+    /// Where leases live: Redis shards run by the operator (`managed`) or given by you (`external`).
+    #[serde(default)]
+    pub redis: RedisSpec,
+
+    /// The limiter Deployment: the stream API that enforces the plans.
+    #[serde(default)]
+    pub limiter: LimiterSpec,
+
+    /// The admin dashboard for support staff. Off unless `enabled`.
+    #[serde(default, rename = "adminUI")]
+    pub admin_ui: AdminUiSpec,
+
+    /// What a play-start does when Redis is slow or down, and how long Redis may take.
+    #[serde(default)]
+    pub failure_policy: FailurePolicySpec,
+
+    /// Secret holding the key that signs stream ids (key `stream-id-secret`). Every limiter
+    /// replica must share it. Empty: the operator creates `<name>-stream-id` once with 32
+    /// random bytes and never rotates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub stream_id_secret_name: Option<String>,
+}
+
+/// One subscription plan.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Plan name as play-starts send it: letters, digits, `.`, `_`, `:` or `-`, at most 64.
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:-]+$"))]
+    pub name: String,
+    /// Most streams an account on this plan may play at once (1 to 100).
+    #[schemars(range(min = 1, max = 100))]
+    pub max_streams: i32,
+}
+
+/// Heartbeat interval and lease TTL.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("self.ttlSeconds >= 2 * self.heartbeatIntervalSeconds").message("ttlSeconds must be at least twice heartbeatIntervalSeconds, so one lost heartbeat does not end a stream").field_path(".ttlSeconds").reason(Reason::FieldValueInvalid)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseSpec {
+    /// Seconds between a player's heartbeats.
+    #[serde(default = "default_heartbeat")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub heartbeat_interval_seconds: i32,
+    /// Seconds after the last heartbeat before a silent player's slot is free again.
+    /// At least twice `heartbeatIntervalSeconds`.
+    #[serde(default = "default_ttl")]
+    #[schemars(range(min = 2, max = 7200))]
+    pub ttl_seconds: i32,
+}
+
+/// Redis mode.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum RedisMode {
+    /// The operator runs one StatefulSet and Service per shard.
+    #[default]
+    Managed,
+    /// You run Redis; give the shard URLs in `redis.external`.
+    External,
+}
+
+/// Redis shards holding the leases, sharded by account.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(
+    validation = Rule::new("self.mode != 'external' || has(self.external)").message("redis.external is required when redis.mode is external").field_path(".external").reason(Reason::FieldValueRequired),
+    validation = Rule::new("self.mode != 'external' || !has(self.external) || !has(self.external.urls) || size(self.external.urls) == self.shards").message("redis.external.urls must list exactly redis.shards URLs").field_path(".external.urls").reason(Reason::FieldValueInvalid)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RedisSpec {
+    /// `managed` (the operator runs the shards) or `external` (you give their URLs).
+    #[serde(default)]
+    pub mode: RedisMode,
+    /// Number of shards. Accounts are spread over shards by a consistent hash, so adding or
+    /// removing one moves about 1/N of the accounts (their live leases re-register on the
+    /// next heartbeat).
+    #[serde(default = "default_shards")]
+    #[schemars(range(min = 1, max = 64))]
+    pub shards: i32,
+    /// Pods per managed shard: one primary plus read replicas that follow it (`replicaof`).
+    /// The limiter talks to the primary only; promotion is manual.
+    #[serde(default = "default_one")]
+    #[schemars(range(min = 1, max = 5))]
+    pub replicas_per_shard: i32,
+    /// Redis image for managed shards.
+    #[serde(default = "default_redis_image")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: String,
+    /// CPU and memory for each managed Redis pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resources_schema")]
+    pub resources: Option<ResourceRequirements>,
+    /// Shard URLs for `external` mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<ExternalRedisSpec>,
+}
+
+/// Redis shards you run yourself: their URLs inline, or from a Secret when they carry passwords.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("has(self.urls) != has(self.urlsSecret)").message("set exactly one of redis.external.urls and redis.external.urlsSecret").reason(Reason::FieldValueInvalid)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalRedisSpec {
+    /// Shard URLs (`redis://host:port` or `rediss://…`) in shard order. Only ever append:
+    /// the order decides which shard holds which account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), inner(length(min = 1, max = 512)))]
+    #[x_kube(validation = Rule::new("self.all(u, u.startsWith('redis://') || u.startsWith('rediss://'))").message("every URL must start with redis:// or rediss://").reason(Reason::FieldValueInvalid))]
+    pub urls: Option<Vec<RedisUrl>>,
+    /// A key of a Secret in this namespace holding the shard URLs, comma separated, in shard
+    /// order. Passed to the limiter as `SCREENLIMIT_REDIS_SHARDS`; restart the limiter after
+    /// changing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub urls_secret: Option<SecretKeyRef>,
+}
+
+/// A Redis URL.
+pub type RedisUrl = String;
+
+/// A key in a Secret of the resource's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Secret name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key inside the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// The limiter Deployment.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LimiterSpec {
+    /// Limiter pods. They are stateless; a PodDisruptionBudget lets drains take one at a time.
+    #[serde(default = "default_limiter_replicas")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub replicas: i32,
+    /// Limiter image.
+    #[serde(default = "default_limiter_image")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: String,
+    /// CPU and memory for each limiter pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resources_schema")]
+    pub resources: Option<ResourceRequirements>,
+    /// A key of a Secret holding the bearer token every API call must carry. Empty: no
+    /// authentication (keep the Service private).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_token_secret: Option<SecretKeyRef>,
+}
+
+/// The admin UI Deployment.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(
+    validation = Rule::new("!self.enabled || has(self.authSecretName)").message("adminUI.authSecretName is required when the admin UI is enabled").field_path(".authSecretName").reason(Reason::FieldValueRequired)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminUiSpec {
+    /// Run the admin UI.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Admin UI pods.
+    #[serde(default = "default_one")]
+    #[schemars(range(min = 1, max = 10))]
+    pub replicas: i32,
+    /// Admin UI image.
+    #[serde(default = "default_admin_ui_image")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: String,
+    /// Secret holding the admin UI's credentials, mounted at `/etc/screenlimit/admin-auth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub auth_secret_name: Option<String>,
+    /// CPU and memory for each admin UI pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resources_schema")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// What a decision does when Redis cannot answer in time.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum FailureMode {
+    /// Allow the play (never block a paying user because the store hiccuped).
+    #[default]
+    Open,
+    /// Refuse the play with 503 until Redis answers again.
+    Closed,
+    /// Enforce the cap on each limiter pod's own memory.
+    LocalCap,
+}
+
+/// Failure policy and store deadline.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct FailurePolicySpec {
+    /// `open` (default), `closed` or `localCap`.
+    #[serde(default)]
+    pub mode: FailureMode,
+    /// Milliseconds one Redis call may take before the failure policy decides.
+    #[serde(default = "default_store_timeout")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub store_timeout_millis: i32,
+}
+
+/// What the operator observed at its last reconcile.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamLimiterStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Progressing` and `Degraded`, with reasons and messages.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// Managed shards, in shard order.
+    #[serde(default)]
+    pub shards: Vec<ShardStatus>,
+    /// Managed shards whose primary is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_shards: Option<i32>,
+    /// Limiter replicas ready to serve.
+    #[serde(default)]
+    pub limiter_ready_replicas: i32,
+    /// Hash of the rendered limiter config now rolled out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hash: Option<String>,
+}
+
+/// Readiness of one managed shard.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStatus {
+    /// Shard index (its position in the limiter's shard list).
+    pub index: i32,
+    /// The shard's StatefulSet and Service name.
+    pub name: String,
+    /// Whether every pod is ready on the current revision.
+    pub ready: bool,
+    /// Pods ready.
+    pub ready_replicas: i32,
+    /// Pods wanted.
+    pub replicas: i32,
+}
+
+/// A condition in the Kubernetes style.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `Ready`, `Progressing` or `Degraded`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason in CamelCase.
+    pub reason: String,
+    /// What happened and what to do about it.
+    pub message: String,
+    /// When `status` last changed (RFC 3339).
+    pub last_transition_time: String,
+    /// The generation the condition was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// A compact schema for container resources: `requests` and `limits` as maps of quantities
+/// (the full upstream schema repeats a long Quantity description four times over).
+fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let quantities = serde_json::json!({
+        "type": "object",
+        "additionalProperties": {"x-kubernetes-int-or-string": true}
+    });
+    let mut requests = quantities.clone();
+    requests["description"] = "Minimum CPU and memory, e.g. `{cpu: 100m, memory: 64Mi}`.".into();
+    let mut limits = quantities;
+    limits["description"] = "Maximum CPU and memory, e.g. `{memory: 256Mi}`.".into();
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "description": "Container resources, as in a Pod spec.",
+        "properties": {"requests": requests, "limits": limits}
+    })
+}
+
+fn default_plans() -> Vec<Plan> {
+    [("basic", 1), ("standard", 2), ("premium", 4)]
+        .into_iter()
+        .map(|(name, max_streams)| Plan {
+            name: name.into(),
+            max_streams,
+        })
+        .collect()
+}
+fn default_default_plan() -> String {
+    "basic".into()
+}
+fn default_heartbeat() -> i32 {
+    30
+}
+fn default_ttl() -> i32 {
+    90
+}
+fn default_shards() -> i32 {
+    1
+}
+fn default_one() -> i32 {
+    1
+}
+fn default_limiter_replicas() -> i32 {
+    2
+}
+fn default_store_timeout() -> i32 {
+    25
+}
+fn default_redis_image() -> String {
+    "redis:7.4".into()
+}
+fn default_limiter_image() -> String {
+    "ghcr.io/screenlimit/limiter:0.1.0".into()
+}
+fn default_admin_ui_image() -> String {
+    "ghcr.io/screenlimit/admin-ui:0.1.0".into()
+}
+
+impl Default for LeaseSpec {
+    fn default() -> Self {
+        LeaseSpec {
+            heartbeat_interval_seconds: default_heartbeat(),
+            ttl_seconds: default_ttl(),
+        }
+    }
+}
+
+impl Default for RedisSpec {
+    fn default() -> Self {
+        RedisSpec {
+            mode: RedisMode::Managed,
+            shards: default_shards(),
+            replicas_per_shard: 1,
+            image: default_redis_image(),
+            resources: None,
+            external: None,
+        }
+    }
+}
+
+impl Default for LimiterSpec {
+    fn default() -> Self {
+        LimiterSpec {
+            replicas: default_limiter_replicas(),
+            image: default_limiter_image(),
+            resources: None,
+            auth_token_secret: None,
+        }
+    }
+}
+
+impl Default for AdminUiSpec {
+    fn default() -> Self {
+        AdminUiSpec {
+            enabled: false,
+            replicas: 1,
+            image: default_admin_ui_image(),
+            auth_secret_name: None,
+            resources: None,
+        }
+    }
+}
+
+impl Default for FailurePolicySpec {
+    fn default() -> Self {
+        FailurePolicySpec {
+            mode: FailureMode::Open,
+            store_timeout_millis: default_store_timeout(),
+        }
+    }
+}
+
+impl Default for StreamLimiterSpec {
+    fn default() -> Self {
+        StreamLimiterSpec {
+            plans: default_plans(),
+            default_plan: default_default_plan(),
+            lease: LeaseSpec::default(),
+            redis: RedisSpec::default(),
+            limiter: LimiterSpec::default(),
+            admin_ui: AdminUiSpec::default(),
+            failure_policy: FailurePolicySpec::default(),
+            stream_id_secret_name: None,
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The pure status step: readiness of what exists, drift, and the conditions that follow.
+//! A condition's `lastTransitionTime` moves only when its `status` changes.
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+
+use crate::crd::{Condition, ShardStatus, StreamLimiterStatus};
+use crate::validate::FieldError;
+
+pub const READY: &str = "Ready";
+pub const PROGRESSING: &str = "Progressing";
+pub const DEGRADED: &str = "Degraded";
+
+/// What the operator saw of the objects it owns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    /// Managed shards in index order (empty in external mode).
+    pub shards: Vec<ShardStatus>,
+    pub limiter_desired: i32,
+    pub limiter_ready: i32,
+    /// The limiter Deployment runs the current template everywhere.
+    pub limiter_converged: bool,
+    /// The admin UI, when enabled: (ready, desired).
+    pub admin_ui: Option<(i32, i32)>,
+    /// StatefulSets whose immutable fields differ from what the spec wants.
+    pub drift: Vec<String>,
+    /// Whether Redis is external (shard readiness is then not tracked).
+    pub external_redis: bool,
+}
+
+/// The outcome a status is computed from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Assessment {
+    Invalid(Vec<FieldError>),
+    Observed(Observed),
+}
+
+/// Readiness of one managed shard from its StatefulSet (absent: not ready).
+pub fn shard_status(
+    index: i32,
+    name: &str,
+    replicas: i32,
+    sts: Option<&StatefulSet>,
+) -> ShardStatus {
+    let status = sts.and_then(|s| s.status.as_ref());
+    let ready_replicas = status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let current = sts.is_some_and(|s| {
+        let generation = s.metadata.generation.unwrap_or(0);
+        let st = s.status.as_ref();
+        st.and_then(|st| st.observed_generation).unwrap_or(0) >= generation
+            && st.and_then(|st| st.current_revision.as_ref())
+                == st.and_then(|st| st.update_revision.as_ref())
+            && s.spec.as_ref().and_then(|sp| sp.replicas) == Some(replicas)
+    });
+    ShardStatus {
+        index,
+        name: name.to_owned(),
+        ready: current && ready_replicas >= replicas,
+        ready_replicas,
+        replicas,
+    }
+}
+
+/// (ready replicas, converged) of a Deployment.
+pub fn deployment_readiness(deployment: Option<&Deployment>, desired: i32) -> (i32, bool) {
+    let Some(d) = deployment else {
+        return (0, false);
+    };
+    let st = d.status.as_ref();
+    let ready = st.and_then(|s| s.ready_replicas).unwrap_or(0);
+    let updated = st.and_then(|s| s.updated_replicas).unwrap_or(0);
+    let total = st.and_then(|s| s.replicas).unwrap_or(0);
+    let observed = st.and_then(|s| s.observed_generation).unwrap_or(0);
+    let converged = observed >= d.metadata.generation.unwrap_or(0)
+        && d.spec.as_ref().and_then(|s| s.replicas) == Some(desired)
+        && updated == desired
+        && total == desired
+        && ready >= desired;
+    (ready, converged)
+}
+
+/// Names of the immutable fields of `existing` that `desired` would change.
+pub fn immutable_drift(existing: &StatefulSet, desired: &StatefulSet) -> Vec<&'static str> {
+    let (Some(have), Some(want)) = (existing.spec.as_ref(), desired.spec.as_ref()) else {
+        return Vec::new();
+    };
+    let mut drift = Vec::new();
+    if have.selector != want.selector {
+        drift.push("selector");
+    }
+    if have.service_name != want.service_name {
+        drift.push("serviceName");
+    }
+    let policy = |p: &Option<String>| p.clone().unwrap_or_else(|| "OrderedReady".to_owned());
+    if policy(&have.pod_management_policy) != policy(&want.pod_management_policy) {
+        drift.push("podManagementPolicy");
+    }
+    let claims = |c: &Option<Vec<_>>| c.clone().unwrap_or_default();
+    if claims(&have.volume_claim_templates) != claims(&want.volume_claim_templates) {
+        drift.push("volumeClaimTemplates");
+    }
+    drift
+}
+
+fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        type_: type_.to_owned(),
+        status: if status { "True" } else { "False" }.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        last_transition_time: String::new(),
+        observed_generation: generation,
+    }
+}
+
+/// The new status. `now` is an RFC 3339 time used only for conditions whose status changed.
+pub fn compute(
+    old: Option<&StreamLimiterStatus>,
+    generation: Option<i64>,
+    assessment: &Assessment,
+    config_hash: Option<&str>,
+    now: &str,
+) -> StreamLimiterStatus {
+    let mut status = StreamLimiterStatus {
+        observed_generation: generation,
+        ..StreamLimiterStatus::default()
+    };
+    let conditions = match assessment {
+        Assessment::Invalid(errors) => {
+            let message = errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            // Keep what was last observed so a typo does not blank the readiness columns.
+            if let Some(old) = old {
+                status.shards = old.shards.clone();
+                status.ready_shards = old.ready_shards;
+                status.limiter_ready_replicas = old.limiter_ready_replicas;
+                status.config_hash = old.config_hash.clone();
+            }
+            vec![
+                condition(
+                    READY,
+                    false,
+                    "InvalidSpec",
+                    format!("fix the spec: {message}"),
+                    generation,
+                ),
+                condition(
+                    PROGRESSING,
+                    false,
+                    "InvalidSpec",
+                    "nothing is rolled out until the spec is valid".to_owned(),
+                    generation,
+                ),
+                condition(DEGRADED, true, "InvalidSpec", message, generation),
+            ]
+        }
+        Assessment::Observed(obs) => {
+            status.shards = obs.shards.clone();
+            let ready_shards = obs.shards.iter().filter(|s| s.ready).count() as i32;
+            if !obs.external_redis {
+                status.ready_shards = Some(ready_shards);
+            }
+            status.limiter_ready_replicas = obs.limiter_ready;
+            status.config_hash = config_hash.map(str::to_owned);
+
+            let mut waiting = Vec::new();
+            if !obs.external_redis && ready_shards < obs.shards.len() as i32 {
+                let names: Vec<_> = obs
+                    .shards
+                    .iter()
+                    .filter(|s| !s.ready)
+                    .map(|s| s.name.as_str())
+                    .collect();
+                waiting.push(format!(
+                    "{ready_shards}/{} Redis shards ready (waiting for {})",
+                    obs.shards.len(),
+                    names.join(", ")
+                ));
+            }
+            if !obs.limiter_converged {
+                waiting.push(format!(
+                    "limiter {}/{} replicas ready on the current config",
+                    obs.limiter_ready, obs.limiter_desired
+                ));
+            }
+            if let Some((ready, desired)) = obs.admin_ui
+                && ready < desired
+            {
+                waiting.push(format!("admin UI {ready}/{desired} replicas ready"));
+            }
+            let degraded = if obs.drift.is_empty() {
+                condition(
+                    DEGRADED,
+                    false,
+                    "AsExpected",
+                    "no problem found".to_owned(),
+                    generation,
+                )
+            } else {
+                condition(
+                    DEGRADED,
+                    true,
+                    "StatefulSetDrift",
+                    format!(
+                        "immutable fields of StatefulSet {} differ from the spec and are not patched; \
+                         delete it with `kubectl delete statefulset <name> --cascade=orphan` and the operator recreates it",
+                        obs.drift.join(", ")
+                    ),
+                    generation,
+                )
+            };
+            if waiting.is_empty() {
+                vec![
+                    condition(
+                        READY,
+                        true,
+                        "AllReady",
+                        "every shard and limiter replica is ready".to_owned(),
+                        generation,
+                    ),
+                    condition(
+                        PROGRESSING,
+                        false,
+                        "RolloutComplete",
+                        "the current spec is rolled out".to_owned(),
+                        generation,
+                    ),
+                    degraded,
+                ]
+            } else {
+                let message = waiting.join("; ");
+                vec![
+                    condition(
+                        READY,
+                        false,
+                        "ComponentsNotReady",
+                        message.clone(),
+                        generation,
+                    ),
+                    condition(PROGRESSING, true, "RollingOut", message, generation),
+                    degraded,
+                ]
+            }
+        }
+    };
+    let old_conditions = old.map(|o| o.conditions.as_slice()).unwrap_or_default();
+    status.conditions = conditions
+        .into_iter()
+        .map(|mut c| {
+            c.last_transition_time = old_conditions
+                .iter()
+                .find(|o| o.type_ == c.type_ && o.status == c.status)
+                .map(|o| o.last_transition_time.clone())
+                .unwrap_or_else(|| now.to_owned());
+            c
+        })
+        .collect();
+    status
+}
+
+/// Conditions whose status changed from `old` to `new` (for Events).
+pub fn transitions<'a>(
+    old: Option<&StreamLimiterStatus>,
+    new: &'a StreamLimiterStatus,
+) -> Vec<&'a Condition> {
+    let old_conditions = old.map(|o| o.conditions.as_slice()).unwrap_or_default();
+    new.conditions
+        .iter()
+        .filter(|c| {
+            !old_conditions
+                .iter()
+                .any(|o| o.type_ == c.type_ && o.status == c.status)
+        })
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! Pure validation of a `StreamLimiter` before anything is built. The API server enforces the
+//! same rules through the CRD's schema and CEL rules; checking again here keeps a resource
+//! created under an older CRD (or with validation off) from rendering a config the limiter
+//! would refuse.
+
+use std::collections::BTreeSet;
+
+use kube::{Resource, ResourceExt};
+
+use crate::crd::{
+    MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS, MAX_STREAMS_CEILING, RedisMode, StreamLimiter,
+};
+
+/// One rejected field, with a message a person can act on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn valid_token(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+/// Every problem with the resource, or nothing.
+pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let spec = &sl.spec;
+
+    let name = sl.name_any();
+    if name.len() > MAX_NAME_LEN {
+        errors.push(err(
+            "metadata.name",
+            format!("{name:?} is longer than {MAX_NAME_LEN} characters; owned object names would not be valid"),
+        ));
+    }
+    if sl.meta().uid.is_none() || sl.meta().namespace.is_none() {
+        errors.push(err(
+            "metadata",
+            "the resource has no uid or namespace (it was not read from the API server)",
+        ));
+    }
+
+    if spec.plans.is_empty() || spec.plans.len() > MAX_PLANS {
+        errors.push(err("spec.plans", format!("declare 1 to {MAX_PLANS} plans")));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, plan) in spec.plans.iter().enumerate() {
+        if !valid_token(&plan.name) {
+            errors.push(err(
+                format!("spec.plans[{i}].name"),
+                format!(
+                    "{:?} must be 1-64 characters of A-Z a-z 0-9 . _ : -",
+                    plan.name
+                ),
+            ));
+        }
+        if !seen.insert(plan.name.as_str()) {
+            errors.push(err(
+                format!("spec.plans[{i}].name"),
+                format!(
+                    "plan {:?} is declared twice; plan names must be unique",
+                    plan.name
+                ),
+            ));
+        }
+        if !(1..=MAX_STREAMS_CEILING).contains(&plan.max_streams) {
+            errors.push(err(
+                format!("spec.plans[{i}].maxStreams"),
+                format!(
+                    "{} is out of range; use 1 to {MAX_STREAMS_CEILING}",
+                    plan.max_streams
+                ),
+            ));
+        }
+    }
+    if !seen.contains(spec.default_plan.as_str()) {
+        errors.push(err(
+            "spec.defaultPlan",
+            format!(
+                "{:?} is not one of the plans ({})",
+                spec.default_plan,
+                seen.iter().copied().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+
+    let lease = &spec.lease;
+    if lease.heartbeat_interval_seconds < 1 {
+        errors.push(err(
+            "spec.lease.heartbeatIntervalSeconds",
+            "must be at least 1",
+        ));
+    }
+    if i64::from(lease.ttl_seconds) < 2 * i64::from(lease.heartbeat_interval_seconds) {
+        errors.push(err(
+            "spec.lease.ttlSeconds",
+            format!(
+                "{} must be at least twice heartbeatIntervalSeconds ({}), so one lost heartbeat does not end a stream",
+                lease.ttl_seconds, lease.heartbeat_interval_seconds
+            ),
+        ));
+    }
+
+    let redis = &spec.redis;
+    if !(1..=MAX_SHARDS).contains(&redis.shards) {
+        errors.push(err(
+            "spec.redis.shards",
+            format!("{} is out of range; use 1 to {MAX_SHARDS}", redis.shards),
+        ));
+    }
+    if redis.replicas_per_shard < 1 {
+        errors.push(err("spec.redis.replicasPerShard", "must be at least 1"));
+    }
+    if redis.mode == RedisMode::External {
+        match &redis.external {
+            None => errors.push(err(
+                "spec.redis.external",
+                "required when redis.mode is external: give urls or urlsSecret",
+            )),
+            Some(ext) => match (&ext.urls, &ext.urls_secret) {
+                (Some(urls), None) => {
+                    if urls.len() != usize::try_from(redis.shards).unwrap_or(0) {
+                        errors.push(err(
+                            "spec.redis.external.urls",
+                            format!(
+                                "lists {} URLs but redis.shards is {}",
+                                urls.len(),
+                                redis.shards
+                            ),
+                        ));
+                    }
+                    for (i, url) in urls.iter().enumerate() {
+                        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                            errors.push(err(
+                                format!("spec.redis.external.urls[{i}]"),
+                                "must start with redis:// or rediss://",
+                            ));
+                        }
+                    }
+                }
+                (None, Some(_)) => {}
+                _ => errors.push(err(
+                    "spec.redis.external",
+                    "set exactly one of urls and urlsSecret",
+                )),
+            },
+        }
+    }
+
+    if spec.limiter.replicas < 1 {
+        errors.push(err("spec.limiter.replicas", "must be at least 1"));
+    }
+    if spec.admin_ui.enabled && spec.admin_ui.auth_secret_name.is_none() {
+        errors.push(err(
+            "spec.adminUI.authSecretName",
+            "required when the admin UI is enabled",
+        ));
+    }
+    if spec.failure_policy.store_timeout_millis < 1 {
+        errors.push(err(
+            "spec.failurePolicy.storeTimeoutMillis",
+            "must be at least 1",
+        ));
+    }
+
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}

@@ -1,0 +1,12 @@
+//! Shared test helpers: fixtures.
+#![allow(dead_code)]
+
+use screenlimit_operator::crd::StreamLimiter;
+
+/// A fixture from `tests/fixtures`, parsed as the API server would hand it over (defaults
+/// applied by serde, like the schema defaults).
+pub fn fixture(name: &str) -> StreamLimiter {
+    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
