@@ -3,6 +3,7 @@
 //! bounded by the store deadline and guarded by a per-shard circuit breaker.
 
 mod breaker;
+mod record;
 pub mod ring;
 
 use std::sync::{Arc, Weak};
@@ -13,11 +14,10 @@ use redis::{FromRedisValue, Script, ScriptInvocation, Value};
 
 use self::breaker::Breaker;
 use super::{LeaseStore, ShardHealth, StoreError};
-use crate::ids::{NONCE_LEN, StreamRef};
+use crate::ids::StreamRef;
 use crate::model::{
-    AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, Device,
-    DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease, Plan, ReleaseOutcome,
-    Timing,
+    AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
+    ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease, Plan, ReleaseOutcome, Timing,
 };
 
 macro_rules! lease_script {
@@ -278,30 +278,11 @@ fn text(value: &Value) -> Result<String, StoreError> {
     String::from_utf8(bytes(value)?.to_vec()).map_err(|_| malformed("expected UTF-8"))
 }
 
-/// Decodes the flat lease fields `push_active` in common.lua emits, eight per lease.
-fn leases(fields: &[Value]) -> Result<Vec<Lease>, StoreError> {
-    if !fields.len().is_multiple_of(8) {
-        return Err(malformed("lease fields are not a multiple of 8"));
-    }
-    fields
-        .chunks_exact(8)
-        .map(|f| {
-            let nonce: [u8; NONCE_LEN] = bytes(&f[5])?
-                .try_into()
-                .map_err(|_| malformed("nonce length"))?;
-            Ok(Lease {
-                device: Device {
-                    id: text(&f[0])?,
-                    kind: DeviceType::from_code(int(&f[1])? as u8),
-                    meta: text(&f[2])?,
-                    profile_id: text(&f[3])?,
-                    title_id: text(&f[4])?,
-                },
-                nonce,
-                started_at: int(&f[6])?,
-                expires_at: int(&f[7])?,
-            })
-        })
+/// Decodes the raw live records a script returns.
+fn leases(records: &[Value]) -> Result<Vec<Lease>, StoreError> {
+    records
+        .iter()
+        .map(|r| record::decode_lease(bytes(r)?).ok_or_else(|| malformed("lease record")))
         .collect()
 }
 
@@ -318,10 +299,7 @@ impl LeaseStore for RedisStore {
             .arg(self.default_plan.limit)
             .arg(&cmd.device.id)
             .arg(&cmd.nonce[..])
-            .arg(cmd.device.kind.code())
-            .arg(&cmd.device.meta)
-            .arg(&cmd.device.profile_id)
-            .arg(&cmd.device.title_id);
+            .arg(record::encode_details(&cmd.device));
         match &cmd.replace {
             Some(target) => invocation.arg(&target.device_id).arg(&target.nonce[..]),
             None => invocation.arg("").arg(""),

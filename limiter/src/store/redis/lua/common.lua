@@ -1,92 +1,120 @@
--- screenlimit: shared prelude of every lease script (the scripts are this file + one operation).
--- One STRING per account, KEYS[1] = "sl:{<account_id>}", so an operation is GET + SET at most.
---   header: >B version, B plan limit, B+bytes plan name
---   record: >B state, B device type, c16 nonce, I6 ends (ms), I6 started (ms),
---           then B+bytes each: device id, device meta, profile id, title id
--- A live record's `ends` is its lease expiry; it is remembered one TTL past it so a late
--- heartbeat can tell "expired" from "revoked". Revoked and released records are tombstones
--- whose `ends` is the time to forget them. Rules mirror limiter/src/model.rs.
+-- screenlimit: the prelude of every lease script (each script is this file + one operation).
+-- Rules mirror limiter/src/model.rs; the byte layout mirrors limiter/src/store/redis/record.rs.
+--
+-- One STRING per account, KEYS[1] = "sl:{<account_id>}": an operation is TIME, GET, SET at most.
+--   header: B version, B plan limit, B plan length, plan
+--   record: B state, I6 ends (ms), I6 started (ms), c16 nonce, B device length, device,
+--           B details length, details (B type, then B length + bytes of meta, profile, title)
+-- A live record's `ends` is its lease expiry and it is remembered one TTL past it, so a late
+-- heartbeat can tell "expired" from "revoked"; a tombstone's `ends` is the time to forget it.
+-- Every record is forgotten at most 2 TTLs after the last write, so `SET ... PX 2*TTL` suffices.
+--
+-- Cost matters more than elegance here (every play and every heartbeat runs this): scripts keep
+-- the value as one string, index records by position in a flat array of numbers, never decode
+-- the details (Rust does) and rewrite the value from substrings, so no table or string is made
+-- per record beyond the one substring that is copied.
 local LIVE, REVOKED, RELEASED = 0, 1, 2
-local HEADER = '>BBBc0'
-local RECORD = '>BBc16I6I6Bc0Bc0Bc0Bc0'
+local byte, sub, char, find, pack = string.byte, string.sub, string.char, string.find, struct.pack
 
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
-local function forget_at(r, ttl)
-  if r.state == LIVE then return r.ends + ttl end
-  return r.ends
-end
-
--- Reads the account and drops what is past remembering. Returns plan, limit (nil if none), records.
-local function load(key, now, ttl)
-  local raw = redis.call('GET', key)
-  if not raw then return nil, nil, {} end
-  local _, limit, plan, pos = struct.unpack(HEADER, raw)
-  local recs, n = {}, #raw
-  while pos <= n do
-    local r = {}
-    r.state, r.dtype, r.nonce, r.ends, r.started, r.device, r.meta, r.profile, r.title, pos =
-      struct.unpack(RECORD, raw, pos)
-    if forget_at(r, ttl) > now then recs[#recs + 1] = r end
+-- Reads the account. Returns the value, plan, limit (nil, nil when there is no key), the records
+-- still worth remembering as a flat array {start, stop, state, ends, ...} and whether any record
+-- was forgotten (then the value must be rewritten rather than patched).
+local function scan(key, now, ttl)
+  local v = redis.call('GET', key)
+  if not v then return nil, nil, nil, {}, false end
+  local limit, planlen = byte(v, 2, 3)
+  local recs, p, n, forgot = {}, 4 + planlen, #v, false
+  while p <= n do
+    local state, a, b, c, d, e, f = byte(v, p, p + 6)
+    local ends = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
+    local q = p + 30 + byte(v, p + 29)
+    local stop = q + byte(v, q)
+    local forget = ends
+    if state == LIVE then forget = ends + ttl end
+    if forget > now then
+      local i = #recs
+      recs[i + 1], recs[i + 2], recs[i + 3], recs[i + 4] = p, stop, state, ends
+    else
+      forgot = true
+    end
+    p = stop + 1
   end
-  return plan, limit, recs
+  return v, sub(v, 4, 3 + planlen), limit, recs, forgot
 end
 
-local function save(key, plan, limit, recs, ttl)
-  local parts, keep = { struct.pack(HEADER, 1, limit, #plan, plan) }, 0
-  for _, r in ipairs(recs) do
-    parts[#parts + 1] = struct.pack(RECORD, r.state, r.dtype, r.nonce, r.ends, r.started,
-      #r.device, r.device, #r.meta, r.meta, #r.profile, r.profile, #r.title, r.title)
-    local f = forget_at(r, ttl)
-    if f > keep then keep = f end
-  end
-  if keep == 0 then
-    redis.call('DEL', key)
-  else
-    redis.call('SET', key, table.concat(parts), 'PXAT', keep)
-  end
-end
-
-local function is_active(r, now)
-  return r.state == LIVE and r.ends > now
-end
-
-local function active_count(recs, now)
-  local n = 0
-  for _, r in ipairs(recs) do
-    if is_active(r, now) then n = n + 1 end
-  end
-  return n
-end
-
-local function entomb(r, state, now, revocation)
-  r.state, r.ends = state, now + revocation
-  r.dtype, r.meta, r.profile, r.title = 5, '', '', ''
-end
-
-local function find_device(recs, device)
-  for i, r in ipairs(recs) do
-    if r.device == device then return i end
+-- The index in `recs` of the device's record, or nil.
+local function find_device(v, recs, device)
+  local len = #device
+  for i = 1, #recs, 4 do
+    local p = recs[i]
+    if byte(v, p + 29) == len and find(v, device, p + 30, true) == p + 30 then return i end
   end
   return nil
 end
 
--- Appends the active leases to `out` as flat fields: device, type, meta, profile, title,
--- nonce, started, expires.
-local function push_active(out, recs, now)
-  for _, r in ipairs(recs) do
-    if is_active(r, now) then
-      out[#out + 1] = r.device
-      out[#out + 1] = r.dtype
-      out[#out + 1] = r.meta
-      out[#out + 1] = r.profile
-      out[#out + 1] = r.title
-      out[#out + 1] = r.nonce
-      out[#out + 1] = r.started
-      out[#out + 1] = r.ends
+local function nonce_at(v, p)
+  return sub(v, p + 13, p + 28)
+end
+
+local function active_count(recs, now)
+  local n = 0
+  for i = 1, #recs, 4 do
+    if recs[i + 2] == LIVE and recs[i + 3] > now then n = n + 1 end
+  end
+  return n
+end
+
+local function header(plan, limit)
+  return char(1, limit, #plan) .. plan
+end
+
+local function new_record(ends, now, nonce, device, details)
+  return char(LIVE) .. pack('>I6I6', ends, now) .. nonce .. char(#device) .. device .. details
+end
+
+-- The record at `i` with a new state and ends, keeping the rest.
+local function restamp(v, recs, i, state, ends)
+  return char(state) .. pack('>I6', ends) .. sub(v, recs[i] + 7, recs[i + 1])
+end
+
+-- A tombstone: state, forget time, started, nonce and device; the details are dropped.
+local function tombstone(v, recs, i, state, forget)
+  local p = recs[i]
+  return char(state) .. pack('>I6', forget) .. sub(v, p + 7, p + 29 + byte(v, p + 29)) .. '\0'
+end
+
+-- Writes header + every kept record, with `edits[i]` (a string) in place of record `i` and
+-- `extra` appended; deletes the key when nothing is left.
+local function save(key, v, plan, limit, recs, edits, extra, keep_ms)
+  local parts = { header(plan, limit) }
+  for i = 1, #recs, 4 do
+    parts[#parts + 1] = edits[i] or sub(v, recs[i], recs[i + 1])
+  end
+  if extra then parts[#parts + 1] = extra end
+  if #parts == 1 then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, table.concat(parts), 'PX', keep_ms)
+  end
+end
+
+-- The display name of the record at `i`, '' when it has no details.
+local function meta_at(v, recs, i)
+  local d = recs[i] + 30 + byte(v, recs[i] + 29)
+  if byte(v, d) == 0 then return '' end
+  return sub(v, d + 3, d + 2 + byte(v, d + 2))
+end
+
+-- Appends the raw active records to `out` (Rust decodes them).
+local function push_active(out, v, recs, now)
+  for i = 1, #recs, 4 do
+    if recs[i + 2] == LIVE and recs[i + 3] > now then
+      out[#out + 1] = sub(v, recs[i], recs[i + 1])
     end
   end
   return out

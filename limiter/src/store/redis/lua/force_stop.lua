@@ -1,17 +1,17 @@
 -- force_stop: revoke a stream so its heartbeats are told to stop, and log who stopped it.
 -- KEYS: account, the account's audit list, this shard's fleet audit list
--- ARGV: ttl, revocation, device, nonce, account id, stream id, actor, reason,
+-- ARGV: ttl, keep (2 TTL), device, nonce, account id, stream id, actor, reason,
 --       entries kept per account, entries kept per shard, audit retention (ms)
 -- Returns 1 stopped, 2 already stopped, 0 unknown.
-local ttl, revocation = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ttl = tonumber(ARGV[1])
 local now = now_ms()
-local plan, limit, recs = load(KEYS[1], now, ttl)
-local i = find_device(recs, ARGV[3])
+local v, plan, limit, recs = scan(KEYS[1], now, ttl)
+local i = v and find_device(v, recs, ARGV[3])
 if not i then return 0 end
-if recs[i].nonce ~= ARGV[4] or recs[i].state == REVOKED then return 2 end
-local meta = recs[i].meta
-entomb(recs[i], REVOKED, now, revocation)
-save(KEYS[1], plan, limit, recs, ttl)
+if recs[i + 2] == REVOKED or nonce_at(v, recs[i]) ~= ARGV[4] then return 2 end
+local meta = meta_at(v, recs, i)
+local edits = { [i] = tombstone(v, recs, i, REVOKED, now + tonumber(ARGV[2])) }
+save(KEYS[1], v, plan, limit, recs, edits, nil, ARGV[2])
 local entry = cjson.encode({ at = now, account_id = ARGV[5], stream_id = ARGV[6], device_id = ARGV[3],
   device_meta = meta, actor = ARGV[7], reason = ARGV[8] })
 redis.call('LPUSH', KEYS[2], entry)

@@ -1,10 +1,10 @@
 -- release: a graceful stop frees the slot now and remembers the stream as released.
--- ARGV: ttl, revocation, device, nonce. Returns 1 released, 0 not held.
-local ttl, revocation = tonumber(ARGV[1]), tonumber(ARGV[2])
+-- ARGV: ttl, keep (2 TTL), device, nonce. Returns 1 released, 0 not held.
+local ttl = tonumber(ARGV[1])
 local now = now_ms()
-local plan, limit, recs = load(KEYS[1], now, ttl)
-local i = find_device(recs, ARGV[3])
-if not i or recs[i].nonce ~= ARGV[4] or recs[i].state ~= LIVE then return 0 end
-entomb(recs[i], RELEASED, now, revocation)
-save(KEYS[1], plan, limit, recs, ttl)
+local v, plan, limit, recs = scan(KEYS[1], now, ttl)
+local i = v and find_device(v, recs, ARGV[3])
+if not i or recs[i + 2] ~= LIVE or nonce_at(v, recs[i]) ~= ARGV[4] then return 0 end
+local edits = { [i] = tombstone(v, recs, i, RELEASED, now + tonumber(ARGV[2])) }
+save(KEYS[1], v, plan, limit, recs, edits, nil, ARGV[2])
 return 1
