@@ -9,5 +9,6 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+scripts/check-operator-artifacts.sh
 echo "== cargo nextest run"
 cargo nextest run --workspace --locked --profile "${NEXTEST_PROFILE:-default}"

@@ -307,17 +307,20 @@ where
             Err(kube::Error::Api(status)) if status.code == 404 => continue,
             Err(e) => return Err(e.into()),
         }
-        publish(
-            ctx,
-            reference,
-            EventType::Normal,
-            "Deleted",
-            format!(
+        // The deleted object as `related`, so Events for several deletions stay distinct.
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Deleted".to_owned(),
+            note: Some(format!(
                 "deleted {} {name}: the spec no longer wants it",
                 K::kind(&())
-            ),
-        )
-        .await;
+            )),
+            action: "Prune".to_owned(),
+            secondary: Some(object.object_ref(&())),
+        };
+        if let Err(error) = ctx.recorder.publish(&event, reference).await {
+            warn!(%error, "could not publish an Event");
+        }
     }
     Ok(())
 }

@@ -1,0 +1,297 @@
+//! The CRD: fresh in `crds/`, structural, documented, its CEL rules compile, stay within the
+//! cost budget, and accept/reject what they should (evaluated client-side with kube's CEL).
+
+mod common;
+
+use common::fixture;
+use kube::CustomResourceExt;
+use kube::core::cel::{ScopeContext, analyze_rule, compile_schema, validate_cel};
+use screenlimit_operator::crd::{Plan, StreamLimiter};
+use serde_json::Value;
+
+fn schema() -> Value {
+    let crd = StreamLimiter::crd();
+    let schema = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .unwrap()
+        .open_api_v3_schema
+        .as_ref()
+        .unwrap();
+    serde_json::to_value(schema).unwrap()
+}
+
+/// Calls `f(path, node)` for every schema node.
+fn walk(path: &str, node: &Value, f: &mut dyn FnMut(&str, &Value)) {
+    f(path, node);
+    if let Some(props) = node.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            walk(&format!("{path}.{k}"), v, f);
+        }
+    }
+    if let Some(items) = node.get("items") {
+        walk(&format!("{path}[]"), items, f);
+    }
+    if let Some(extra) = node.get("additionalProperties").filter(|v| v.is_object()) {
+        walk(&format!("{path}{{}}"), extra, f);
+    }
+}
+
+/// Variables bound by CEL macros in `rule`, e.g. `p` in `self.all(p, p.x > 0)`.
+fn macro_binders(rule: &str) -> Vec<String> {
+    let mut binders = Vec::new();
+    for m in ["all(", "exists(", "exists_one(", "filter(", "map("] {
+        for (i, _) in rule.match_indices(m) {
+            let rest = &rule[i + m.len()..];
+            if let Some(end) = rest.find(',') {
+                binders.push(rest[..end].trim().to_owned());
+            }
+        }
+    }
+    binders
+}
+
+fn rule_messages(sl: &StreamLimiter) -> Vec<String> {
+    match validate_cel(sl) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors.iter().map(|e| e.message.clone()).collect(),
+    }
+}
+
+#[test]
+fn committed_crd_is_fresh() {
+    let generated = serde_yaml_ng::to_string(&StreamLimiter::crd()).unwrap();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../crds/streamlimiter.yaml");
+    let committed = std::fs::read_to_string(path).unwrap();
+    assert!(
+        generated == committed,
+        "crds/streamlimiter.yaml is stale: run `cargo run -p screenlimit-operator --bin crdgen > crds/streamlimiter.yaml`"
+    );
+}
+
+#[test]
+fn names_columns_and_scope() {
+    let crd = StreamLimiter::crd();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("streamlimiters.screenlimit.io")
+    );
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(
+        crd.spec.names.short_names.as_deref(),
+        Some(&["sl".to_owned()][..])
+    );
+    let version = &crd.spec.versions[0];
+    assert_eq!(version.name, "v1alpha1");
+    assert!(version.subresources.as_ref().unwrap().status.is_some());
+    let columns: Vec<_> = version
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "Ready",
+            "Reason",
+            "Mode",
+            "Shards",
+            "Ready-Shards",
+            "Limiters",
+            "Ready-Limiters",
+            "Age"
+        ]
+    );
+}
+
+#[test]
+fn schema_is_structural_and_documented() {
+    let allowed_formats = ["int32", "int64", "date-time", "byte", "double", "float"];
+    let mut problems = Vec::new();
+    walk("", &schema(), &mut |path, node| {
+        let int_or_string = node.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+        if node.get("type").is_none() && !int_or_string && !path.is_empty() {
+            problems.push(format!("{path}: no type"));
+        }
+        if let Some(format) = node.get("format").and_then(Value::as_str)
+            && !allowed_formats.contains(&format)
+        {
+            problems.push(format!("{path}: unknown format {format}"));
+        }
+        for key in ["anyOf", "oneOf", "allOf", "$ref", "not"] {
+            if node.get(key).is_some() {
+                problems.push(format!("{path}: uses {key}"));
+            }
+        }
+        let documented = node
+            .get("description")
+            .and_then(Value::as_str)
+            .is_some_and(|d| !d.is_empty());
+        let exempt = path.is_empty()
+            || [".apiVersion", ".kind", ".metadata"].contains(&path)
+            || path.ends_with("{}")
+            || path.ends_with("[]");
+        if !documented && !exempt {
+            problems.push(format!("{path}: no description"));
+        }
+    });
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn bounds_are_in_the_schema() {
+    let s = schema();
+    let spec = &s["properties"]["spec"]["properties"];
+    assert_eq!(
+        spec["plans"]["items"]["properties"]["maxStreams"]["minimum"],
+        1.0
+    );
+    assert_eq!(
+        spec["plans"]["items"]["properties"]["maxStreams"]["maximum"],
+        100.0
+    );
+    assert_eq!(spec["redis"]["properties"]["shards"]["minimum"], 1.0);
+    assert_eq!(spec["plans"]["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        spec["plans"]["x-kubernetes-list-map-keys"],
+        serde_json::json!(["name"])
+    );
+    assert_eq!(spec["plans"]["maxItems"], 64);
+}
+
+#[test]
+fn every_cel_rule_compiles_and_fits_the_cost_budget() {
+    let mut rules = 0;
+    let mut problems = Vec::new();
+    walk("", &schema(), &mut |path, node| {
+        let Some(validations) = node
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        else {
+            return;
+        };
+        let compiled = compile_schema(node);
+        for e in compiled.compilation_errors() {
+            problems.push(format!("{path}: {e}"));
+        }
+        for v in validations {
+            rules += 1;
+            let rule = v["rule"].as_str().unwrap();
+            let binders = macro_binders(rule);
+            for w in analyze_rule(rule, &compiled, ScopeContext::CrdValidation) {
+                // The scope check does not know macro-bound variables (`all(p, …)`).
+                let bound = binders
+                    .iter()
+                    .any(|b| w.message.contains(&format!("variable '{b}'")));
+                if !bound {
+                    problems.push(format!("{path}: {rule}: {}", w.message));
+                }
+            }
+            assert!(
+                v["message"].as_str().is_some_and(|m| !m.is_empty()),
+                "{path}: {rule} has no message"
+            );
+        }
+    });
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert!(
+        rules >= 8,
+        "expected the CEL rules to be present, found {rules}"
+    );
+}
+
+#[test]
+fn valid_fixtures_and_defaults_pass_the_cel_rules() {
+    for name in [
+        "managed.yaml",
+        "external.yaml",
+        "external-secret.yaml",
+        "admin-ui.yaml",
+    ] {
+        assert_eq!(
+            rule_messages(&fixture(name)),
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+    // An empty spec takes every default, and the defaults pass validation.
+    let empty: StreamLimiter = serde_yaml_ng::from_str(
+        "apiVersion: screenlimit.io/v1alpha1\nkind: StreamLimiter\nmetadata: {name: d, namespace: n}\nspec: {}\n",
+    )
+    .unwrap();
+    assert_eq!(rule_messages(&empty), Vec::<String>::new());
+    screenlimit_operator::validate::validate(&StreamLimiter {
+        metadata: kube::core::ObjectMeta {
+            uid: Some("u".into()),
+            ..empty.metadata.clone()
+        },
+        ..empty
+    })
+    .unwrap();
+}
+
+fn rejected(sl: &StreamLimiter, needle: &str) {
+    let messages = rule_messages(sl);
+    assert!(
+        messages.iter().any(|m| m.contains(needle)),
+        "expected {needle:?} in {messages:?}"
+    );
+}
+
+#[test]
+fn cel_rejects_duplicate_plans() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.plans.push(Plan {
+        name: "basic".into(),
+        max_streams: 3,
+    });
+    rejected(&sl, "plan names must be unique");
+}
+
+#[test]
+fn cel_rejects_a_default_plan_outside_the_plans() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.default_plan = "gold".into();
+    rejected(&sl, "defaultPlan must name one of the plans");
+}
+
+#[test]
+fn cel_rejects_a_ttl_under_twice_the_heartbeat() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.lease.ttl_seconds = 59;
+    rejected(&sl, "at least twice heartbeatIntervalSeconds");
+    sl.spec.lease.ttl_seconds = 60;
+    assert!(rule_messages(&sl).is_empty());
+}
+
+#[test]
+fn cel_rejects_incomplete_external_redis_and_admin_ui() {
+    let mut sl = fixture("external.yaml");
+    sl.spec.redis.external = None;
+    rejected(&sl, "redis.external is required");
+    let mut sl = fixture("external.yaml");
+    sl.spec.redis.shards = 3;
+    rejected(&sl, "exactly redis.shards URLs");
+    let mut sl = fixture("external.yaml");
+    sl.spec
+        .redis
+        .external
+        .as_mut()
+        .unwrap()
+        .urls
+        .as_mut()
+        .unwrap()[0] = "http://x".into();
+    rejected(&sl, "redis:// or rediss://");
+    let mut sl = fixture("admin-ui.yaml");
+    sl.spec.admin_ui.auth_secret_name = None;
+    rejected(&sl, "authSecretName is required");
+}
+
+#[test]
+fn cel_rejects_long_names() {
+    let mut sl = fixture("managed.yaml");
+    sl.metadata.name = Some("x".repeat(41));
+    rejected(&sl, "at most 40 characters");
+}

@@ -1,0 +1,434 @@
+//! The reconciler against a mocked API server (the "API server verifier" of controller-rs):
+//! every request is recorded and answered like the API server would; the tests assert the
+//! calls, their field manager, the status patch and the deletes.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::fixture;
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use kube::core::DeserializeGuard;
+use kube::core::error_boundary::InvalidObject;
+use kube::{Client, Resource};
+use screenlimit_operator::crd::StreamLimiter;
+use screenlimit_operator::metrics::Metrics;
+use screenlimit_operator::reconcile::{Context, error_policy, reconcile};
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-01-02T03:04:05Z";
+
+#[derive(Clone, Debug)]
+struct Call {
+    method: Method,
+    path: String,
+    query: String,
+    body: Value,
+}
+
+/// How the fake API server answers.
+#[derive(Clone, Default)]
+struct Scenario {
+    /// The StreamLimiter returned by status patches.
+    object: Value,
+    /// Items returned by list calls, by resource plural ("statefulsets", ...).
+    lists: Vec<(&'static str, Value)>,
+    /// The stream id Secret already exists.
+    secret_exists: bool,
+    /// Requests whose path contains this string fail with 500.
+    fail_on: Option<&'static str>,
+}
+
+fn status_body(code: u16, reason: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+           "message": format!("fake {reason}"), "reason": reason, "code": code})
+}
+
+fn respond(scenario: &Scenario, call: &Call) -> (StatusCode, Value) {
+    if let Some(fail) = scenario.fail_on
+        && call.path.contains(fail)
+    {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            status_body(500, "InternalError"),
+        );
+    }
+    match call.method {
+        Method::GET => {
+            let plural = call.path.rsplit('/').next().unwrap();
+            let items: Vec<Value> = scenario
+                .lists
+                .iter()
+                .filter(|(p, _)| *p == plural)
+                .map(|(_, v)| v.clone())
+                .collect();
+            (
+                StatusCode::OK,
+                json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"}, "items": items}),
+            )
+        }
+        Method::POST if call.path.ends_with("/secrets") && scenario.secret_exists => {
+            (StatusCode::CONFLICT, status_body(409, "AlreadyExists"))
+        }
+        Method::PATCH if call.path.ends_with("/status") => {
+            let mut object = scenario.object.clone();
+            object["status"] = call.body["status"].clone();
+            (StatusCode::OK, object)
+        }
+        Method::DELETE => (
+            StatusCode::OK,
+            json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success"}),
+        ),
+        _ => (StatusCode::OK, call.body.clone()),
+    }
+}
+
+/// Runs one reconcile of `object` against the fake server; returns the result and the calls.
+async fn run(
+    object: DeserializeGuard<StreamLimiter>,
+    scenario: Scenario,
+) -> (
+    Result<kube::runtime::controller::Action, screenlimit_operator::error::Error>,
+    Vec<Call>,
+    Arc<Context>,
+    Arc<DeserializeGuard<StreamLimiter>>,
+) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let recorded = calls.clone();
+    let server = tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.unwrap();
+            let call = Call {
+                method: parts.method.clone(),
+                path: parts.uri.path().to_owned(),
+                query: parts.uri.query().unwrap_or_default().to_owned(),
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            };
+            let (status, reply) = respond(&scenario, &call);
+            recorded.lock().unwrap().push(call);
+            let response = Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    let client = Client::new(service, "default");
+    let ctx = Arc::new(
+        Context::new(client, Arc::new(Metrics::default()), Some("test".into()))
+            .with_clock(|| NOW.to_owned()),
+    );
+    let object = Arc::new(object);
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        reconcile(object.clone(), ctx.clone()),
+    )
+    .await
+    .expect("reconcile finished");
+    server.abort();
+    let calls = calls.lock().unwrap().clone();
+    (result, calls, ctx, object)
+}
+
+fn scenario_for(sl: &StreamLimiter) -> Scenario {
+    Scenario {
+        object: serde_json::to_value(sl).unwrap(),
+        ..Scenario::default()
+    }
+}
+
+/// Calls other than Events, as "METHOD path".
+fn api_calls(calls: &[Call]) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|c| !c.path.contains("/events"))
+        .map(|c| format!("{} {}", c.method, c.path))
+        .collect()
+}
+
+fn event_reasons(calls: &[Call]) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|c| c.path.contains("/events") && c.method == Method::POST)
+        .map(|c| c.body["reason"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn status_patch(calls: &[Call]) -> Value {
+    calls
+        .iter()
+        .find(|c| c.path.ends_with("/status"))
+        .expect("a status patch")
+        .body["status"]
+        .clone()
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap()
+}
+
+/// An object the instance `demo` owns, as a list item.
+fn owned(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "metadata": {
+        "name": name, "namespace": "video",
+        "labels": {"app.kubernetes.io/name": "screenlimit", "app.kubernetes.io/instance": "demo",
+                   "app.kubernetes.io/managed-by": "screenlimit-operator"},
+        "ownerReferences": [{"apiVersion": "screenlimit.io/v1alpha1", "kind": "StreamLimiter",
+                             "name": "demo", "uid": uid, "controller": true}]}})
+}
+
+const UID: &str = "7c0e5a52-0000-4000-8000-000000000001";
+
+#[tokio::test]
+async fn first_reconcile_applies_everything_with_one_field_manager_then_patches_status() {
+    let sl = fixture("managed.yaml");
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl.clone())), scenario_for(&sl)).await;
+    result.unwrap();
+    let ns = "/api/v1/namespaces/video";
+    let apps = "/apis/apps/v1/namespaces/video";
+    assert_eq!(
+        api_calls(&calls),
+        [
+            format!("GET {apps}/statefulsets"),
+            format!("GET {apps}/deployments"),
+            format!("GET {ns}/services"),
+            format!("GET {ns}/configmaps"),
+            "GET /apis/policy/v1/namespaces/video/poddisruptionbudgets".to_owned(),
+            format!("POST {ns}/secrets"),
+            format!("PATCH {ns}/services/demo-redis-0"),
+            format!("PATCH {ns}/services/demo-redis-1"),
+            format!("PATCH {ns}/services/demo-limiter"),
+            format!("PATCH {ns}/configmaps/demo-limiter"),
+            "PATCH /apis/policy/v1/namespaces/video/poddisruptionbudgets/demo-limiter".to_owned(),
+            format!("PATCH {apps}/deployments/demo-limiter"),
+            format!("PATCH {apps}/statefulsets/demo-redis-0"),
+            format!("PATCH {apps}/statefulsets/demo-redis-1"),
+            "PATCH /apis/screenlimit.io/v1alpha1/namespaces/video/streamlimiters/demo/status"
+                .to_owned(),
+        ]
+    );
+    // Lists select by this instance's labels.
+    for list in calls.iter().filter(|c| c.method == Method::GET) {
+        assert!(
+            list.query.contains("app.kubernetes.io%2Finstance%3Ddemo"),
+            "{}",
+            list.query
+        );
+    }
+    // Every apply: server-side apply, one field manager, forced.
+    for patch in calls.iter().filter(|c| c.method == Method::PATCH) {
+        assert!(
+            patch.query.contains("fieldManager=screenlimit-operator"),
+            "{}",
+            patch.query
+        );
+        assert!(patch.query.contains("force=true"), "{}", patch.query);
+        assert!(patch.body["apiVersion"].is_string() && patch.body["kind"].is_string());
+    }
+    // The Secret is created with 32 random bytes, owned by the resource.
+    let secret = calls.iter().find(|c| c.path.ends_with("/secrets")).unwrap();
+    assert!(secret.query.contains("fieldManager=screenlimit-operator"));
+    assert_eq!(secret.body["metadata"]["name"], "demo-stream-id");
+    assert_eq!(secret.body["metadata"]["ownerReferences"][0]["uid"], UID);
+    assert_eq!(
+        secret.body["stringData"]["stream-id-secret"]
+            .as_str()
+            .unwrap()
+            .len(),
+        44
+    );
+    assert_eq!(event_reasons(&calls), ["StreamIdSecretCreated"]);
+
+    // The status: nothing is ready yet, the rollout is progressing, nothing degraded.
+    let status = status_patch(&calls);
+    assert_eq!(status["observedGeneration"], 3);
+    assert_eq!(status["readyShards"], 0);
+    assert_eq!(status["limiterReadyReplicas"], 0);
+    assert_eq!(status["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(status["shards"][1]["name"], "demo-redis-1");
+    assert_eq!(status["shards"][1]["ready"], false);
+    let ready = condition(&status, "Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("ComponentsNotReady"))
+    );
+    assert_eq!(ready["lastTransitionTime"], NOW);
+    assert_eq!(condition(&status, "Progressing")["status"], "True");
+    assert_eq!(condition(&status, "Degraded")["status"], "False");
+}
+
+#[tokio::test]
+async fn an_existing_secret_is_kept_and_unwanted_objects_are_deleted() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.redis.shards = 1;
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.lists = vec![
+        (
+            "statefulsets",
+            owned("StatefulSet", "apps/v1", "demo-redis-1", UID),
+        ),
+        ("services", owned("Service", "v1", "demo-redis-1", UID)),
+        (
+            "deployments",
+            owned("Deployment", "apps/v1", "demo-admin-ui", UID),
+        ),
+        ("services", owned("Service", "v1", "demo-admin-ui", UID)),
+        // Same labels, another owner: never touched.
+        (
+            "deployments",
+            owned("Deployment", "apps/v1", "demo-other", "someone-else"),
+        ),
+    ];
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let deletes: Vec<_> = api_calls(&calls)
+        .into_iter()
+        .filter(|c| c.starts_with("DELETE"))
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            "DELETE /apis/apps/v1/namespaces/video/statefulsets/demo-redis-1",
+            "DELETE /apis/apps/v1/namespaces/video/deployments/demo-admin-ui",
+            "DELETE /api/v1/namespaces/video/services/demo-redis-1",
+            "DELETE /api/v1/namespaces/video/services/demo-admin-ui",
+        ]
+    );
+    // 409 on the Secret is fine (never rotated); no event for it.
+    assert!(!event_reasons(&calls).contains(&"StreamIdSecretCreated".to_owned()));
+    let events: Vec<_> = calls
+        .iter()
+        .filter(|c| c.path.contains("/events"))
+        .map(|c| {
+            (
+                c.method.to_string(),
+                c.body["reason"].clone(),
+                c.body["related"]["name"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        event_reasons(&calls)
+            .iter()
+            .filter(|r| *r == "Deleted")
+            .count(),
+        4,
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn immutable_statefulset_drift_is_reported_not_patched() {
+    let sl = fixture("managed.yaml");
+    let mut drifted = owned("StatefulSet", "apps/v1", "demo-redis-0", UID);
+    drifted["spec"] = json!({
+        "serviceName": "something-else",
+        "podManagementPolicy": "Parallel",
+        "selector": {"matchLabels": {"app": "old"}},
+        "template": {"metadata": {}, "spec": {"containers": []}}
+    });
+    let mut scenario = scenario_for(&sl);
+    scenario.lists = vec![("statefulsets", drifted)];
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let calls_made = api_calls(&calls);
+    assert!(
+        !calls_made
+            .contains(&"PATCH /apis/apps/v1/namespaces/video/statefulsets/demo-redis-0".to_owned())
+    );
+    assert!(
+        calls_made
+            .contains(&"PATCH /apis/apps/v1/namespaces/video/statefulsets/demo-redis-1".to_owned())
+    );
+    let degraded = condition(&status_patch(&calls), "Degraded").clone();
+    assert_eq!(degraded["status"], "True");
+    assert_eq!(degraded["reason"], "StatefulSetDrift");
+    let message = degraded["message"].as_str().unwrap();
+    assert!(
+        message.contains("demo-redis-0 (selector, serviceName)"),
+        "{message}"
+    );
+    assert!(message.contains("--cascade=orphan"), "{message}");
+    assert!(event_reasons(&calls).contains(&"StatefulSetDrift".to_owned()));
+}
+
+#[tokio::test]
+async fn an_invalid_spec_only_gets_a_degraded_status() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.default_plan = "gold".into();
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl.clone())), scenario_for(&sl)).await;
+    result.unwrap();
+    assert_eq!(
+        api_calls(&calls),
+        ["PATCH /apis/screenlimit.io/v1alpha1/namespaces/video/streamlimiters/demo/status"]
+    );
+    let status = status_patch(&calls);
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(degraded["reason"], "InvalidSpec");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.defaultPlan")
+    );
+    assert_eq!(condition(&status, "Ready")["status"], "False");
+    assert_eq!(event_reasons(&calls), ["InvalidSpec"]);
+}
+
+#[tokio::test]
+async fn an_api_error_fails_the_reconcile_and_backs_off() {
+    let sl = fixture("managed.yaml");
+    let mut scenario = scenario_for(&sl);
+    scenario.fail_on = Some("/configmaps/demo-limiter");
+    let (result, calls, ctx, object) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.metric_label(), "api");
+    // It stopped at the failing call: nothing after it, no status patch.
+    assert_eq!(
+        api_calls(&calls).last().unwrap(),
+        "PATCH /api/v1/namespaces/video/configmaps/demo-limiter"
+    );
+    assert!(!calls.iter().any(|c| c.path.ends_with("/status")));
+    let first = error_policy(object.clone(), &error, ctx.clone());
+    let second = error_policy(object, &error, ctx.clone());
+    assert_eq!(
+        first,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(5))
+    );
+    assert_eq!(
+        second,
+        kube::runtime::controller::Action::requeue(Duration::from_secs(10))
+    );
+    assert!(
+        ctx.metrics
+            .render()
+            .contains("screenlimit_operator_reconcile_errors_total{error=\"api\"} 2")
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_object_is_skipped_with_an_event() {
+    let sl = fixture("managed.yaml");
+    let invalid = InvalidObject {
+        error: "spec.plans: invalid type: string, expected a sequence".into(),
+        metadata: sl.meta().clone(),
+    };
+    let (result, calls, _, _) = run(DeserializeGuard(Err(invalid)), scenario_for(&sl)).await;
+    assert_eq!(
+        result.unwrap(),
+        kube::runtime::controller::Action::await_change()
+    );
+    assert!(api_calls(&calls).is_empty());
+    assert_eq!(event_reasons(&calls), ["Malformed"]);
+}

@@ -1,0 +1,84 @@
+//! The operator's own (pure) validation mirrors the schema rules.
+
+mod common;
+
+use common::fixture;
+use screenlimit_operator::crd::{Plan, RedisMode};
+use screenlimit_operator::validate::validate;
+
+fn fields(result: Result<(), Vec<screenlimit_operator::validate::FieldError>>) -> Vec<String> {
+    result
+        .err()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.field)
+        .collect()
+}
+
+#[test]
+fn fixtures_are_valid() {
+    for name in [
+        "managed.yaml",
+        "external.yaml",
+        "external-secret.yaml",
+        "admin-ui.yaml",
+    ] {
+        assert_eq!(
+            fields(validate(&fixture(name))),
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn every_problem_is_reported_with_its_field() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.plans.push(Plan {
+        name: "basic".into(),
+        max_streams: 0,
+    });
+    sl.spec.plans.push(Plan {
+        name: "bad name".into(),
+        max_streams: 101,
+    });
+    sl.spec.default_plan = "gold".into();
+    sl.spec.lease.ttl_seconds = 10;
+    sl.spec.redis.shards = 0;
+    sl.spec.admin_ui.enabled = true;
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.plans[3].name",
+            "spec.plans[3].maxStreams",
+            "spec.plans[4].name",
+            "spec.plans[4].maxStreams",
+            "spec.defaultPlan",
+            "spec.lease.ttlSeconds",
+            "spec.redis.shards",
+            "spec.adminUI.authSecretName",
+        ]
+    );
+}
+
+#[test]
+fn external_mode_needs_matching_urls() {
+    let mut sl = fixture("external.yaml");
+    sl.spec.redis.shards = 3;
+    assert_eq!(fields(validate(&sl)), ["spec.redis.external.urls"]);
+    sl.spec.redis.external = None;
+    assert_eq!(fields(validate(&sl)), ["spec.redis.external"]);
+    sl.spec.redis.mode = RedisMode::Managed;
+    assert!(validate(&sl).is_ok());
+}
+
+#[test]
+fn messages_say_what_to_do() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.lease.ttl_seconds = 45;
+    let errors = validate(&sl).unwrap_err();
+    assert_eq!(
+        errors[0].to_string(),
+        "spec.lease.ttlSeconds: 45 must be at least twice heartbeatIntervalSeconds (30), so one lost heartbeat does not end a stream"
+    );
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Operator artifacts are fresh and the Helm chart renders:
+#  (a) regenerates crds/ (and the chart's copy) from the Rust types and fails on any difference;
+#  (b) runs `helm lint` and `helm template` with Helm's own engine (PyPI helm-python-sdk) in a
+#      virtualenv under target/, on the default values and on the example/namespaced variants.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== operator: crds/ fresh"
+cargo run --quiet --locked -p screenlimit-operator --bin crdgen > crds/streamlimiter.yaml
+cp crds/streamlimiter.yaml charts/screenlimit/crds/streamlimiter.yaml
+if ! git diff --exit-code -- crds/ charts/screenlimit/crds/; then
+  echo "crds/ is stale: commit the regenerated files (cargo run -p screenlimit-operator --bin crdgen > crds/streamlimiter.yaml)" >&2
+  exit 1
+fi
+untracked=$(git ls-files --others --exclude-standard -- crds/ charts/screenlimit/crds/)
+if [[ -n $untracked ]]; then
+  echo "crds/: untracked generated files, commit them: $untracked" >&2
+  exit 1
+fi
+
+echo "== operator: helm lint + helm template (helm-python-sdk)"
+venv=target/helm-venv
+if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import helm_python' 2>/dev/null; then
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    echo "python3 -m venv failed; installing python3-venv from Debian's packages"
+    sudo_cmd=()
+    [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-venv
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/pip" install --quiet --disable-pip-version-check helm-python-sdk==0.2.2 PyYAML
+fi
+
+"$venv/bin/python" - <<'PY'
+import sys
+import helm_python
+import yaml
+
+chart = "charts/screenlimit"
+failed = False
+
+lint = helm_python.lint(chart)
+for m in lint.get("messages", []):
+    print("  lint:", m)
+if lint.get("errors"):
+    print("helm lint errors:", lint["errors"], file=sys.stderr)
+    failed = True
+
+def render(values):
+    out = helm_python.Chart.load(chart).render(values, name="rel", namespace="screenlimit-system")
+    docs = []
+    for path, text in out.items():
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                docs.append(doc)
+    return docs
+
+def kinds(docs):
+    return sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
+
+variants = {
+    "default": ({}, ["ClusterRole/rel-screenlimit", "ClusterRoleBinding/rel-screenlimit",
+                     "Deployment/rel-screenlimit", "Role/rel-screenlimit-leader-election",
+                     "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
+                     "ServiceAccount/rel-screenlimit"]),
+    "example+namespaced": ({"example": {"enabled": True}, "watchNamespace": "video", "leaderElection": False},
+                           ["Deployment/rel-screenlimit", "Role/rel-screenlimit",
+                            "Role/rel-screenlimit-leader-election", "RoleBinding/rel-screenlimit",
+                            "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
+                            "ServiceAccount/rel-screenlimit", "StreamLimiter/screenlimit-demo"]),
+}
+for name, (values, expected) in variants.items():
+    docs = render(values)
+    got = kinds(docs)
+    if got != sorted(expected):
+        print(f"helm template ({name}): got {got}, expected {sorted(expected)}", file=sys.stderr)
+        failed = True
+    for d in docs:
+        if d["kind"] == "Deployment":
+            c = d["spec"]["template"]["spec"]["containers"][0]
+            assert c["image"] == "ghcr.io/screenlimit/operator:0.1.0", c["image"]
+            args = c.get("args") or []
+            assert ("--no-leader-election" in args) == (values.get("leaderElection") is False), args
+        if d["kind"] in ("ClusterRole", "Role") and not d["metadata"]["name"].endswith("leader-election"):
+            for rule in d["rules"]:
+                assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+                if "secrets" in rule["resources"]:
+                    assert rule["verbs"] == ["create"], rule
+    print(f"  template ({name}): {len(docs)} objects OK")
+
+crd = yaml.safe_load(open(f"{chart}/crds/streamlimiter.yaml"))
+assert crd["metadata"]["name"] == "streamlimiters.screenlimit.io"
+for example in ("examples/dev.yaml", "examples/production.yaml"):
+    for doc in yaml.safe_load_all(open(example)):
+        if doc and doc.get("kind") == "StreamLimiter":
+            assert doc["apiVersion"] == "screenlimit.io/v1alpha1", example
+sys.exit(1 if failed else 0)
+PY
+echo "== operator artifacts OK"
