@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::model::{DeviceCaps, DeviceType, Plan};
+
 /// Environment variables that override the file, for containers and quick local runs.
 pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_LISTEN", "listen"),
@@ -20,6 +22,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_STREAM_ID_SECRET", "stream_id_secret (inline)"),
     ("SCREENLIMIT_STREAM_ID_SECRET_FILE", "stream_id_secret_file"),
     ("SCREENLIMIT_AUTH_TOKEN_FILE", "auth_token_file"),
+    ("SCREENLIMIT_PLAN_DB_URL", "plan_source.postgres_url"),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -31,7 +34,7 @@ pub struct Config {
     /// Address the HTTP API listens on.
     pub listen: SocketAddr,
     /// Plan name -> maximum simultaneous streams.
-    pub plans: BTreeMap<String, u32>,
+    pub plans: BTreeMap<String, PlanRule>,
     /// Plan used when a play-start names none and the account holds no lease.
     pub default_plan: String,
     pub lease: LeaseConfig,
@@ -45,6 +48,74 @@ pub struct Config {
     pub auth_token_file: Option<PathBuf>,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Where each account's plan comes from.
+    pub plan_source: PlanSourceConfig,
+}
+
+/// `request`: the play-start names its plan. `postgres`: the subscription database says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanSourceKind {
+    Request,
+    Postgres,
+}
+
+/// What a play-start gets when the database knows nothing of its account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownAccountPolicy {
+    /// Play on the default plan.
+    DefaultPlan,
+    /// Refuse with 403 `unknown_account`.
+    Deny,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlanSourceConfig {
+    pub kind: PlanSourceKind,
+    /// PostgreSQL connection string, inline (prefer `postgres_url_file` or the environment).
+    pub postgres_url: Option<String>,
+    /// File holding the connection string (a mounted Kubernetes Secret).
+    pub postgres_url_file: Option<PathBuf>,
+    /// Returns the plan name (text) of the account bound to `$1`; no row means unknown account.
+    pub query: String,
+    /// Channel the billing side NOTIFYs with the account id as payload when a plan changes.
+    pub notify_channel: String,
+    /// Deadline of one plan lookup.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    pub pool_size: usize,
+    /// Accounts whose plan is kept in memory.
+    pub cache_capacity: u64,
+    /// A cached plan is looked up again after this long.
+    #[serde(with = "humantime_serde")]
+    pub cache_ttl: Duration,
+    /// While the database is down, a cached plan keeps serving up to this age.
+    #[serde(with = "humantime_serde")]
+    pub cache_max_stale: Duration,
+    pub unknown_account: UnknownAccountPolicy,
+    /// Plan for an uncached account while the database cannot answer (default: `default_plan`).
+    pub fallback_plan: Option<String>,
+}
+
+impl Default for PlanSourceConfig {
+    fn default() -> Self {
+        PlanSourceConfig {
+            kind: PlanSourceKind::Request,
+            postgres_url: None,
+            postgres_url_file: None,
+            query: "SELECT plan FROM subscriptions WHERE account_id = $1".into(),
+            notify_channel: "screenlimit_plan_changed".into(),
+            timeout: Duration::from_millis(50),
+            pool_size: 8,
+            cache_capacity: 2_000_000,
+            cache_ttl: Duration::from_secs(300),
+            cache_max_stale: Duration::from_secs(3600),
+            unknown_account: UnknownAccountPolicy::DefaultPlan,
+            fallback_plan: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -91,6 +162,56 @@ pub enum FailurePolicy {
     LocalCap,
 }
 
+/// A plan: the short form `basic: 1`, or `standard: { max_streams: 2, device_caps: { mobile: 1 } }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum PlanRule {
+    Streams(u32),
+    Detailed(PlanDetail),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanDetail {
+    pub max_streams: u32,
+    /// At most this many of the plan's streams on one kind of device.
+    #[serde(default)]
+    pub device_caps: BTreeMap<DeviceType, u32>,
+}
+
+static NO_CAPS: BTreeMap<DeviceType, u32> = BTreeMap::new();
+
+impl PlanRule {
+    pub fn max_streams(&self) -> u32 {
+        match self {
+            PlanRule::Streams(n) => *n,
+            PlanRule::Detailed(d) => d.max_streams,
+        }
+    }
+
+    pub fn device_caps(&self) -> &BTreeMap<DeviceType, u32> {
+        match self {
+            PlanRule::Streams(_) => &NO_CAPS,
+            PlanRule::Detailed(d) => &d.device_caps,
+        }
+    }
+
+    /// The plan as the stores use it (call after `validate`, which bounds every number).
+    pub fn to_plan(&self, name: &str) -> Plan {
+        let caps = self
+            .device_caps()
+            .iter()
+            .fold(DeviceCaps::default(), |caps, (&kind, &cap)| {
+                caps.with(kind, u8::try_from(cap).unwrap_or(u8::MAX))
+            });
+        Plan {
+            name: name.to_owned(),
+            limit: self.max_streams(),
+            device_caps: caps,
+        }
+    }
+}
+
 impl FailurePolicy {
     pub fn label(self) -> &'static str {
         match self {
@@ -107,7 +228,7 @@ impl Default for Config {
             listen: "127.0.0.1:8080".parse().expect("literal address"),
             plans: [("basic", 1), ("standard", 2), ("premium", 4)]
                 .into_iter()
-                .map(|(name, n)| (name.to_owned(), n))
+                .map(|(name, n)| (name.to_owned(), PlanRule::Streams(n)))
                 .collect(),
             default_plan: "basic".into(),
             lease: LeaseConfig::default(),
@@ -117,6 +238,7 @@ impl Default for Config {
             stream_id_secret_file: None,
             auth_token_file: None,
             max_body_bytes: 8 * 1024,
+            plan_source: PlanSourceConfig::default(),
         }
     }
 }
@@ -255,6 +377,9 @@ impl Config {
         if let Some(file) = env("SCREENLIMIT_STREAM_ID_SECRET_FILE") {
             self.stream_id_secret_file = Some(file.into());
         }
+        if let Some(url) = env("SCREENLIMIT_PLAN_DB_URL") {
+            self.plan_source.postgres_url = Some(url);
+        }
         if let Some(file) = env("SCREENLIMIT_AUTH_TOKEN_FILE") {
             self.auth_token_file = Some(file.into());
         }
@@ -268,18 +393,29 @@ impl Config {
                 "declare at least one plan, e.g. `plans: { basic: 1 }`",
             ));
         }
-        for (name, &max) in &self.plans {
+        for (name, rule) in &self.plans {
             if crate::ids::validate_token(name).is_err() {
                 return Err(invalid(
                     "plans",
                     format!("plan name {name:?} must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
                 ));
             }
+            let max = rule.max_streams();
             if !(1..=MAX_STREAMS_CEILING).contains(&max) {
                 return Err(invalid(
                     "plans",
                     format!("plan {name:?} allows {max} streams; use 1 to {MAX_STREAMS_CEILING}"),
                 ));
+            }
+            for (kind, &cap) in rule.device_caps() {
+                if !(1..=max).contains(&cap) {
+                    return Err(invalid(
+                        "plans",
+                        format!(
+                            "plan {name:?} caps {kind:?} devices at {cap}; use 1 to its max_streams ({max})"
+                        ),
+                    ));
+                }
             }
         }
         if !self.plans.contains_key(&self.default_plan) {
@@ -360,10 +496,79 @@ impl Config {
                 ));
             }
         }
+        self.validate_plan_source()?;
         if self.max_body_bytes < 512 {
             return Err(invalid("max_body_bytes", "must be at least 512"));
         }
         Ok(())
+    }
+
+    fn validate_plan_source(&self) -> Result<(), ConfigError> {
+        let source = &self.plan_source;
+        if let Some(plan) = &source.fallback_plan
+            && !self.plans.contains_key(plan)
+        {
+            return Err(invalid(
+                "plan_source.fallback_plan",
+                format!("{plan:?} is not among the plans"),
+            ));
+        }
+        if source.kind != PlanSourceKind::Postgres {
+            return Ok(());
+        }
+        if source.postgres_url.is_none() && source.postgres_url_file.is_none() {
+            return Err(invalid(
+                "plan_source.postgres_url_file",
+                "plan_source.kind is postgres: name the connection string file (or set SCREENLIMIT_PLAN_DB_URL)",
+            ));
+        }
+        if !source.query.contains("$1") {
+            return Err(invalid(
+                "plan_source.query",
+                "must take the account id as $1",
+            ));
+        }
+        let channel = &source.notify_channel;
+        let valid_channel = channel.len() <= 63
+            && channel
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && channel
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid_channel {
+            return Err(invalid(
+                "plan_source.notify_channel",
+                "must be a lowercase SQL identifier (a-z, 0-9, _)",
+            ));
+        }
+        if source.timeout.is_zero() || source.pool_size == 0 || source.cache_capacity == 0 {
+            return Err(invalid(
+                "plan_source",
+                "timeout, pool_size and cache_capacity must be above zero",
+            ));
+        }
+        if source.cache_max_stale < source.cache_ttl {
+            return Err(invalid(
+                "plan_source.cache_max_stale",
+                "must be at least plan_source.cache_ttl",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The plan database's connection string: file, then inline.
+    pub fn resolve_plan_db_url(&self) -> Result<Option<String>, ConfigError> {
+        let source = &self.plan_source;
+        if let Some(path) = &source.postgres_url_file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            return Ok(Some(text.trim().to_owned()));
+        }
+        Ok(source.postgres_url.clone())
     }
 
     /// The stream id secret, read from the file when one is named.
@@ -439,7 +644,7 @@ stream_id_secret: "0123456789abcdef0123"
         let config = Config::from_yaml(yaml).unwrap();
         config.validate().unwrap();
         assert_eq!(config.lease.heartbeat_interval, Duration::from_millis(1500));
-        assert_eq!(config.plans["premium"], 4);
+        assert_eq!(config.plans["premium"], PlanRule::Streams(4));
         assert_eq!(config.failure_policy, FailurePolicy::LocalCap);
         assert_eq!(config.store.backend, Backend::Redis);
     }

@@ -5,6 +5,7 @@
 //! - [`ids`]: id rules and self-verifying stream ids.
 //! - [`model`]: the lease rules for one account (the embedded store runs them; the Lua mirrors them).
 //! - [`store`]: the store interface, the embedded [`store::memory`] store and sharded [`store::redis`].
+//! - [`plans`]: where an account's plan comes from (request or PostgreSQL, cached).
 //! - [`service`]: the use cases and the failure policy.
 //! - [`api`]: HTTP routes and bodies.
 //! - [`metrics`]: Prometheus metrics.
@@ -15,6 +16,7 @@ pub mod config;
 pub mod ids;
 pub mod metrics;
 pub mod model;
+pub mod plans;
 pub mod server;
 pub mod service;
 pub mod store;

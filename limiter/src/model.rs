@@ -20,6 +20,9 @@ pub type Millis = u64;
     Copy,
     PartialEq,
     Eq,
+    PartialOrd,
+    Ord,
+    Hash,
     Default,
     serde::Serialize,
     serde::Deserialize,
@@ -69,10 +72,62 @@ pub struct Device {
     pub title_id: String,
 }
 
+/// Caps per device type inside a plan, indexed by [`DeviceType::code`]; 0 means no cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeviceCaps(pub [u8; 6]);
+
+impl DeviceCaps {
+    pub fn cap(&self, kind: DeviceType) -> Option<u32> {
+        match self.0[kind.code() as usize] {
+            0 => None,
+            cap => Some(u32::from(cap)),
+        }
+    }
+
+    pub fn with(mut self, kind: DeviceType, cap: u8) -> Self {
+        self.0[kind.code() as usize] = cap;
+        self
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub name: String,
     pub limit: u32,
+    pub device_caps: DeviceCaps,
+}
+
+impl Plan {
+    pub fn new(name: &str, limit: u32) -> Plan {
+        Plan {
+            name: name.into(),
+            limit,
+            device_caps: DeviceCaps::default(),
+        }
+    }
+}
+
+/// A temporary limit support granted an account, replacing its plan's limit until `until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitOverride {
+    pub limit: u32,
+    pub until: Millis,
+}
+
+/// What support asks for: `limit` streams for `duration_ms` from now (store time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverrideGrant {
+    pub limit: u32,
+    pub duration_ms: Millis,
+}
+
+/// Which rule refused a play.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenyRule {
+    /// The account holds as many streams as its limit.
+    MaxStreams,
+    /// The plan allows at most `cap` streams on this kind of device.
+    DeviceTypeCap { kind: DeviceType, cap: u32 },
 }
 
 /// A live lease as lists and denials show it.
@@ -131,6 +186,7 @@ pub enum AcquireOutcome {
     },
     Denied {
         limit: u32,
+        rule: DenyRule,
         active: Vec<Lease>,
     },
 }
@@ -194,7 +250,9 @@ pub const AUDIT_PER_ACCOUNT: usize = 50;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountView {
     pub plan: String,
+    /// The limit in force: the override's while one is active, else the plan's.
     pub limit: u32,
+    pub limit_override: Option<LimitOverride>,
     pub active: Vec<Lease>,
 }
 
@@ -251,6 +309,7 @@ impl Record {
 #[derive(Debug, Clone)]
 pub struct AccountState {
     plan: Plan,
+    limit_override: Option<LimitOverride>,
     records: Vec<Record>,
 }
 
@@ -258,6 +317,7 @@ impl AccountState {
     pub fn new(plan: Plan) -> Self {
         AccountState {
             plan,
+            limit_override: None,
             records: Vec::new(),
         }
     }
@@ -265,11 +325,26 @@ impl AccountState {
     /// Drops what is past remembering; the same reaping the Redis scripts do on load.
     pub fn prune(&mut self, now: Millis, timing: Timing) {
         self.records.retain(|r| r.forget_at(timing) > now);
+        self.limit_override = self.limit_override.filter(|o| o.until > now);
     }
 
     /// When the whole account may be forgotten; `None` when nothing is left.
     pub fn forget_at(&self, timing: Timing) -> Option<Millis> {
-        self.records.iter().map(|r| r.forget_at(timing)).max()
+        let records = self.records.iter().map(|r| r.forget_at(timing));
+        records.chain(self.limit_override.map(|o| o.until)).max()
+    }
+
+    /// The limit in force for `plan` at `now`: an unexpired override wins.
+    fn limit_at(&self, plan: &Plan, now: Millis) -> u32 {
+        match self.limit_override {
+            Some(o) if o.until > now => o.limit,
+            _ => plan.limit,
+        }
+    }
+
+    /// Sets (or with `None` clears) the account's temporary limit.
+    pub fn set_override(&mut self, limit_override: Option<LimitOverride>) {
+        self.limit_override = limit_override;
     }
 
     fn active_count(&self, now: Millis) -> u32 {
@@ -297,15 +372,23 @@ impl AccountState {
         if let Some(r) = records.iter_mut().find(|r| is_target(r)) {
             r.entomb(RecordState::Revoked, now, timing);
         }
-        let active = records.iter().filter(|r| r.is_active(now)).count() as u32;
-        if active >= plan.limit {
-            let active = records
-                .iter()
-                .filter(|r| r.is_active(now))
-                .map(Record::lease)
-                .collect();
+        let limit = self.limit_at(&plan, now);
+        let live = || records.iter().filter(|r| r.is_active(now));
+        let active = live().count() as u32;
+        let kind = cmd.device.kind;
+        let rule = if active >= limit {
+            Some(DenyRule::MaxStreams)
+        } else {
+            plan.device_caps
+                .cap(kind)
+                .filter(|&cap| live().filter(|r| r.device.kind == kind).count() as u32 >= cap)
+                .map(|cap| DenyRule::DeviceTypeCap { kind, cap })
+        };
+        if let Some(rule) = rule {
+            let active = live().map(Record::lease).collect();
             return AcquireOutcome::Denied {
-                limit: plan.limit,
+                limit,
+                rule,
                 active,
             };
         }
@@ -318,7 +401,6 @@ impl AccountState {
             started_at: now,
         });
         self.records = records;
-        let limit = plan.limit;
         self.plan = plan;
         AcquireOutcome::Granted {
             limit,
@@ -350,7 +432,7 @@ impl AccountState {
             }
         }
         // The lease is gone: take the slot back if the account has room.
-        if self.active_count(now) >= self.plan.limit {
+        if self.active_count(now) >= self.limit_at(&self.plan, now) {
             return HeartbeatOutcome::Expired;
         }
         let expires_at = now + timing.ttl_ms;
@@ -414,7 +496,8 @@ impl AccountState {
     pub fn view(&self, now: Millis) -> AccountView {
         AccountView {
             plan: self.plan.name.clone(),
-            limit: self.plan.limit,
+            limit: self.limit_at(&self.plan, now),
+            limit_override: self.limit_override.filter(|o| o.until > now),
             active: self
                 .records
                 .iter()

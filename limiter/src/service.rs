@@ -2,7 +2,6 @@
 //! cannot answer, decide by the failure policy. Handlers stay thin; this is where the soft-gate
 //! invariant lives.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,9 +9,11 @@ use crate::config::{Backend, Config, FailurePolicy};
 use crate::ids::{StreamIdCodec, StreamRef};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
-    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, Device, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, Lease, Plan, ReleaseOutcome, Timing,
+    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, DenyRule, Device, ForceStopCmd,
+    ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride, OverrideGrant, ReleaseOutcome,
+    Timing,
 };
+use crate::plans::{PlanError, PlanSource};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
@@ -21,6 +22,8 @@ use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
 pub enum ServiceError {
     #[error("plan {0:?} is not configured")]
     UnknownPlan(String),
+    #[error("the subscription database does not know this account")]
+    UnknownAccount,
     #[error("no such stream on this account")]
     UnknownStream,
     #[error("the stream store is unavailable: {0}")]
@@ -54,6 +57,7 @@ pub enum PlayDecision {
     },
     Denied {
         limit: u32,
+        rule: DenyRule,
         active: Vec<ActiveStream>,
     },
 }
@@ -68,6 +72,7 @@ pub struct Renewal {
 pub struct AccountStreams {
     pub plan: String,
     pub limit: u32,
+    pub limit_override: Option<LimitOverride>,
     pub active: Vec<ActiveStream>,
 }
 
@@ -98,21 +103,27 @@ pub struct StreamService {
     local: Arc<MemoryStore>,
     policy: FailurePolicy,
     codec: StreamIdCodec,
-    plans: BTreeMap<String, u32>,
-    default_plan: Plan,
+    plans: PlanSource,
     pub timing: Timing,
     pub heartbeat_interval: Duration,
     pub metrics: Arc<Metrics>,
     started: Instant,
 }
 
+impl From<PlanError> for ServiceError {
+    fn from(error: PlanError) -> Self {
+        match error {
+            PlanError::UnknownPlan(name) => ServiceError::UnknownPlan(name),
+            PlanError::UnknownAccount => ServiceError::UnknownAccount,
+        }
+    }
+}
+
 impl StreamService {
     /// Builds the service from a validated config. Must run inside a Tokio runtime.
     pub fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let default_plan = Plan {
-            name: config.default_plan.clone(),
-            limit: config.plans[&config.default_plan],
-        };
+        let plans = PlanSource::from_config(config)?;
+        let default_plan = plans.book().default.clone();
         let timing = Timing::from_ttl(config.lease.ttl);
         let local = Arc::new(MemoryStore::new(default_plan.clone(), timing));
         local.spawn_sweeper(config.lease.ttl);
@@ -141,8 +152,7 @@ impl StreamService {
             local,
             policy: config.failure_policy,
             codec,
-            plans: config.plans.clone(),
-            default_plan,
+            plans,
             timing,
             heartbeat_interval: config.lease.heartbeat_interval,
             metrics: Arc::new(Metrics::new()),
@@ -178,16 +188,10 @@ impl StreamService {
 
     pub async fn play_start(&self, request: PlayStart) -> Result<PlayDecision, ServiceError> {
         let started = Instant::now();
-        let plan = match &request.plan {
-            Some(name) => match self.plans.get(name) {
-                Some(&limit) => Some(Plan {
-                    name: name.clone(),
-                    limit,
-                }),
-                None => return Err(ServiceError::UnknownPlan(name.clone())),
-            },
-            None => None,
-        };
+        let resolved = self
+            .plans
+            .resolve(&request.account_id, request.plan.as_deref())
+            .await?;
         let replace = match &request.replace_stream_id {
             Some(id) => Some(self.verify(&request.account_id, id)?),
             None => None,
@@ -196,11 +200,11 @@ impl StreamService {
             account_id: request.account_id,
             device: request.device,
             nonce: StreamIdCodec::new_nonce(),
-            plan,
+            plan: resolved.plan,
             replace,
         };
         let (outcome, degraded) = match self.store.acquire(&cmd).await {
-            Ok(outcome) => (Some(outcome), false),
+            Ok(outcome) => (Some(outcome), resolved.degraded),
             Err(error) => {
                 self.on_store_error(error)?;
                 match self.policy {
@@ -224,15 +228,24 @@ impl StreamService {
                 active_count: Some(active_count),
                 degraded,
             },
-            Some(AcquireOutcome::Denied { limit, active }) => PlayDecision::Denied {
+            Some(AcquireOutcome::Denied {
                 limit,
+                rule,
+                active,
+            }) => PlayDecision::Denied {
+                limit,
+                rule,
                 active: self.active_streams(&cmd.account_id, active),
             },
             // Fail open: the stream id is real, so once the store is back the stream's next
             // heartbeat re-registers it and the cap applies again.
             None => PlayDecision::Granted {
                 stream_id: self.codec.encode(&cmd.account_id, &stream),
-                limit: cmd.plan.as_ref().unwrap_or(&self.default_plan).limit,
+                limit: cmd
+                    .plan
+                    .as_ref()
+                    .unwrap_or(&self.plans.book().default)
+                    .limit,
                 active_count: None,
                 degraded: true,
             },
@@ -344,6 +357,21 @@ impl StreamService {
         }
     }
 
+    /// Gives the account `grant.limit` streams for a while, or with `None` clears the override.
+    pub async fn set_override(
+        &self,
+        account_id: &str,
+        grant: Option<OverrideGrant>,
+    ) -> Result<Option<LimitOverride>, ServiceError> {
+        let result = self
+            .store
+            .set_override(account_id, grant)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        tracing::info!(account_id, ?grant, "limit override changed");
+        Ok(result)
+    }
+
     /// The newest force-stops, of one account or of the whole fleet.
     pub async fn audit(
         &self,
@@ -366,6 +394,7 @@ impl StreamService {
         let AccountView {
             plan,
             limit,
+            limit_override,
             active,
         } = self
             .store
@@ -376,6 +405,7 @@ impl StreamService {
         Ok(AccountStreams {
             plan,
             limit,
+            limit_override,
             active: self.active_streams(account_id, active),
         })
     }
@@ -402,8 +432,8 @@ impl StreamService {
                 },
             },
             failure_policy: self.policy.label().into(),
-            plans: self.plans.clone(),
-            default_plan: self.default_plan.name.clone(),
+            plans: self.plans.book().limits(),
+            default_plan: self.plans.book().default.name.clone(),
             lease_ttl_sec: self.timing.ttl_ms as f64 / 1000.0,
             heartbeat_interval_sec: self.heartbeat_interval.as_secs_f64(),
             shards: self.health().await,

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
-    AcquireCmd, AcquireOutcome, Device, DeviceType, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, Plan, ReleaseOutcome, Timing,
+    AcquireCmd, AcquireOutcome, DenyRule, Device, DeviceCaps, DeviceType, ForceStopCmd,
+    ForceStopOutcome, HeartbeatOutcome, OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::memory::MemoryStore;
@@ -21,17 +21,11 @@ use support::RedisServer;
 const TTL: Duration = Duration::from_millis(600);
 
 fn basic() -> Plan {
-    Plan {
-        name: "basic".into(),
-        limit: 1,
-    }
+    Plan::new("basic", 1)
 }
 
 fn plan(name: &str, limit: u32) -> Option<Plan> {
-    Some(Plan {
-        name: name.into(),
-        limit,
-    })
+    Some(Plan::new(name, limit))
 }
 
 fn play(account: &str, device: &str, plan: Option<Plan>) -> AcquireCmd {
@@ -100,7 +94,12 @@ mod cases {
         }
         granted(store, &play("acct", "phone", None)).await;
         match store.acquire(&play("acct", "tablet", None)).await.unwrap() {
-            AcquireOutcome::Denied { limit, active } => {
+            AcquireOutcome::Denied {
+                limit,
+                active,
+                rule,
+            } => {
+                assert_eq!(rule, DenyRule::MaxStreams);
                 assert_eq!(limit, 2);
                 let mut devices: Vec<_> = active.iter().map(|l| l.device.id.as_str()).collect();
                 devices.sort();
@@ -407,6 +406,139 @@ mod audit_cases {
     }
 }
 
+mod plan_rule_cases {
+    use super::*;
+
+    fn on(account: &str, device: &str, kind: DeviceType, plan: Option<Plan>) -> AcquireCmd {
+        let mut cmd = super::play(account, device, plan);
+        cmd.device.kind = kind;
+        cmd
+    }
+
+    fn standard_one_mobile() -> Option<Plan> {
+        let mut plan = Plan::new("standard", 2);
+        plan.device_caps = DeviceCaps::default().with(DeviceType::Mobile, 1);
+        Some(plan)
+    }
+
+    pub async fn a_device_type_cap_holds_inside_the_plan<S: LeaseStore>(store: &S) {
+        granted(
+            store,
+            &on("acct", "phone-1", DeviceType::Mobile, standard_one_mobile()),
+        )
+        .await;
+        match store
+            .acquire(&on(
+                "acct",
+                "phone-2",
+                DeviceType::Mobile,
+                standard_one_mobile(),
+            ))
+            .await
+            .unwrap()
+        {
+            AcquireOutcome::Denied {
+                limit,
+                rule,
+                active,
+            } => {
+                assert_eq!(limit, 2);
+                assert_eq!(
+                    rule,
+                    DenyRule::DeviceTypeCap {
+                        kind: DeviceType::Mobile,
+                        cap: 1
+                    }
+                );
+                assert_eq!(active.len(), 1);
+            }
+            other => panic!("a second phone must be refused, got {other:?}"),
+        }
+        granted(
+            store,
+            &on("acct", "tv", DeviceType::Tv, standard_one_mobile()),
+        )
+        .await;
+        // The phone's own replay still fits: one device, one slot.
+        granted(
+            store,
+            &on("acct", "phone-1", DeviceType::Mobile, standard_one_mobile()),
+        )
+        .await;
+    }
+
+    pub async fn racing_phones_get_exactly_the_mobile_cap<S: LeaseStore>(store: &S) {
+        let attempts: Vec<AcquireCmd> = (0..40)
+            .map(|i| {
+                on(
+                    "family",
+                    &format!("phone-{i}"),
+                    DeviceType::Mobile,
+                    standard_one_mobile(),
+                )
+            })
+            .collect();
+        let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
+        let winners = results
+            .iter()
+            .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
+            .count();
+        assert_eq!(winners, 1, "40 phones racing under a mobile cap of 1");
+    }
+
+    pub async fn an_override_raises_the_limit_until_it_expires<S: LeaseStore>(store: &S) {
+        let grant = OverrideGrant {
+            limit: 2,
+            duration_ms: 400,
+        };
+        let set = store
+            .set_override("acct", Some(grant))
+            .await
+            .unwrap()
+            .expect("override set");
+        assert_eq!(set.limit, 2);
+        granted(store, &play("acct", "tv", None)).await;
+        granted(store, &play("acct", "phone", None)).await;
+        let view = store.list("acct").await.unwrap();
+        assert_eq!(
+            (view.limit, view.limit_override.map(|o| o.limit)),
+            (2, Some(2))
+        );
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        let view = store.list("acct").await.unwrap();
+        assert_eq!(
+            (view.limit, view.limit_override),
+            (1, None),
+            "back to the plan's limit"
+        );
+        assert_eq!(view.active.len(), 2, "running streams are not cut off");
+        assert!(matches!(
+            store.acquire(&play("acct", "tablet", None)).await.unwrap(),
+            AcquireOutcome::Denied {
+                rule: DenyRule::MaxStreams,
+                ..
+            }
+        ));
+    }
+
+    pub async fn an_override_outlives_an_idle_account_and_can_be_cleared<S: LeaseStore>(store: &S) {
+        let grant = OverrideGrant {
+            limit: 3,
+            duration_ms: 5_000,
+        };
+        store.set_override("idle", Some(grant)).await.unwrap();
+        tokio::time::sleep(TTL * 2 + Duration::from_millis(200)).await;
+        assert_eq!(
+            store.list("idle").await.unwrap().limit,
+            3,
+            "kept past the account's idle expiry"
+        );
+        assert_eq!(store.set_override("idle", None).await.unwrap(), None);
+        let view = store.list("idle").await.unwrap();
+        assert_eq!((view.limit, view.limit_override), (1, None));
+    }
+}
+
 struct Backend<S> {
     store: Arc<S>,
     _redis: Option<RedisServer>,
@@ -437,26 +569,31 @@ fn redis_backend() -> Backend<RedisStore> {
     }
 }
 
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test]
-            async fn $case() {
-                let backend = super::memory_backend();
-                super::cases::$case(&*backend.store).await;
-            })*
-        }
-        mod redis {
-            $(#[tokio::test]
-            async fn $case() {
-                let backend = super::redis_backend();
-                super::cases::$case(&*backend.store).await;
-            })*
+/// One module of cases from `$cases`, each run on both backends.
+macro_rules! conformance_module {
+    ($module:ident, $cases:ident, $($case:ident),* $(,)?) => {
+        mod $module {
+            mod memory {
+                $(#[tokio::test]
+                async fn $case() {
+                    let backend = super::super::memory_backend();
+                    super::super::$cases::$case(&*backend.store).await;
+                })*
+            }
+            mod redis {
+                $(#[tokio::test]
+                async fn $case() {
+                    let backend = super::super::redis_backend();
+                    super::super::$cases::$case(&*backend.store).await;
+                })*
+            }
         }
     };
 }
 
-conformance!(
+conformance_module!(
+    leases,
+    cases,
     grants_up_to_the_limit_then_denies_with_the_device_list,
     racing_devices_get_exactly_the_free_slots,
     a_lease_not_renewed_frees_its_slot_after_the_ttl,
@@ -475,16 +612,13 @@ conformance!(
     accounts_are_independent,
 );
 
-mod audit {
-    #[tokio::test]
-    async fn memory() {
-        let backend = super::memory_backend();
-        super::audit_cases::force_stops_are_audited_newest_first(&*backend.store).await;
-    }
+conformance_module!(
+    plan_rules,
+    plan_rule_cases,
+    a_device_type_cap_holds_inside_the_plan,
+    racing_phones_get_exactly_the_mobile_cap,
+    an_override_raises_the_limit_until_it_expires,
+    an_override_outlives_an_idle_account_and_can_be_cleared,
+);
 
-    #[tokio::test]
-    async fn redis() {
-        let backend = super::redis_backend();
-        super::audit_cases::force_stops_are_audited_newest_first(&*backend.store).await;
-    }
-}
+conformance_module!(audit, audit_cases, force_stops_are_audited_newest_first);

@@ -22,15 +22,7 @@ fn store_on(servers: &[&RedisServer], ttl: Duration) -> Arc<RedisStore> {
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
     };
-    RedisStore::new(
-        &options,
-        Plan {
-            name: "basic".into(),
-            limit: 1,
-        },
-        Timing::from_ttl(ttl),
-    )
-    .unwrap()
+    RedisStore::new(&options, Plan::new("basic", 1), Timing::from_ttl(ttl)).unwrap()
 }
 
 fn play(account: &str, device: &str) -> AcquireCmd {

@@ -76,6 +76,11 @@ impl From<ServiceError> for ApiError {
             )
             .with("field", "plan"),
             ServiceError::UnknownStream => ApiError::unknown_stream(),
+            ServiceError::UnknownAccount => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "unknown_account",
+                "the subscription database has no plan for this account; check the account id",
+            ),
             ServiceError::StoreUnavailable(cause) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",

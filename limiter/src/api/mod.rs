@@ -30,6 +30,10 @@ pub fn router(service: AppState, max_body_bytes: usize, auth_token: Option<Strin
             "/v1/accounts/{account_id}/streams/{stream_id}/force-stop",
             post(streams::force_stop),
         )
+        .route(
+            "/v1/accounts/{account_id}/limit-override",
+            put(streams::set_override).delete(streams::clear_override),
+        )
         .route("/v1/audit", get(streams::audit))
         .route("/v1/fleet", get(streams::fleet))
         .route("/healthz", get(ops::healthz))

@@ -67,6 +67,8 @@ pub async fn metrics(State(service): State<AppState>) -> impl IntoResponse {
         super::streams::release,
         super::streams::list,
         super::streams::force_stop,
+        super::streams::set_override,
+        super::streams::clear_override,
         super::streams::audit,
         super::streams::fleet,
         healthz,

@@ -13,10 +13,10 @@ use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::types::{
     AccountRef, AccountStreamsResponse, AuditEntryInfo, AuditQuery, AuditResponse, ErrorBody,
-    ForceStopRequest, HeartbeatResponse, LimitReachedBody, OkResponse, PlayStartRequest,
-    PlayStartResponse, StreamInfo, check_account_id,
+    ForceStopRequest, HeartbeatResponse, LimitReachedBody, OkResponse, OverrideInfo,
+    OverrideRequest, PlayStartRequest, PlayStartResponse, StreamInfo, check_account_id,
 };
-use crate::model::{AUDIT_RECENT, ForceStopOutcome, HeartbeatOutcome};
+use crate::model::{AUDIT_RECENT, DenyRule, ForceStopOutcome, HeartbeatOutcome};
 use crate::service::{FleetView, PlayDecision, StreamService};
 
 pub type AppState = Arc<StreamService>;
@@ -68,23 +68,50 @@ pub async fn play_start(
             })
             .into_response())
         }
-        PlayDecision::Denied { limit, active } => {
+        PlayDecision::Denied {
+            limit,
+            rule,
+            active,
+        } => {
             let active: Vec<StreamInfo> = active
                 .into_iter()
                 .map(|s| StreamInfo::new(s, service.timing.ttl_ms))
                 .collect();
-            let error = ApiError::new(
+            Err(limit_reached(limit, rule).with("active", json!(active)))
+        }
+    }
+}
+
+/// The 409 body for a refused play: which rule, in words a player can show.
+fn limit_reached(limit: u32, rule: DenyRule) -> ApiError {
+    let plural = |n: u32| if n == 1 { "" } else { "s" };
+    match rule {
+        DenyRule::MaxStreams => ApiError::new(
+            StatusCode::CONFLICT,
+            "concurrent_stream_limit",
+            format!(
+                "this account may stream on {limit} device{} at once; stop one of the active streams \
+                 (or retry with replace_stream_id) to play here",
+                plural(limit)
+            ),
+        )
+        .with("limit", limit)
+        .with("rule", "max_streams"),
+        DenyRule::DeviceTypeCap { kind, cap } => {
+            let kind_name = serde_json::to_value(kind).unwrap_or_default();
+            ApiError::new(
                 StatusCode::CONFLICT,
                 "concurrent_stream_limit",
                 format!(
-                    "this account may stream on {limit} device{} at once; stop one of the active streams \
-                     (or retry with replace_stream_id) to play here",
-                    if limit == 1 { "" } else { "s" }
+                    "this plan allows {cap} stream{} at once on {} devices; stop one of them to play here",
+                    plural(cap),
+                    kind_name.as_str().unwrap_or("such")
                 ),
             )
             .with("limit", limit)
-            .with("active", json!(active));
-            Err(error)
+            .with("rule", "device_type_cap")
+            .with("device_type", kind_name)
+            .with("cap", cap)
         }
     }
 }
@@ -172,6 +199,7 @@ pub async fn list(
         account_id,
         plan: streams.plan,
         limit: streams.limit,
+        limit_override: streams.limit_override.map(OverrideInfo::from),
         active: streams
             .active
             .into_iter()
@@ -216,6 +244,53 @@ pub async fn force_stop(
     if outcome == ForceStopOutcome::Stopped {
         tracing::info!(account_id, stream_id, actor, reason, "stream force-stopped");
     }
+    Ok(Json(OkResponse {
+        ok: true,
+        degraded: false,
+    }))
+}
+
+/// Grant the account a temporary limit (support gives an extra stream), replacing any earlier one.
+#[utoipa::path(
+    put, path = "/v1/accounts/{account_id}/limit-override", tag = "accounts",
+    params(("account_id" = String, Path)),
+    request_body = OverrideRequest,
+    responses(
+        (status = 200, description = "The override in force", body = OverrideInfo),
+        (status = 422, description = "Out of range", body = ErrorBody),
+        (status = 503, description = "Store unavailable", body = ErrorBody),
+    )
+)]
+pub async fn set_override(
+    State(service): State<AppState>,
+    ApiPath(account_id): ApiPath<String>,
+    ApiJson(body): ApiJson<OverrideRequest>,
+) -> Result<Json<OverrideInfo>, ApiError> {
+    check_account_id(&account_id)?;
+    let grant = body.validate()?;
+    let granted = service.set_override(&account_id, Some(grant)).await?;
+    let granted = granted.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "override not stored",
+        )
+    })?;
+    Ok(Json(OverrideInfo::from(granted)))
+}
+
+/// Remove the account's temporary limit; its plan's limit applies again.
+#[utoipa::path(
+    delete, path = "/v1/accounts/{account_id}/limit-override", tag = "accounts",
+    params(("account_id" = String, Path)),
+    responses((status = 200, body = OkResponse), (status = 503, body = ErrorBody))
+)]
+pub async fn clear_override(
+    State(service): State<AppState>,
+    ApiPath(account_id): ApiPath<String>,
+) -> Result<Json<OkResponse>, ApiError> {
+    check_account_id(&account_id)?;
+    service.set_override(&account_id, None).await?;
     Ok(Json(OkResponse {
         ok: true,
         degraded: false,

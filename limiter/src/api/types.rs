@@ -6,8 +6,9 @@ use time::format_description::well_known::Rfc3339;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
+use crate::config::MAX_STREAMS_CEILING;
 use crate::ids::{validate_display_name, validate_token};
-use crate::model::{AuditEntry, Device, DeviceType, Millis};
+use crate::model::{AuditEntry, Device, DeviceType, LimitOverride, Millis, OverrideGrant};
 use crate::service::{ActiveStream, PlayStart};
 
 /// `POST /v1/streams`: a device asks to start playing.
@@ -138,6 +139,11 @@ pub struct LimitReachedBody {
     pub error: String,
     pub message: String,
     pub limit: u32,
+    /// `max_streams` (the account is full) or `device_type_cap` (too many of one device type).
+    pub rule: String,
+    /// With `device_type_cap`: the capped type and its cap.
+    pub device_type: Option<DeviceType>,
+    pub cap: Option<u32>,
     /// The streams holding the slots; offer "stop one" with `replace_stream_id`.
     pub active: Vec<StreamInfo>,
 }
@@ -167,7 +173,10 @@ pub struct OkResponse {
 pub struct AccountStreamsResponse {
     pub account_id: String,
     pub plan: String,
+    /// The limit in force: the override's while one is active, else the plan's.
     pub limit: u32,
+    /// A temporary limit support granted, if one is active.
+    pub limit_override: Option<OverrideInfo>,
     pub active: Vec<StreamInfo>,
 }
 
@@ -265,4 +274,54 @@ pub struct AuditQuery {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AuditResponse {
     pub entries: Vec<AuditEntryInfo>,
+}
+
+/// Longest override support may grant: 30 days.
+pub const MAX_OVERRIDE_SEC: u64 = 30 * 24 * 3600;
+
+/// `PUT /v1/accounts/{account_id}/limit-override`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct OverrideRequest {
+    /// The account's limit while the override lasts (1-100).
+    pub max_streams: u32,
+    /// How long it lasts, in seconds (at most 30 days).
+    pub expires_in_sec: u64,
+}
+
+impl OverrideRequest {
+    pub fn validate(self) -> Result<OverrideGrant, ApiError> {
+        if !(1..=MAX_STREAMS_CEILING).contains(&self.max_streams) {
+            return Err(ApiError::invalid_field(
+                "max_streams",
+                &format!("must be 1 to {MAX_STREAMS_CEILING}"),
+            ));
+        }
+        if !(1..=MAX_OVERRIDE_SEC).contains(&self.expires_in_sec) {
+            return Err(ApiError::invalid_field(
+                "expires_in_sec",
+                "must be 1 second to 30 days",
+            ));
+        }
+        Ok(OverrideGrant {
+            limit: self.max_streams,
+            duration_ms: self.expires_in_sec * 1000,
+        })
+    }
+}
+
+/// A temporary limit in force.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OverrideInfo {
+    pub max_streams: u32,
+    /// RFC 3339 UTC.
+    pub expires_at: String,
+}
+
+impl From<LimitOverride> for OverrideInfo {
+    fn from(o: LimitOverride) -> Self {
+        OverrideInfo {
+            max_streams: o.limit,
+            expires_at: rfc3339(o.until),
+        }
+    }
 }

@@ -14,7 +14,8 @@ use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::StreamRef;
 use crate::model::{
     AUDIT_RECENT, AccountState, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, ForceStopCmd,
-    ForceStopOutcome, HeartbeatOutcome, Millis, Plan, ReleaseOutcome, Timing,
+    ForceStopOutcome, HeartbeatOutcome, LimitOverride, Millis, OverrideGrant, Plan, ReleaseOutcome,
+    Timing,
 };
 
 const STRIPES: usize = 64;
@@ -169,6 +170,21 @@ impl LeaseStore for MemoryStore {
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
         Ok(self.with_account(account_id, |state, now| state.view(now)))
+    }
+
+    async fn set_override(
+        &self,
+        account_id: &str,
+        grant: Option<OverrideGrant>,
+    ) -> Result<Option<LimitOverride>, StoreError> {
+        Ok(self.with_account(account_id, |state, now| {
+            let limit_override = grant.map(|g| LimitOverride {
+                limit: g.limit,
+                until: now + g.duration_ms,
+            });
+            state.set_override(limit_override);
+            limit_override
+        }))
     }
 
     async fn health(&self) -> Vec<ShardHealth> {

@@ -9,7 +9,7 @@ use std::future::Future;
 use crate::ids::StreamRef;
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, ReleaseOutcome,
+    HeartbeatOutcome, LimitOverride, OverrideGrant, ReleaseOutcome,
 };
 
 /// Why the store could not answer. The service turns these into the failure policy's decision.
@@ -84,6 +84,13 @@ pub trait LeaseStore: Send + Sync + 'static {
         account_id: &str,
     ) -> impl Future<Output = Result<AccountView, StoreError>> + Send;
 
+    /// Gives the account a temporary limit, or clears it with `None`.
+    fn set_override(
+        &self,
+        account_id: &str,
+        grant: Option<OverrideGrant>,
+    ) -> impl Future<Output = Result<Option<LimitOverride>, StoreError>> + Send;
+
     /// Checks every shard now, within the deadline.
     fn health(&self) -> impl Future<Output = Vec<ShardHealth>> + Send;
 }
@@ -149,6 +156,14 @@ impl LeaseStore for AnyStore {
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
         delegate!(self, s => s.list(account_id))
+    }
+
+    async fn set_override(
+        &self,
+        account_id: &str,
+        grant: Option<OverrideGrant>,
+    ) -> Result<Option<LimitOverride>, StoreError> {
+        delegate!(self, s => s.set_override(account_id, grant))
     }
 
     async fn health(&self) -> Vec<ShardHealth> {

@@ -16,8 +16,9 @@ use self::breaker::Breaker;
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::StreamRef;
 use crate::model::{
-    AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
-    ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease, Plan, ReleaseOutcome, Timing,
+    AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, DenyRule,
+    DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride,
+    OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
 
 macro_rules! lease_script {
@@ -36,6 +37,7 @@ pub struct Scripts {
     pub release: Script,
     pub force_stop: Script,
     pub list: Script,
+    pub set_override: Script,
 }
 
 impl Scripts {
@@ -46,17 +48,19 @@ impl Scripts {
             release: Script::new(lease_script!("release")),
             force_stop: Script::new(lease_script!("force_stop")),
             list: Script::new(lease_script!("list")),
+            set_override: Script::new(lease_script!("set_override")),
         }
     }
 
     /// The source of every script by operation name, for tools such as the benchmark.
-    pub fn sources() -> [(&'static str, &'static str); 5] {
+    pub fn sources() -> [(&'static str, &'static str); 6] {
         [
             ("acquire", lease_script!("acquire")),
             ("heartbeat", lease_script!("heartbeat")),
             ("release", lease_script!("release")),
             ("force_stop", lease_script!("force_stop")),
             ("list", lease_script!("list")),
+            ("set_override", lease_script!("set_override")),
         ]
     }
 }
@@ -304,6 +308,8 @@ impl LeaseStore for RedisStore {
             Some(target) => invocation.arg(&target.device_id).arg(&target.nonce[..]),
             None => invocation.arg("").arg(""),
         };
+        let caps = cmd.plan.as_ref().map_or([0; 6], |p| p.device_caps.0);
+        invocation.arg(&caps[..]);
         let reply: Vec<Value> = self.run(&cmd.account_id, &invocation).await?;
         match reply.as_slice() {
             [granted, limit, count, expires] if int(granted)? == 1 => Ok(AcquireOutcome::Granted {
@@ -311,10 +317,20 @@ impl LeaseStore for RedisStore {
                 active_count: int(count)? as u32,
                 expires_at: int(expires)?,
             }),
-            [denied, limit, active @ ..] if int(denied)? == 0 => Ok(AcquireOutcome::Denied {
-                limit: int(limit)? as u32,
-                active: leases(active)?,
-            }),
+            [denied, limit, rule, cap, active @ ..] if int(denied)? == 0 => {
+                let rule = match int(rule)? {
+                    0 => DenyRule::MaxStreams,
+                    kind => DenyRule::DeviceTypeCap {
+                        kind: DeviceType::from_code(kind as u8 - 1),
+                        cap: int(cap)? as u32,
+                    },
+                };
+                Ok(AcquireOutcome::Denied {
+                    limit: int(limit)? as u32,
+                    rule,
+                    active: leases(active)?,
+                })
+            }
             _ => Err(malformed("acquire")),
         }
     }
@@ -413,12 +429,42 @@ impl LeaseStore for RedisStore {
             .arg(self.default_plan.limit);
         let reply: Vec<Value> = self.run(account_id, &invocation).await?;
         match reply.as_slice() {
-            [plan, limit, active @ ..] => Ok(AccountView {
+            [plan, limit, override_limit, override_ends, active @ ..] => Ok(AccountView {
                 plan: text(plan)?,
                 limit: int(limit)? as u32,
+                limit_override: match int(override_limit)? {
+                    0 => None,
+                    limit => Some(LimitOverride {
+                        limit: limit as u32,
+                        until: int(override_ends)?,
+                    }),
+                },
                 active: leases(active)?,
             }),
             _ => Err(malformed("list")),
+        }
+    }
+
+    async fn set_override(
+        &self,
+        account_id: &str,
+        grant: Option<OverrideGrant>,
+    ) -> Result<Option<LimitOverride>, StoreError> {
+        let mut invocation = self.scripts.set_override.key(account_key(account_id));
+        let (limit, duration_ms) = grant.map_or((0, 0), |g| (g.limit, g.duration_ms));
+        self.timing_args(&mut invocation)
+            .arg(&self.default_plan.name)
+            .arg(self.default_plan.limit)
+            .arg(limit)
+            .arg(duration_ms);
+        let reply: Vec<u64> = self.run(account_id, &invocation).await?;
+        match reply.as_slice() {
+            [0, _] => Ok(None),
+            &[limit, until] => Ok(Some(LimitOverride {
+                limit: limit as u32,
+                until,
+            })),
+            _ => Err(malformed("set_override")),
         }
     }
 

@@ -1,29 +1,43 @@
 -- acquire: reap, replace the caller's own earlier lease, stop a take-over target, count, admit.
 -- ARGV: ttl, keep (2 TTL: tombstone life and key PX), plan ('' = keep the account's), limit,
---       default plan, default limit, device, nonce, details, replace device, replace nonce
--- Returns {1, limit, active_count, expires_at} or {0, limit, active raw records...}.
+--       default plan, default limit, device, nonce, details, replace device, replace nonce,
+--       device caps (6 bytes, one per device type code, 0 = no cap)
+-- Returns {1, limit, active_count, expires_at} or {0, limit, rule, cap, active raw records...}
+-- where rule is 0 (max streams) or 1 + the capped device type.
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
-local v, plan, limit, recs = scan(KEYS[1], now, ttl)
-if ARGV[3] ~= '' then
-  plan, limit = ARGV[3], tonumber(ARGV[4])
-elseif not plan then
-  plan, limit = ARGV[5], tonumber(ARGV[6])
-end
+local v, h, recs = scan(KEYS[1], now, ttl)
+h = h or fresh_header(ARGV[5], ARGV[6])
+if ARGV[3] ~= '' then h.plan, h.limit = ARGV[3], tonumber(ARGV[4]) end
+local limit = limit_of(h, now)
 
-local edits, own = {}, find_device(v, recs, ARGV[7])
+local edits, own = {}, v and find_device(v, recs, ARGV[7])
 if own then edits[own] = '' end -- one device, one slot: its earlier lease goes
-local target = ARGV[10] ~= '' and find_device(v, recs, ARGV[10])
+local target = v and ARGV[10] ~= '' and find_device(v, recs, ARGV[10])
 if target and target ~= own and recs[target + 2] == LIVE and nonce_at(v, recs[target]) == ARGV[11] then
   edits[target] = tombstone(v, recs, target, REVOKED, now + tonumber(ARGV[2]))
 end
 
-local active = 0
+local details = ARGV[9]
+local kind = 5
+if #details > 1 then kind = byte(details, 2) end
+local cap = byte(ARGV[12], kind + 1) or 0
+local active, same_kind = 0, 0
 for i = 1, #recs, 4 do
-  if not edits[i] and recs[i + 2] == LIVE and recs[i + 3] > now then active = active + 1 end
+  if not edits[i] and recs[i + 2] == LIVE and recs[i + 3] > now then
+    active = active + 1
+    if cap > 0 and type_at(v, recs, i) == kind then same_kind = same_kind + 1 end
+  end
 end
+
+local rule = -1
 if active >= limit then
-  local out = { 0, limit }
+  rule = 0
+elseif cap > 0 and same_kind >= cap then
+  rule = 1 + kind
+end
+if rule >= 0 then
+  local out = { 0, limit, rule, cap }
   for i = 1, #recs, 4 do
     if not edits[i] and recs[i + 2] == LIVE and recs[i + 3] > now then
       out[#out + 1] = sub(v, recs[i], recs[i + 1])
@@ -32,5 +46,5 @@ if active >= limit then
   return out
 end
 local ends = now + ttl
-save(KEYS[1], v, plan, limit, recs, edits, new_record(ends, now, ARGV[8], ARGV[7], ARGV[9]), ARGV[2])
+save(KEYS[1], v, h, recs, edits, new_record(ends, now, ARGV[8], ARGV[7], details), ARGV[2], now)
 return { 1, limit, active + 1, ends }

@@ -2,12 +2,14 @@
 -- Rules mirror limiter/src/model.rs; the byte layout mirrors limiter/src/store/redis/record.rs.
 --
 -- One STRING per account, KEYS[1] = "sl:{<account_id>}": an operation is TIME, GET, SET at most.
---   header: B version, B plan limit, B plan length, plan
+--   header: B version (2), B plan limit, B plan length, plan, B override limit, I6 override end
+--           (version 1 had no override fields; scripts still read it)
 --   record: B state, I6 ends (ms), I6 started (ms), c16 nonce, B device length, device,
 --           B details length, details (B type, then B length + bytes of meta, profile, title)
 -- A live record's `ends` is its lease expiry and it is remembered one TTL past it, so a late
 -- heartbeat can tell "expired" from "revoked"; a tombstone's `ends` is the time to forget it.
--- Every record is forgotten at most 2 TTLs after the last write, so `SET ... PX 2*TTL` suffices.
+-- Every record is forgotten at most 2 TTLs after the last write, so `SET ... PX 2*TTL` suffices,
+-- unless a limit override lasts longer: then the key lives until the override ends.
 --
 -- Cost matters more than elegance here (every play and every heartbeat runs this): scripts keep
 -- the value as one string, index records by position in a flat array of numbers, never decode
@@ -16,22 +18,34 @@
 local LIVE, REVOKED, RELEASED = 0, 1, 2
 local byte, sub, char, find, pack = string.byte, string.sub, string.char, string.find, struct.pack
 
+local function u48(s, i)
+  local a, b, c, d, e, f = byte(s, i, i + 5)
+  return ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
--- Reads the account. Returns the value, plan, limit (nil, nil when there is no key), the records
--- still worth remembering as a flat array {start, stop, state, ends, ...} and whether any record
--- was forgotten (then the value must be rewritten rather than patched).
+-- Reads the account. Returns the value (nil when there is no key), the header
+-- { plan, limit, ovr_limit, ovr_ends } (nil likewise), the records still worth remembering as a
+-- flat array {start, stop, state, ends, ...} and whether any record was forgotten (then the
+-- value must be rewritten rather than patched).
 local function scan(key, now, ttl)
   local v = redis.call('GET', key)
-  if not v then return nil, nil, nil, {}, false end
-  local limit, planlen = byte(v, 2, 3)
-  local recs, p, n, forgot = {}, 4 + planlen, #v, false
+  if not v then return nil, nil, {}, false end
+  local version, limit, planlen = byte(v, 1, 3)
+  local h = { plan = sub(v, 4, 3 + planlen), limit = limit, ovr_limit = 0, ovr_ends = 0 }
+  local p = 4 + planlen
+  if version >= 2 then
+    h.ovr_limit = byte(v, p)
+    h.ovr_ends = u48(v, p + 1)
+    p = p + 7
+  end
+  local recs, n, forgot = {}, #v, false
   while p <= n do
-    local state, a, b, c, d, e, f = byte(v, p, p + 6)
-    local ends = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
+    local state, ends = byte(v, p), u48(v, p + 1)
     local q = p + 30 + byte(v, p + 29)
     local stop = q + byte(v, q)
     local forget = ends
@@ -44,7 +58,18 @@ local function scan(key, now, ttl)
     end
     p = stop + 1
   end
-  return v, sub(v, 4, 3 + planlen), limit, recs, forgot
+  return v, h, recs, forgot
+end
+
+-- The header a script works with when the account has no key yet.
+local function fresh_header(plan, limit)
+  return { plan = plan, limit = tonumber(limit), ovr_limit = 0, ovr_ends = 0 }
+end
+
+-- The limit in force: an unexpired override replaces the plan's.
+local function limit_of(h, now)
+  if h.ovr_ends > now then return h.ovr_limit end
+  return h.limit
 end
 
 -- The index in `recs` of the device's record, or nil.
@@ -69,8 +94,8 @@ local function active_count(recs, now)
   return n
 end
 
-local function header(plan, limit)
-  return char(1, limit, #plan) .. plan
+local function header(h)
+  return char(2, h.limit, #h.plan) .. h.plan .. char(h.ovr_limit) .. pack('>I6', h.ovr_ends)
 end
 
 local function new_record(ends, now, nonce, device, details)
@@ -89,18 +114,27 @@ local function tombstone(v, recs, i, state, forget)
 end
 
 -- Writes header + every kept record, with `edits[i]` (a string) in place of record `i` and
--- `extra` appended; deletes the key when nothing is left.
-local function save(key, v, plan, limit, recs, edits, extra, keep_ms)
-  local parts = { header(plan, limit) }
+-- `extra` appended; deletes the key when nothing is left to remember.
+local function save(key, v, h, recs, edits, extra, keep_ms, now)
+  local parts = { header(h) }
   for i = 1, #recs, 4 do
     parts[#parts + 1] = edits[i] or sub(v, recs[i], recs[i + 1])
   end
   if extra then parts[#parts + 1] = extra end
-  if #parts == 1 then
+  local override_left = h.ovr_ends - now
+  if #parts == 1 and override_left <= 0 then
     redis.call('DEL', key)
-  else
-    redis.call('SET', key, table.concat(parts), 'PX', keep_ms)
+    return
   end
+  if override_left > tonumber(keep_ms) then keep_ms = override_left end
+  redis.call('SET', key, table.concat(parts), 'PX', keep_ms)
+end
+
+-- The device type of the record at `i` (5, other, when it has no details).
+local function type_at(v, recs, i)
+  local d = recs[i] + 30 + byte(v, recs[i] + 29)
+  if byte(v, d) == 0 then return 5 end
+  return byte(v, d + 1)
 end
 
 -- The display name of the record at `i`, '' when it has no details.

@@ -5,13 +5,13 @@
 -- Returns 1 stopped, 2 already stopped, 0 unknown.
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
-local v, plan, limit, recs = scan(KEYS[1], now, ttl)
+local v, h, recs = scan(KEYS[1], now, ttl)
 local i = v and find_device(v, recs, ARGV[3])
 if not i then return 0 end
 if recs[i + 2] == REVOKED or nonce_at(v, recs[i]) ~= ARGV[4] then return 2 end
 local meta = meta_at(v, recs, i)
 local edits = { [i] = tombstone(v, recs, i, REVOKED, now + tonumber(ARGV[2])) }
-save(KEYS[1], v, plan, limit, recs, edits, nil, ARGV[2])
+save(KEYS[1], v, h, recs, edits, nil, ARGV[2], now)
 local entry = cjson.encode({ at = now, account_id = ARGV[5], stream_id = ARGV[6], device_id = ARGV[3],
   device_meta = meta, actor = ARGV[7], reason = ARGV[8] })
 redis.call('LPUSH', KEYS[2], entry)

@@ -4,7 +4,7 @@
 -- Returns {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked.
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
-local v, plan, limit, recs, forgot = scan(KEYS[1], now, ttl)
+local v, h, recs, forgot = scan(KEYS[1], now, ttl)
 local i = v and find_device(v, recs, ARGV[5])
 local ends = now + ttl
 if i then
@@ -12,8 +12,8 @@ if i then
   if state == REVOKED or nonce_at(v, recs[i]) ~= ARGV[6] then return { 4 } end
   if state == RELEASED then return { 3 } end
   if recs[i + 3] > now then
-    if forgot then
-      save(KEYS[1], v, plan, limit, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2])
+    if forgot or h.ovr_ends > now then
+      save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
     else -- the common case: patch the six bytes of the lease end in place
       local p = recs[i]
       redis.call('SET', KEYS[1], sub(v, 1, p) .. pack('>I6', ends) .. sub(v, p + 7), 'PX', ARGV[2])
@@ -21,11 +21,11 @@ if i then
     return { 1, ends }
   end
 end
-if not plan then plan, limit = ARGV[3], tonumber(ARGV[4]) end
-if active_count(recs, now) >= limit then return { 3 } end
+h = h or fresh_header(ARGV[3], ARGV[4])
+if active_count(recs, now) >= limit_of(h, now) then return { 3 } end
 if i then
-  save(KEYS[1], v, plan, limit, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2])
+  save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
 else
-  save(KEYS[1], v, plan, limit, recs, {}, new_record(ends, now, ARGV[6], ARGV[5], '\0'), ARGV[2])
+  save(KEYS[1], v, h, recs, {}, new_record(ends, now, ARGV[6], ARGV[5], '\0'), ARGV[2], now)
 end
 return { 2, ends }

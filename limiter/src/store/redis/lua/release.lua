@@ -2,9 +2,9 @@
 -- ARGV: ttl, keep (2 TTL), device, nonce. Returns 1 released, 0 not held.
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
-local v, plan, limit, recs = scan(KEYS[1], now, ttl)
+local v, h, recs = scan(KEYS[1], now, ttl)
 local i = v and find_device(v, recs, ARGV[3])
 if not i or recs[i + 2] ~= LIVE or nonce_at(v, recs[i]) ~= ARGV[4] then return 0 end
 local edits = { [i] = tombstone(v, recs, i, RELEASED, now + tonumber(ARGV[2])) }
-save(KEYS[1], v, plan, limit, recs, edits, nil, ARGV[2])
+save(KEYS[1], v, h, recs, edits, nil, ARGV[2], now)
 return 1

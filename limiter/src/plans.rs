@@ -1,0 +1,345 @@
+//! Which plan holds an account: the one the request names (`request`), or the one the
+//! subscription database says (`postgres`), cached in memory and invalidated by
+//! `LISTEN/NOTIFY`, so the database is never on the hot path of a warm account.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures::StreamExt;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::config::{Config, PlanSourceConfig, PlanSourceKind, UnknownAccountPolicy};
+use crate::model::Plan;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("plan {0:?} is not configured")]
+    UnknownPlan(String),
+    #[error("the subscription database does not know this account")]
+    UnknownAccount,
+}
+
+/// The plan a play-start is held to. `plan: None` keeps the account's remembered plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub plan: Option<Plan>,
+    /// The source could not answer and a fallback decided.
+    pub degraded: bool,
+}
+
+/// The configured plans by name.
+#[derive(Debug, Clone)]
+pub struct PlanBook {
+    plans: BTreeMap<String, Plan>,
+    pub default: Plan,
+}
+
+impl PlanBook {
+    pub fn from_config(config: &Config) -> PlanBook {
+        let plans: BTreeMap<String, Plan> = config
+            .plans
+            .iter()
+            .map(|(name, rule)| (name.clone(), rule.to_plan(name)))
+            .collect();
+        let default = plans[&config.default_plan].clone();
+        PlanBook { plans, default }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Plan> {
+        self.plans.get(name)
+    }
+
+    pub fn limits(&self) -> BTreeMap<String, u32> {
+        self.plans
+            .iter()
+            .map(|(name, plan)| (name.clone(), plan.limit))
+            .collect()
+    }
+}
+
+pub enum PlanSource {
+    Request(PlanBook),
+    Postgres(Arc<PostgresPlans>),
+}
+
+impl PlanSource {
+    /// Builds the configured source; `postgres` starts its pool and notification listener.
+    /// Must run inside a Tokio runtime.
+    pub fn from_config(config: &Config) -> anyhow::Result<PlanSource> {
+        let book = PlanBook::from_config(config);
+        match config.plan_source.kind {
+            PlanSourceKind::Request => Ok(PlanSource::Request(book)),
+            PlanSourceKind::Postgres => {
+                let url = config.resolve_plan_db_url()?.unwrap_or_default();
+                Ok(PlanSource::Postgres(PostgresPlans::start(
+                    &url,
+                    &config.plan_source,
+                    book,
+                )?))
+            }
+        }
+    }
+
+    pub fn book(&self) -> &PlanBook {
+        match self {
+            PlanSource::Request(book) => book,
+            PlanSource::Postgres(pg) => &pg.book,
+        }
+    }
+
+    pub async fn resolve(
+        &self,
+        account_id: &str,
+        requested: Option<&str>,
+    ) -> Result<Resolved, PlanError> {
+        match self {
+            PlanSource::Request(book) => match requested {
+                Some(name) => match book.get(name) {
+                    Some(plan) => Ok(Resolved {
+                        plan: Some(plan.clone()),
+                        degraded: false,
+                    }),
+                    None => Err(PlanError::UnknownPlan(name.to_owned())),
+                },
+                None => Ok(Resolved {
+                    plan: None,
+                    degraded: false,
+                }),
+            },
+            // The database is the authority; a plan named in the request is ignored.
+            PlanSource::Postgres(pg) => pg.resolve(account_id).await,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct CachedPlan {
+    /// `None`: the database has no row for the account.
+    name: Option<String>,
+    fetched: Instant,
+}
+
+pub struct PostgresPlans {
+    pool: Pool,
+    query: String,
+    cache: moka::future::Cache<String, CachedPlan>,
+    ttl: Duration,
+    timeout: Duration,
+    unknown_account: UnknownAccountPolicy,
+    fallback: Plan,
+    book: PlanBook,
+}
+
+impl PostgresPlans {
+    pub fn start(
+        url: &str,
+        config: &PlanSourceConfig,
+        book: PlanBook,
+    ) -> anyhow::Result<Arc<Self>> {
+        let pg_config = tokio_postgres::Config::from_str(url).map_err(|e| {
+            anyhow::anyhow!("plan_source.postgres_url is not a valid connection string: {e}")
+        })?;
+        let manager = Manager::from_config(
+            pg_config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size)
+            .build()
+            .map_err(|e| anyhow::anyhow!("plan database pool: {e}"))?;
+        let fallback = config
+            .fallback_plan
+            .as_deref()
+            .and_then(|n| book.get(n))
+            .unwrap_or(&book.default)
+            .clone();
+        let plans = Arc::new(PostgresPlans {
+            pool,
+            query: config.query.clone(),
+            cache: moka::future::Cache::builder()
+                .max_capacity(config.cache_capacity)
+                .time_to_live(config.cache_max_stale)
+                .build(),
+            ttl: config.cache_ttl,
+            timeout: config.timeout,
+            unknown_account: config.unknown_account,
+            fallback,
+            book,
+        });
+        spawn_listener(
+            url.to_owned(),
+            config.notify_channel.clone(),
+            Arc::downgrade(&plans),
+        );
+        Ok(plans)
+    }
+
+    /// Forgets the cached plan of one account, or of all with `None`.
+    pub async fn invalidate(&self, account_id: Option<&str>) {
+        match account_id {
+            Some(account_id) => self.cache.invalidate(account_id).await,
+            None => self.cache.invalidate_all(),
+        }
+    }
+
+    async fn fetch(&self, account_id: &str) -> Result<CachedPlan, String> {
+        let query = async {
+            let client = self.pool.get().await.map_err(|e| e.to_string())?;
+            let statement = client
+                .prepare_cached(&self.query)
+                .await
+                .map_err(|e| e.to_string())?;
+            let row = client
+                .query_opt(&statement, &[&account_id])
+                .await
+                .map_err(|e| e.to_string())?;
+            let name = row
+                .map(|r| r.try_get::<_, String>(0))
+                .transpose()
+                .map_err(|e| e.to_string())?;
+            Ok(CachedPlan {
+                name,
+                fetched: Instant::now(),
+            })
+        };
+        tokio::time::timeout(self.timeout, query)
+            .await
+            .map_err(|_| "timed out".to_owned())?
+    }
+
+    async fn resolve(&self, account_id: &str) -> Result<Resolved, PlanError> {
+        let cached = self.cache.get(account_id).await;
+        if let Some(entry) = &cached {
+            if entry.fetched.elapsed() < self.ttl {
+                return self.decide(account_id, entry.name.as_deref(), false);
+            }
+            self.cache.invalidate(account_id).await;
+        }
+        // Concurrent misses for one account share one query.
+        let fetched = self
+            .cache
+            .try_get_with(account_id.to_owned(), self.fetch(account_id))
+            .await;
+        match (fetched, cached) {
+            (Ok(entry), _) => self.decide(account_id, entry.name.as_deref(), false),
+            (Err(error), Some(stale)) => {
+                tracing::warn!(account_id, %error, "plan database unavailable; serving the cached plan");
+                self.cache
+                    .insert(account_id.to_owned(), stale.clone())
+                    .await;
+                self.decide(account_id, stale.name.as_deref(), false)
+            }
+            (Err(error), None) => {
+                tracing::warn!(account_id, %error, "plan database unavailable; using the fallback plan");
+                Ok(Resolved {
+                    plan: Some(self.fallback.clone()),
+                    degraded: true,
+                })
+            }
+        }
+    }
+
+    fn decide(
+        &self,
+        account_id: &str,
+        name: Option<&str>,
+        degraded: bool,
+    ) -> Result<Resolved, PlanError> {
+        let plan = match name {
+            None if self.unknown_account == UnknownAccountPolicy::Deny => {
+                return Err(PlanError::UnknownAccount);
+            }
+            None => self.book.default.clone(),
+            Some(name) => match self.book.get(name) {
+                Some(plan) => plan.clone(),
+                None => {
+                    tracing::error!(
+                        account_id,
+                        plan = name,
+                        "the database names a plan the config lacks; using the fallback"
+                    );
+                    return Ok(Resolved {
+                        plan: Some(self.fallback.clone()),
+                        degraded: true,
+                    });
+                }
+            },
+        };
+        Ok(Resolved {
+            plan: Some(plan),
+            degraded,
+        })
+    }
+}
+
+/// Keeps a connection LISTENing on `channel`; each notification's payload is an account id whose
+/// cached plan is dropped (`*` or an empty payload drops all). After a reconnect everything is
+/// dropped, since notifications may have been missed.
+fn spawn_listener(url: String, channel: String, plans: std::sync::Weak<PostgresPlans>) {
+    tokio::spawn(async move {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let Some(current) = plans.upgrade() else {
+                return;
+            };
+            current.invalidate(None).await;
+            drop(current);
+            match listen(&url, &channel, &plans).await {
+                Ok(()) => backoff = Duration::from_millis(100),
+                Err(error) => {
+                    tracing::warn!(%error, channel, "plan change listener disconnected; reconnecting")
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    });
+}
+
+async fn listen(
+    url: &str,
+    channel: &str,
+    plans: &std::sync::Weak<PostgresPlans>,
+) -> Result<(), String> {
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (tx, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+    let pump = tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if tx.send(n.payload().to_owned()).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => return Err(error.to_string()),
+            }
+        }
+        Err("connection closed".to_owned())
+    });
+    // The channel was validated as a plain lowercase identifier.
+    client
+        .batch_execute(&format!("LISTEN {channel}"))
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!(channel, "listening for plan changes");
+    while let Some(payload) = notifications.recv().await {
+        let Some(plans) = plans.upgrade() else {
+            return Ok(());
+        };
+        let account = payload.trim();
+        plans
+            .invalidate((!account.is_empty() && account != "*").then_some(account))
+            .await;
+    }
+    pump.await.map_err(|e| e.to_string())?
+}
