@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine, and nothing that is already there:
-# redis-server (the tests start their own throwaway servers on free ports) and cargo-nextest.
+# redis-server (the tests start their own throwaway servers on free ports), Chromium and
+# chromedriver (the dashboard's browser test drives them headless) and cargo-nextest.
 set -euo pipefail
 
 need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-cli >/dev/null || need_apt+=(redis-tools)
+[[ -x /usr/bin/chromium ]] || need_apt+=(chromium)
+[[ -x /usr/bin/chromedriver ]] || need_apt+=(chromium-driver)
 
 if ((${#need_apt[@]})); then
   echo "install-test-deps: installing ${need_apt[*]} from Debian's packages"
@@ -20,4 +23,4 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
-echo "install-test-deps: $(redis-server --version | cut -d' ' -f1-3), $(cargo nextest --version | head -n1)"
+echo "install-test-deps: $(redis-server --version | cut -d' ' -f1-3), $(/usr/bin/chromedriver --version | cut -d' ' -f1-2), $(cargo nextest --version | head -n1)"

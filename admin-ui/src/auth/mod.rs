@@ -1,0 +1,49 @@
+//! Who is signed in and what they may do: roles, password users, signed session cookies,
+//! CSRF tokens, and the trusted-proxy-header mode.
+
+pub mod csrf;
+pub mod keys;
+pub mod session;
+pub mod users;
+
+/// What a signed-in person may do.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads accounts, audit and fleet pages.
+    Viewer,
+    /// Everything a viewer does, and force-stops streams.
+    Support,
+}
+
+impl Role {
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Support => "support",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Role> {
+        match text.trim() {
+            "viewer" => Some(Role::Viewer),
+            "support" => Some(Role::Support),
+            _ => None,
+        }
+    }
+}
+
+/// A signed-in person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    pub role: Role,
+}
+
+impl User {
+    pub fn can_force_stop(&self) -> bool {
+        self.role >= Role::Support
+    }
+}

@@ -1,0 +1,142 @@
+//! The session cookie: who signed in, their role, when it ends, signed with the dashboard secret.
+//!
+//! Stateless (any replica sharing the secret can read it); signing out also remembers the
+//! session's nonce until it would have expired, so a copied cookie dies with the sign-out.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::keys::{Signer, b64, random_bytes, unb64};
+use super::{Role, User};
+
+pub const COOKIE: &str = "sl_session";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Session {
+    #[serde(rename = "u")]
+    pub user: String,
+    #[serde(rename = "r")]
+    pub role: Role,
+    /// Unix seconds after which the session is over.
+    #[serde(rename = "e")]
+    pub expires: u64,
+    #[serde(rename = "n")]
+    pub nonce: String,
+}
+
+impl Session {
+    pub fn user(&self) -> User {
+        User {
+            name: self.user.clone(),
+            role: self.role,
+        }
+    }
+}
+
+pub fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Issues, reads and ends sessions.
+pub struct Sessions {
+    signer: Signer,
+    ttl: Duration,
+    ended: Mutex<HashMap<String, u64>>,
+}
+
+impl Sessions {
+    pub fn new(secret: &[u8], ttl: Duration) -> Sessions {
+        Sessions {
+            signer: Signer::derive(secret, "screenlimit-admin-ui session v1"),
+            ttl,
+            ended: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// A new session for `user`, as the cookie value.
+    pub fn issue(&self, user: &User) -> String {
+        let session = Session {
+            user: user.name.clone(),
+            role: user.role,
+            expires: now_unix() + self.ttl.as_secs(),
+            nonce: b64(&random_bytes::<16>()),
+        };
+        let payload = b64(&serde_json::to_vec(&session).expect("session serializes"));
+        let tag = b64(&self.signer.sign(payload.as_bytes()));
+        format!("{payload}.{tag}")
+    }
+
+    /// The session a cookie value holds, if it is genuine, unexpired and not signed out.
+    pub fn read(&self, value: &str) -> Option<Session> {
+        let (payload, tag) = value.split_once('.')?;
+        if !self.signer.verify(payload.as_bytes(), &unb64(tag)?) {
+            return None;
+        }
+        let session: Session = serde_json::from_slice(&unb64(payload)?).ok()?;
+        if session.expires <= now_unix() {
+            return None;
+        }
+        let ended = self.ended.lock().expect("ended-sessions lock");
+        (!ended.contains_key(&session.nonce)).then_some(session)
+    }
+
+    /// Signs a session out for good (on this replica).
+    pub fn end(&self, session: &Session) {
+        let now = now_unix();
+        let mut ended = self.ended.lock().expect("ended-sessions lock");
+        ended.retain(|_, expires| *expires > now);
+        ended.insert(session.nonce.clone(), session.expires);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ana() -> User {
+        User {
+            name: "ana".into(),
+            role: Role::Support,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_rejects_tampering() {
+        let sessions = Sessions::new(b"secret", Duration::from_secs(60));
+        let cookie = sessions.issue(&ana());
+        assert_eq!(sessions.read(&cookie).map(|s| s.user()), Some(ana()));
+        let other = Sessions::new(b"other secret", Duration::from_secs(60));
+        assert!(other.read(&cookie).is_none(), "another secret");
+        let (payload, tag) = cookie.split_once('.').unwrap();
+        let forged = serde_json::to_vec(&Session {
+            user: "ana".into(),
+            role: Role::Support,
+            expires: u64::MAX,
+            nonce: "x".into(),
+        })
+        .unwrap();
+        assert!(sessions.read(&format!("{}.{tag}", b64(&forged))).is_none());
+        assert!(sessions.read(payload).is_none());
+    }
+
+    #[test]
+    fn expires_and_ends() {
+        let sessions = Sessions::new(b"secret", Duration::ZERO);
+        assert!(sessions.read(&sessions.issue(&ana())).is_none(), "expired");
+        let sessions = Sessions::new(b"secret", Duration::from_secs(60));
+        let cookie = sessions.issue(&ana());
+        let session = sessions.read(&cookie).unwrap();
+        sessions.end(&session);
+        assert!(sessions.read(&cookie).is_none(), "signed out");
+    }
+}

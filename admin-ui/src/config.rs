@@ -1,0 +1,61 @@
+//! What the web layer needs to run, built by `main.rs` from flags and environment (or by
+//! tests and `--dev` directly).
+
+use std::time::Duration;
+
+use axum::http::HeaderName;
+
+use crate::auth::Role;
+use crate::auth::users::Users;
+
+/// How people sign in.
+pub enum AuthMode {
+    /// Users and argon2 hashes from a credentials file (or a mounted Kubernetes Secret).
+    Credentials(Users),
+    /// An authenticating proxy in front sets the user name (and optionally a role list) in
+    /// headers. Only in this mode are those headers believed.
+    ProxyHeader {
+        user_header: HeaderName,
+        /// Comma-separated group or role names; holding `support_group` grants `support`.
+        role_header: Option<HeaderName>,
+        support_group: String,
+        default_role: Role,
+    },
+}
+
+pub struct Settings {
+    /// Base URL of the limiter (or the Service in front of its replicas).
+    pub limiter_url: String,
+    /// Bearer token the limiter expects (its `auth_token_file`), if any.
+    pub limiter_token: Option<String>,
+    /// Deadline of every limiter call.
+    pub limiter_timeout: Duration,
+    /// Limiter instances the fleet page polls one by one; empty means just `limiter_url`.
+    pub fleet_urls: Vec<String>,
+    pub auth: AuthMode,
+    /// Signs sessions and CSRF tokens; replicas must share it.
+    pub secret: Vec<u8>,
+    pub session_ttl: Duration,
+    /// Mark cookies `Secure` (the dashboard is reached over TLS). Also set per request when
+    /// a proxy reports `X-Forwarded-Proto: https`.
+    pub secure_cookies: bool,
+    /// How often the account page's device table refreshes itself.
+    pub refresh: Duration,
+}
+
+impl Settings {
+    /// Settings for a dashboard in front of `limiter_url` with password users.
+    pub fn with_users(limiter_url: &str, users: Users) -> Settings {
+        Settings {
+            limiter_url: limiter_url.to_owned(),
+            limiter_token: None,
+            limiter_timeout: Duration::from_secs(3),
+            fleet_urls: Vec::new(),
+            auth: AuthMode::Credentials(users),
+            secret: crate::auth::keys::random_bytes::<32>().to_vec(),
+            session_ttl: Duration::from_secs(8 * 3600),
+            secure_cookies: false,
+            refresh: Duration::from_secs(3),
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! `--dev`: a limiter on the embedded store, in this process, beside the dashboard, so that one
+//! command gives a newcomer both. Tests use it too.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use screenlimit_limiter::config::Config;
+use screenlimit_limiter::service::StreamService;
+use tokio::net::TcpListener;
+
+/// A limiter running inside this process.
+pub struct DevLimiter {
+    pub addr: SocketAddr,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl DevLimiter {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Starts the limiter with its default config (embedded store, plans basic 1, standard 2,
+/// premium 4) on `listener`, optionally requiring `auth_token`.
+pub fn start_limiter(
+    listener: TcpListener,
+    auth_token: Option<String>,
+) -> anyhow::Result<DevLimiter> {
+    let addr = listener.local_addr()?;
+    let config = Config {
+        listen: addr,
+        ..Config::default()
+    };
+    let service = Arc::new(StreamService::from_config(&config)?);
+    let router = screenlimit_limiter::api::router(service, config.max_body_bytes, auth_token);
+    let task = tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(%error, "the in-process limiter stopped");
+        }
+    });
+    Ok(DevLimiter { addr, task })
+}
+
+/// A random password of `len` letters and digits.
+pub fn random_password(len: usize) -> String {
+    use rand::Rng;
+    rand::rng()
+        .sample_iter(rand::distr::Alphanumeric)
+        .take(len)
+        .map(char::from)
+        .collect()
+}

@@ -1,0 +1,42 @@
+//! screenlimit's support dashboard: find an account, see its live devices, force-stop one,
+//! read the audit log and the fleet's health. It talks to the limiter over HTTP only.
+//!
+//! Map of the crate:
+//! - [`config`]: what the web layer needs (limiter URL and token, sign-in mode, secrets).
+//! - [`limiter`]: the limiter HTTP client, a deadline on every call.
+//! - [`auth`]: roles, password users (argon2), signed session cookies, CSRF tokens.
+//! - [`web`]: the router; one module per page (`accounts`, `audit`, `fleet`, `signin`),
+//!   the guard middleware, embedded static assets (htmx pinned).
+//! - [`view`]: times and labels as people read them.
+//! - [`dev`]: `--dev`, an in-process limiter on the embedded store beside the dashboard.
+
+pub mod auth;
+pub mod config;
+pub mod dev;
+pub mod limiter;
+pub mod view;
+pub mod web;
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+/// Serves the dashboard on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    settings: config::Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = web::AppState::new(settings)?;
+    axum::serve(listener, web::app(state))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}
+
+/// Binds `addr` with a message that names the flag when it fails.
+pub async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} ({what}): {e}"))
+}

@@ -1,0 +1,287 @@
+//! The dashboard's only source of truth: the limiter's HTTP API, with a deadline on every call.
+//!
+//! The body types are the dashboard's own (tolerant: unknown fields are ignored, missing ones
+//! default) so that a dashboard and a limiter of neighbouring versions still understand each other.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+/// Why a limiter call gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum LimiterError {
+    #[error("the limiter at {url} did not answer within {timeout:?}")]
+    Timeout { url: String, timeout: Duration },
+    #[error("the limiter at {url} cannot be reached: {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error(
+        "the limiter refused the dashboard's service token (HTTP {status}); check --limiter-token-file"
+    )]
+    Unauthorized { status: u16 },
+    #[error("the limiter answered HTTP {status} `{code}`: {message}")]
+    Status {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("the limiter's answer could not be read: {0}")]
+    BadBody(String),
+}
+
+/// `GET /v1/accounts/{id}/streams`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AccountStreams {
+    pub account_id: String,
+    #[serde(default)]
+    pub plan: String,
+    pub limit: u32,
+    #[serde(default)]
+    pub active: Vec<ActiveStream>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ActiveStream {
+    pub stream_id: String,
+    pub device_id: String,
+    #[serde(default)]
+    pub device_type: String,
+    #[serde(default)]
+    pub device_meta: String,
+    #[serde(default)]
+    pub profile_id: String,
+    #[serde(default)]
+    pub title_id: String,
+    #[serde(default)]
+    pub started_at: String,
+    #[serde(default)]
+    pub last_seen: String,
+    #[serde(default)]
+    pub expires_at: String,
+}
+
+impl ActiveStream {
+    /// What a person calls the device: its display name, else its id.
+    pub fn label(&self) -> &str {
+        if self.device_meta.trim().is_empty() {
+            &self.device_id
+        } else {
+            &self.device_meta
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct AuditEntry {
+    pub at: String,
+    pub account_id: String,
+    pub stream_id: String,
+    pub device_id: String,
+    #[serde(default)]
+    pub device_meta: String,
+    #[serde(default)]
+    pub actor: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct AuditBody {
+    entries: Vec<AuditEntry>,
+}
+
+/// `GET /v1/fleet`: one limiter instance's view of itself and its store.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Fleet {
+    pub instance: Instance,
+    #[serde(default)]
+    pub failure_policy: String,
+    /// Plan name -> its limit: a number, or an object with `max_streams` (newer limiters).
+    #[serde(default)]
+    pub plans: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub default_plan: String,
+    #[serde(default)]
+    pub lease_ttl_sec: f64,
+    #[serde(default)]
+    pub heartbeat_interval_sec: f64,
+    #[serde(default)]
+    pub shards: Vec<Shard>,
+    #[serde(default)]
+    pub decisions: BTreeMap<String, u64>,
+}
+
+/// The stream limit a `plans` entry names, whichever shape it has.
+pub fn plan_limit(rule: &serde_json::Value) -> Option<u64> {
+    rule.as_u64()
+        .or_else(|| rule.get("max_streams").and_then(|v| v.as_u64()))
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Instance {
+    pub version: String,
+    pub uptime_sec: u64,
+    pub backend: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Shard {
+    pub shard: usize,
+    pub endpoint: String,
+    pub reachable: bool,
+    pub circuit: String,
+    pub keys: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// What a force-stop did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForceStopOutcome {
+    Stopped,
+    /// No such stream on this account (it ended, or the id is not this account's).
+    UnknownStream,
+}
+
+/// A client of one limiter (or of the Service in front of several).
+#[derive(Clone)]
+pub struct LimiterClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+impl LimiterClient {
+    pub fn new(base: &str, token: Option<String>, timeout: Duration) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .build()?;
+        Ok(LimiterClient {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+            timeout,
+        })
+    }
+
+    /// The same client aimed at another instance (the fleet page polls each one).
+    pub fn at(&self, base: &str) -> Self {
+        LimiterClient {
+            base: base.trim_end_matches('/').to_owned(),
+            ..self.clone()
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    pub async fn account_streams(&self, account_id: &str) -> Result<AccountStreams, LimiterError> {
+        let path = format!("/v1/accounts/{account_id}/streams");
+        self.send(self.http.get(self.url(&path))).await
+    }
+
+    pub async fn force_stop(
+        &self,
+        account_id: &str,
+        stream_id: &str,
+        actor: &str,
+        reason: &str,
+    ) -> Result<ForceStopOutcome, LimiterError> {
+        let path = format!("/v1/accounts/{account_id}/streams/{stream_id}/force-stop");
+        let body = serde_json::json!({ "actor": actor, "reason": reason });
+        match self
+            .send::<serde_json::Value>(self.http.post(self.url(&path)).json(&body))
+            .await
+        {
+            Ok(_) => Ok(ForceStopOutcome::Stopped),
+            Err(LimiterError::Status { code, .. }) if code == "unknown_stream" => {
+                Ok(ForceStopOutcome::UnknownStream)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn audit(
+        &self,
+        account_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, LimiterError> {
+        let mut request = self
+            .http
+            .get(self.url("/v1/audit"))
+            .query(&[("limit", limit.to_string())]);
+        if let Some(account_id) = account_id {
+            request = request.query(&[("account_id", account_id)]);
+        }
+        Ok(self.send::<AuditBody>(request).await?.entries)
+    }
+
+    pub async fn fleet(&self) -> Result<Fleet, LimiterError> {
+        self.send(self.http.get(self.url("/v1/fleet"))).await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        mut request: reqwest::RequestBuilder,
+    ) -> Result<T, LimiterError> {
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.map_err(|e| self.transport(e))?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|e| self.transport(e))?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes)
+                .map_err(|e| LimiterError::BadBody(e.to_string()));
+        }
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Err(LimiterError::Unauthorized {
+                status: status.as_u16(),
+            });
+        }
+        let body: ErrorBody = serde_json::from_slice(&bytes).unwrap_or(ErrorBody {
+            error: "unexpected_answer".into(),
+            message: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+        });
+        Err(LimiterError::Status {
+            status: status.as_u16(),
+            code: body.error,
+            message: body.message,
+        })
+    }
+
+    fn transport(&self, error: reqwest::Error) -> LimiterError {
+        if error.is_timeout() {
+            LimiterError::Timeout {
+                url: self.base.clone(),
+                timeout: self.timeout,
+            }
+        } else {
+            let mut detail = error.to_string();
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                detail = format!("{detail}: {cause}");
+                source = cause.source();
+            }
+            LimiterError::Unreachable {
+                url: self.base.clone(),
+                detail,
+            }
+        }
+    }
+}

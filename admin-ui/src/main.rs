@@ -1,0 +1,311 @@
+//! `screenlimit-admin-ui`: the support dashboard server (and `--dev`, and `hash-password`).
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::http::HeaderName;
+use clap::{Parser, Subcommand};
+use screenlimit_admin_ui::auth::Role;
+use screenlimit_admin_ui::auth::users::{Users, hash_password};
+use screenlimit_admin_ui::config::{AuthMode, Settings};
+
+/// screenlimit's support dashboard: an account's live devices, force-stop, audit, fleet health.
+///
+/// Talks to the limiter over HTTP. `--dev` also starts a limiter on the embedded store in this
+/// process and prints a sign-in.
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Start an in-process limiter (embedded store) on --dev-limiter-listen too, and sign in
+    /// with printed random passwords (users `support` and `viewer`).
+    #[arg(long)]
+    dev: bool,
+    /// Where the dev limiter listens.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    dev_limiter_listen: SocketAddr,
+    /// Address the dashboard listens on.
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_LISTEN",
+        default_value = "127.0.0.1:8081"
+    )]
+    listen: SocketAddr,
+    /// Base URL of the limiter API (or the Service in front of its replicas)
+    /// [default: http://127.0.0.1:8080; env SCREENLIMIT_LIMITER_URL works too].
+    #[arg(long, env = "SCREENLIMIT_ADMIN_LIMITER_URL")]
+    limiter_url: Option<String>,
+    /// File holding the bearer token the limiter requires (its `auth_token_file`)
+    /// [env SCREENLIMIT_LIMITER_TOKEN_FILE works too].
+    #[arg(long, env = "SCREENLIMIT_ADMIN_LIMITER_TOKEN_FILE")]
+    limiter_token_file: Option<PathBuf>,
+    /// Deadline of each limiter call ("2s", "500ms").
+    #[arg(long, env = "SCREENLIMIT_ADMIN_LIMITER_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
+    limiter_timeout: Duration,
+    /// Limiter instances the fleet page polls one by one (comma separated); default: --limiter-url.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_FLEET_URLS", value_delimiter = ',')]
+    fleet_url: Vec<String>,
+    /// How people sign in: `credentials` (a users file) or `proxy-header` (an authenticating proxy).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_AUTH", default_value = "credentials", value_parser = ["credentials", "proxy-header"])]
+    auth: String,
+    /// Users file, one `name:role:argon2-hash` a line (a mounted Kubernetes Secret works).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_CREDENTIALS_FILE")]
+    credentials_file: Option<PathBuf>,
+    /// A mounted Kubernetes Secret with keys `users` (the credentials file) and, optionally,
+    /// `session-secret`; used for whichever of the two files is not given on its own.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_AUTH_DIR")]
+    auth_dir: Option<PathBuf>,
+    /// proxy-header mode: the header holding the signed-in user's name.
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_PROXY_USER_HEADER",
+        default_value = "x-forwarded-user"
+    )]
+    proxy_user_header: HeaderName,
+    /// proxy-header mode: a header listing the user's groups (comma or space separated).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_PROXY_GROUPS_HEADER")]
+    proxy_groups_header: Option<HeaderName>,
+    /// proxy-header mode: the group that grants the `support` role.
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_PROXY_SUPPORT_GROUP",
+        default_value = "support"
+    )]
+    proxy_support_group: String,
+    /// proxy-header mode: the role of everyone else the proxy lets in.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_PROXY_DEFAULT_ROLE", default_value = "viewer", value_parser = ["viewer", "support"])]
+    proxy_default_role: String,
+    /// File holding the secret that signs sessions and CSRF tokens (replicas must share it);
+    /// without it a random one is drawn and sessions end with the process.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SESSION_SECRET_FILE")]
+    session_secret_file: Option<PathBuf>,
+    /// How long a sign-in lasts.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SESSION_TTL", default_value = "8h", value_parser = humantime::parse_duration)]
+    session_ttl: Duration,
+    /// The URL people open; `https://…` marks cookies `Secure` (so does `X-Forwarded-Proto: https`).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_EXTERNAL_URL")]
+    external_url: Option<String>,
+    /// How often the device table refreshes itself.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_REFRESH", default_value = "3s", value_parser = humantime::parse_duration)]
+    refresh: Duration,
+    /// Log format.
+    #[arg(long, env = "SCREENLIMIT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Reads a password from stdin and prints its argon2id hash; with --user, a whole
+    /// credentials-file line.
+    HashPassword {
+        /// Print `user:role:hash` for the credentials file.
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long, default_value = "support", value_parser = ["viewer", "support"])]
+        role: String,
+    },
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn read_secret_file(path: &Path, flag: &str) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{flag}: cannot read {}", path.display()))?;
+    let text = text.trim().to_owned();
+    anyhow::ensure!(!text.is_empty(), "{flag}: {} is empty", path.display());
+    Ok(text)
+}
+
+fn hash_password_command(user: Option<String>, role: &str) -> anyhow::Result<()> {
+    eprintln!("Type the password and press Enter (it is read from stdin):");
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let password = line.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(
+        password.len() >= 8,
+        "use a password of at least 8 characters"
+    );
+    let hash = hash_password(password);
+    match user {
+        Some(user) => {
+            screenlimit_limiter::ids::validate_token(&user)
+                .map_err(|e| anyhow::anyhow!("--user {e}"))?;
+            anyhow::ensure!(!user.contains(':'), "--user may not contain `:`");
+            println!("{user}:{role}:{hash}");
+        }
+        None => println!("{hash}"),
+    }
+    Ok(())
+}
+
+/// The default limiter URL.
+const LIMITER_URL: &str = "http://127.0.0.1:8080";
+
+/// Fills what the flags leave open from the other names the operator's Deployment uses
+/// (`SCREENLIMIT_LIMITER_URL`, `SCREENLIMIT_LIMITER_TOKEN_FILE`) and from `--auth-dir`.
+fn resolve_aliases(cli: &mut Cli) {
+    if cli.limiter_url.is_none() {
+        cli.limiter_url = std::env::var("SCREENLIMIT_LIMITER_URL").ok();
+    }
+    if cli.limiter_token_file.is_none() {
+        cli.limiter_token_file =
+            std::env::var_os("SCREENLIMIT_LIMITER_TOKEN_FILE").map(PathBuf::from);
+    }
+    if let Some(dir) = &cli.auth_dir {
+        if cli.credentials_file.is_none() {
+            cli.credentials_file = Some(dir.join("users"));
+        }
+        let secret = dir.join("session-secret");
+        if cli.session_secret_file.is_none() && secret.exists() {
+            cli.session_secret_file = Some(secret);
+        }
+    }
+}
+
+fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings> {
+    let auth = match (dev_users, cli.auth.as_str()) {
+        (Some(users), _) => AuthMode::Credentials(users),
+        (None, "proxy-header") => AuthMode::ProxyHeader {
+            user_header: cli.proxy_user_header.clone(),
+            role_header: cli.proxy_groups_header.clone(),
+            support_group: cli.proxy_support_group.clone(),
+            default_role: Role::parse(&cli.proxy_default_role).unwrap_or(Role::Viewer),
+        },
+        (None, _) => {
+            let path = cli.credentials_file.as_ref().context(
+                "--credentials-file (SCREENLIMIT_ADMIN_CREDENTIALS_FILE) is required with \
+                 --auth credentials; make lines with `screenlimit-admin-ui hash-password --user NAME`",
+            )?;
+            AuthMode::Credentials(
+                Users::from_file(path).with_context(|| "--credentials-file".to_string())?,
+            )
+        }
+    };
+    let secret = match &cli.session_secret_file {
+        Some(path) => {
+            let secret = read_secret_file(path, "--session-secret-file")?;
+            anyhow::ensure!(
+                secret.len() >= 32,
+                "--session-secret-file: use at least 32 characters"
+            );
+            secret.into_bytes()
+        }
+        None => {
+            if !cli.dev {
+                tracing::warn!(
+                    "no --session-secret-file: sessions are signed with a random secret and end \
+                     when this process stops (and replicas will not share them)"
+                );
+            }
+            screenlimit_admin_ui::auth::keys::random_bytes::<32>().to_vec()
+        }
+    };
+    let limiter_token = match &cli.limiter_token_file {
+        Some(path) => Some(read_secret_file(path, "--limiter-token-file")?),
+        None => None,
+    };
+    Ok(Settings {
+        limiter_url: cli
+            .limiter_url
+            .clone()
+            .unwrap_or_else(|| LIMITER_URL.to_owned()),
+        limiter_token,
+        limiter_timeout: cli.limiter_timeout,
+        fleet_urls: cli.fleet_url.clone(),
+        auth,
+        secret,
+        session_ttl: cli.session_ttl,
+        secure_cookies: cli
+            .external_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("https://")),
+        refresh: cli.refresh,
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutdown signal received");
+}
+
+async fn run(mut cli: Cli) -> anyhow::Result<()> {
+    resolve_aliases(&mut cli);
+    let mut dev_users = None;
+    let mut banner = None;
+    if cli.dev {
+        let listener =
+            screenlimit_admin_ui::bind(cli.dev_limiter_listen, "--dev-limiter-listen").await?;
+        let limiter = screenlimit_admin_ui::dev::start_limiter(listener, None)?;
+        cli.limiter_url = Some(limiter.url());
+        let password = std::env::var("SCREENLIMIT_ADMIN_DEV_PASSWORD")
+            .unwrap_or_else(|_| screenlimit_admin_ui::dev::random_password(16));
+        dev_users = Some(Users::with_passwords(&[
+            ("support", Role::Support, &password),
+            ("viewer", Role::Viewer, &password),
+        ]));
+        banner = Some((limiter.url(), password));
+    }
+    let settings = settings_from(&cli, dev_users)?;
+    let listener = screenlimit_admin_ui::bind(cli.listen, "--listen").await?;
+    let dashboard = format!("http://{}", listener.local_addr()?);
+    tracing::info!(
+        listen = dashboard,
+        limiter = settings.limiter_url,
+        "screenlimit dashboard serving"
+    );
+    if let Some((limiter, password)) = banner {
+        println!(
+            "\nscreenlimit dev mode (embedded store; nothing persists)\n\
+             \x20 limiter API: {limiter}\n\
+             \x20 dashboard:   {dashboard}\n\
+             \x20 sign in as   support / {password}   (may force-stop)\n\
+             \x20         or   viewer  / {password}   (read only)\n\n\
+             Start a play, then find account acct-42 in the dashboard:\n\
+             \x20 curl -s {limiter}/v1/streams -H 'content-type: application/json' \\\n\
+             \x20   -d '{{\"account_id\":\"acct-42\",\"device_id\":\"living-room-tv\",\"plan\":\"standard\",\"device_type\":\"tv\",\"device_meta\":\"Living Room TV\"}}'\n"
+        );
+    }
+    screenlimit_admin_ui::serve(listener, settings, shutdown_signal()).await
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::HashPassword { user, role }) = cli.command {
+        return match hash_password_command(user, &role) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("screenlimit-admin-ui hash-password: {error:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    init_tracing(&cli.log_format);
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("screenlimit-admin-ui: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

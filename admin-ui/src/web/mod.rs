@@ -1,0 +1,80 @@
+//! The dashboard's HTTP side: one module per feature, each exposing `router()`.
+
+pub mod accounts;
+pub mod assets;
+pub mod audit;
+pub mod ctx;
+pub mod error;
+pub mod fleet;
+pub mod guard;
+pub mod signin;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::response::Redirect;
+use axum::routing::get;
+
+use crate::auth::csrf::Csrf;
+use crate::auth::session::Sessions;
+use crate::config::Settings;
+use crate::limiter::LimiterClient;
+
+/// Everything a handler may need; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub inner: Arc<Shared>,
+}
+
+pub struct Shared {
+    pub settings: Settings,
+    pub limiter: LimiterClient,
+    pub sessions: Sessions,
+    pub csrf: Csrf,
+    pub fleet_samples: fleet::Samples,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.inner
+    }
+}
+
+impl AppState {
+    pub fn new(settings: Settings) -> anyhow::Result<AppState> {
+        let limiter = LimiterClient::new(
+            &settings.limiter_url,
+            settings.limiter_token.clone(),
+            settings.limiter_timeout,
+        )?;
+        Ok(AppState {
+            inner: Arc::new(Shared {
+                sessions: Sessions::new(&settings.secret, settings.session_ttl),
+                csrf: Csrf::new(&settings.secret),
+                limiter,
+                fleet_samples: fleet::Samples::default(),
+                settings,
+            }),
+        })
+    }
+}
+
+/// The whole dashboard.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/accounts") }))
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(signin::router())
+        .merge(accounts::router())
+        .merge(audit::router())
+        .merge(fleet::router())
+        .merge(assets::router())
+        .fallback(error::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::guard,
+        ))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}

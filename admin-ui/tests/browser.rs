@@ -1,0 +1,339 @@
+//! End to end in a real browser: headless Chromium driven through chromedriver (Debian's
+//! `chromium` and `chromium-driver`, installed by `scripts/install-test-deps.sh`).
+//!
+//! Signs in, finds an account with two streams started through the limiter API, sees both
+//! devices, force-stops one through the confirmation page, sees it disappear, sees a new play
+//! appear without a reload (htmx), and checks through the API that the stopped stream's
+//! heartbeat is now `410 stream_revoked`. Screenshots go to `target/admin-ui-browser/`; the
+//! README's `docs/images/dashboard.png` is written when missing or with
+//! `SCREENLIMIT_UPDATE_SCREENSHOTS=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{SUPPORT, heartbeat, play_title};
+use fantoccini::{Client, ClientBuilder, Locator};
+use screenlimit_admin_ui::config::Settings;
+use serde_json::json;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const WAIT: Duration = Duration::from_secs(15);
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// chromedriver on a free port, killed when dropped.
+struct Driver {
+    _child: tokio::process::Child,
+    url: String,
+}
+
+async fn start_driver() -> Driver {
+    for tool in [CHROMIUM, CHROMEDRIVER] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} is missing: the browser test needs Debian's chromium and chromium-driver; \
+             run scripts/install-test-deps.sh"
+        );
+    }
+    let port = common::free_listener().await.local_addr().unwrap().port();
+    let log = std::env::temp_dir().join(format!("chromedriver-{port}.log"));
+    let child = tokio::process::Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .arg(format!("--log-path={}", log.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("chromedriver starts");
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ready = common::http().get(format!("{url}/status")).send().await;
+        if let Ok(response) = ready {
+            let body: serde_json::Value = response.json().await.unwrap_or_default();
+            if body["value"]["ready"] == true {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "chromedriver did not become ready; see {}",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Driver { _child: child, url }
+}
+
+async fn browser(driver: &Driver, profile: &Path) -> Client {
+    let args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,760",
+        &format!("--user-data-dir={}", profile.display()),
+    ];
+    let mut caps = serde_json::Map::new();
+    caps.insert("browserName".into(), json!("chrome"));
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({ "binary": CHROMIUM, "args": args }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("a Chromium session")
+}
+
+/// Polls `check` until it holds or the wait runs out.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + WAIT;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn device_names(client: &Client) -> Vec<String> {
+    let mut names = Vec::new();
+    if let Ok(cells) = client
+        .find_all(Locator::Css("tr.device-row .device-name"))
+        .await
+    {
+        for cell in cells {
+            if let Ok(text) = cell.text().await {
+                names.push(text);
+            }
+        }
+    }
+    names
+}
+
+async fn screenshot(client: &Client, name: &str) -> Vec<u8> {
+    let png = client.screenshot().await.expect("a screenshot");
+    let dir = workspace_root().join("target/admin-ui-browser");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
+    png
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn support_agent_force_stops_a_device_in_a_real_browser() {
+    let limiter = common::limiter(None).await;
+    let mut settings = Settings::with_users(&limiter, common::users());
+    settings.refresh = Duration::from_secs(1);
+    let dashboard = common::dashboard(settings).await;
+
+    let tv = play_title(
+        &limiter,
+        "acct-42",
+        "living-room-tv",
+        "Living Room TV",
+        "tv",
+        ("dad", "the-expanse-s02e05"),
+    )
+    .await;
+    let tablet = play_title(
+        &limiter,
+        "acct-42",
+        "kids-tablet",
+        "Kids Tablet",
+        "tablet",
+        ("kids", "bluey-s03e12"),
+    )
+    .await;
+
+    let driver = start_driver().await;
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(&driver, profile.path()).await;
+    let outcome = run(&client, &dashboard, &limiter, &tv, &tablet).await;
+    client.close().await.ok();
+    outcome.unwrap();
+}
+
+async fn run(
+    client: &Client,
+    dashboard: &str,
+    limiter: &str,
+    tv: &str,
+    tablet: &str,
+) -> Result<(), fantoccini::error::CmdError> {
+    // Signed out: the dashboard sends us to sign in.
+    client.goto(&format!("{dashboard}/accounts")).await?;
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("user"))
+        .await?;
+    assert!(client.current_url().await?.path() == "/sign-in");
+    client
+        .find(Locator::Id("user"))
+        .await?
+        .send_keys(SUPPORT.0)
+        .await?;
+    client
+        .find(Locator::Id("password"))
+        .await?
+        .send_keys(SUPPORT.1)
+        .await?;
+    client.find(Locator::Id("sign-in")).await?.click().await?;
+
+    // Search the account.
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("account_id"))
+        .await?;
+    client
+        .find(Locator::Id("account_id"))
+        .await?
+        .send_keys("acct-42")
+        .await?;
+    client.find(Locator::Id("search")).await?.click().await?;
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("tr.device-row"))
+        .await?;
+    assert_eq!(client.current_url().await?.path(), "/accounts/acct-42");
+    let mut names = device_names(client).await;
+    names.sort();
+    assert_eq!(names, ["Kids Tablet", "Living Room TV"]);
+    let in_use = client.find(Locator::Id("in-use")).await?.text().await?;
+    assert_eq!(in_use, "2");
+    // htmx (the embedded, pinned file) runs under the page's CSP.
+    let version = client
+        .execute("return window.htmx ? htmx.version : null", vec![])
+        .await?;
+    assert_eq!(
+        version,
+        json!(screenlimit_admin_ui::web::assets::HTMX_VERSION)
+    );
+    screenshot(client, "1-account").await;
+
+    // Force-stop the tablet: a confirmation that names it, a reason, confirm.
+    client
+        .find(Locator::Css(
+            r#"tr[data-device-id="kids-tablet"] a.force-stop"#,
+        ))
+        .await?
+        .click()
+        .await?;
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("confirm-device"))
+        .await?;
+    assert_eq!(
+        client
+            .find(Locator::Id("confirm-device"))
+            .await?
+            .text()
+            .await?,
+        "Kids Tablet"
+    );
+    client
+        .find(Locator::Id("reason"))
+        .await?
+        .send_keys("customer on the phone: tablet is off")
+        .await?;
+    screenshot(client, "2-confirm").await;
+    client
+        .find(Locator::Id("confirm-force-stop"))
+        .await?
+        .click()
+        .await?;
+
+    // Back on the account: a notice, and the tablet is gone.
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("notice"))
+        .await?;
+    let notice = client.find(Locator::Id("notice")).await?.text().await?;
+    assert!(notice.contains("Force-stopped “Kids Tablet”"), "{notice}");
+    assert_eq!(device_names(client).await, ["Living Room TV"]);
+    assert_eq!(client.find(Locator::Id("in-use")).await?.text().await?, "1");
+
+    // The stopped player is told to stop; the other one plays on.
+    assert_eq!(
+        heartbeat(limiter, "acct-42", tablet).await,
+        (410, "stream_revoked".into())
+    );
+    assert_eq!(heartbeat(limiter, "acct-42", tv).await.0, 200);
+
+    // A new play shows up by itself (htmx polling), no reload.
+    play_title(
+        limiter,
+        "acct-42",
+        "moms-phone",
+        "Mom's iPhone",
+        "mobile",
+        ("mom", "the-crown-s01e01"),
+    )
+    .await;
+    eventually("the new device to appear without a reload", || async {
+        device_names(client)
+            .await
+            .contains(&"Mom's iPhone".to_owned())
+    })
+    .await;
+    assert!(
+        client.find(Locator::Id("notice")).await.is_ok(),
+        "the page was not reloaded"
+    );
+    let png = screenshot(client, "3-after-force-stop").await;
+
+    let readme_image = workspace_root().join("docs/images/dashboard.png");
+    if !readme_image.exists() || std::env::var_os("SCREENLIMIT_UPDATE_SCREENSHOTS").is_some() {
+        std::fs::create_dir_all(readme_image.parent().unwrap()).unwrap();
+        std::fs::write(&readme_image, &png).unwrap();
+    }
+
+    // The audit page lists it, with the agent's name and reason.
+    client
+        .goto(&format!("{dashboard}/audit?account_id=acct-42"))
+        .await?;
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css("tr.audit-row"))
+        .await?;
+    let row = client
+        .find(Locator::Css("tr.audit-row"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        row.contains("Kids Tablet") && row.contains(SUPPORT.0) && row.contains("tablet is off"),
+        "{row}"
+    );
+    screenshot(client, "4-audit").await;
+    client.goto(&format!("{dashboard}/fleet")).await?;
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(".instance"))
+        .await?;
+    screenshot(client, "5-fleet").await;
+    Ok(())
+}

@@ -1,0 +1,272 @@
+//! Test rig: a real limiter (embedded store) and a real dashboard, both in this process on
+//! free loopback ports, and a small cookie-keeping HTTP agent.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use screenlimit_admin_ui::auth::Role;
+use screenlimit_admin_ui::auth::users::Users;
+use screenlimit_admin_ui::config::Settings;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+pub const SUPPORT: (&str, &str) = ("ana", "support-password-1");
+pub const VIEWER: (&str, &str) = ("bo", "viewer-password-1");
+
+pub fn users() -> Users {
+    Users::with_passwords(&[
+        (SUPPORT.0, Role::Support, SUPPORT.1),
+        (VIEWER.0, Role::Viewer, VIEWER.1),
+    ])
+}
+
+pub struct Stack {
+    pub limiter: String,
+    pub url: String,
+}
+
+pub async fn free_listener() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free loopback port")
+}
+
+/// Starts a limiter, optionally requiring `token`.
+pub async fn limiter(token: Option<&str>) -> String {
+    let limiter =
+        screenlimit_admin_ui::dev::start_limiter(free_listener().await, token.map(str::to_owned))
+            .expect("limiter starts");
+    limiter.url()
+}
+
+/// Starts a dashboard with `settings`.
+pub async fn dashboard(settings: Settings) -> String {
+    let listener = free_listener().await;
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(screenlimit_admin_ui::serve(
+        listener,
+        settings,
+        std::future::pending(),
+    ));
+    url
+}
+
+/// A limiter and a dashboard in front of it with the two test users.
+pub async fn stack() -> Stack {
+    let limiter = limiter(None).await;
+    let url = dashboard(Settings::with_users(&limiter, users())).await;
+    Stack { limiter, url }
+}
+
+// ---- the limiter API, as a player uses it -------------------------------------------------
+
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// Starts a play; returns its stream id.
+pub async fn play(limiter: &str, account: &str, device: &str, meta: &str, kind: &str) -> String {
+    play_title(limiter, account, device, meta, kind, ("main", "title-7")).await
+}
+
+/// Starts a play of `title` on `profile`; returns its stream id.
+pub async fn play_title(
+    limiter: &str,
+    account: &str,
+    device: &str,
+    meta: &str,
+    kind: &str,
+    (profile, title): (&str, &str),
+) -> String {
+    let response = http()
+        .post(format!("{limiter}/v1/streams"))
+        .json(
+            &json!({"account_id": account, "device_id": device, "plan": "standard",
+            "device_type": kind, "device_meta": meta, "profile_id": profile, "title_id": title}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "play-start");
+    let body: Value = response.json().await.unwrap();
+    body["stream_id"].as_str().unwrap().to_owned()
+}
+
+/// The status and error code of a heartbeat.
+pub async fn heartbeat(limiter: &str, account: &str, stream_id: &str) -> (u16, String) {
+    let response = http()
+        .put(format!("{limiter}/v1/streams/{stream_id}/heartbeat"))
+        .json(&json!({"account_id": account}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    (status, body["error"].as_str().unwrap_or("").to_owned())
+}
+
+pub async fn active_devices(limiter: &str, account: &str) -> Vec<String> {
+    let body: Value = http()
+        .get(format!("{limiter}/v1/accounts/{account}/streams"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["active"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["device_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+// ---- a browser-like agent: keeps cookies, does not follow redirects --------------------------
+
+pub struct Page {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Page {
+    pub fn location(&self) -> &str {
+        self.headers
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    /// The value of the first hidden `csrf` field.
+    pub fn csrf(&self) -> String {
+        let marker = "name=\"csrf\" value=\"";
+        let start = self.body.find(marker).expect("a form with a csrf field") + marker.len();
+        let end = start + self.body[start..].find('"').unwrap();
+        self.body[start..end].to_owned()
+    }
+
+    pub fn set_cookies(&self) -> Vec<String> {
+        self.headers
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+pub struct Agent {
+    pub base: String,
+    pub cookies: BTreeMap<String, String>,
+    client: reqwest::Client,
+}
+
+impl Agent {
+    pub fn new(base: &str) -> Agent {
+        Agent {
+            base: base.to_owned(),
+            cookies: BTreeMap::new(),
+            client: http(),
+        }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    async fn finish(&mut self, request: reqwest::RequestBuilder) -> Page {
+        let response = request
+            .header("cookie", self.cookie_header())
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        for value in headers.get_all("set-cookie") {
+            let text = value.to_str().unwrap();
+            let pair = text.split(';').next().unwrap();
+            let (name, value) = pair.split_once('=').unwrap();
+            if value.is_empty() || text.contains("Max-Age=0") {
+                self.cookies.remove(name);
+            } else {
+                self.cookies.insert(name.to_owned(), value.to_owned());
+            }
+        }
+        let body = response.text().await.unwrap();
+        Page {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&mut self, path: &str) -> Page {
+        let request = self.client.get(format!("{}{path}", self.base));
+        self.finish(request).await
+    }
+
+    pub async fn get_with(&mut self, path: &str, headers: &[(&str, &str)]) -> Page {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        self.finish(request).await
+    }
+
+    pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+        let request = self.client.post(format!("{}{path}", self.base)).form(form);
+        self.finish(request).await
+    }
+
+    pub async fn post_with(
+        &mut self,
+        path: &str,
+        form: &[(&str, &str)],
+        headers: &[(&str, &str)],
+    ) -> Page {
+        let mut request = self.client.post(format!("{}{path}", self.base)).form(form);
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        self.finish(request).await
+    }
+
+    /// A CSRF token for this agent's cookie (fetching a page first if it has none).
+    pub async fn csrf(&mut self) -> String {
+        let page = self.get("/sign-in").await;
+        if page.status.is_redirection() {
+            return self.get("/accounts").await.csrf();
+        }
+        page.csrf()
+    }
+
+    /// Signs in; panics unless it worked.
+    pub async fn sign_in(&mut self, (user, password): (&str, &str)) {
+        let csrf = self.csrf().await;
+        let page = self
+            .post(
+                "/sign-in",
+                &[("csrf", &csrf), ("user", user), ("password", password)],
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "sign-in: {}", page.body);
+        assert!(self.cookies.contains_key("sl_session"));
+    }
+
+    pub async fn signed_in(base: &str, who: (&str, &str)) -> Agent {
+        let mut agent = Agent::new(base);
+        agent.sign_in(who).await;
+        agent
+    }
+}

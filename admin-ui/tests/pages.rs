@@ -1,0 +1,548 @@
+//! Handler tests: every page and role against a real limiter, over real HTTP.
+
+mod common;
+
+use common::{Agent, SUPPORT, VIEWER, active_devices, heartbeat, play, stack};
+use reqwest::StatusCode;
+use screenlimit_admin_ui::config::{AuthMode, Settings};
+
+#[tokio::test]
+async fn signed_out_requests_go_to_sign_in() {
+    let stack = stack().await;
+    let mut agent = Agent::new(&stack.url);
+    for (path, next) in [
+        ("/accounts/acct-1", "%2Faccounts%2Facct-1"),
+        (
+            "/accounts?account_id=acct-1",
+            "%2Faccounts%3Faccount_id%3Dacct-1",
+        ),
+        ("/audit", "%2Faudit"),
+        ("/fleet", "%2Ffleet"),
+    ] {
+        let page = agent.get(path).await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "{path}");
+        assert_eq!(page.location(), format!("/sign-in?next={next}"), "{path}");
+    }
+    // A polling fragment sends the whole page to sign-in through htmx.
+    let page = agent
+        .get_with(
+            "/accounts/acct-1/devices",
+            &[
+                ("hx-request", "true"),
+                ("hx-current-url", &format!("{}/accounts/acct-1", stack.url)),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(
+        page.headers["hx-redirect"],
+        "/sign-in?next=%2Faccounts%2Facct-1"
+    );
+    // A state change while signed out changes nothing.
+    let csrf = agent.csrf().await;
+    let page = agent
+        .post("/accounts/acct-1/streams/x/force-stop", &[("csrf", &csrf)])
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert!(page.location().starts_with("/sign-in"));
+}
+
+#[tokio::test]
+async fn sign_in_sets_a_strict_http_only_cookie_and_sign_out_ends_it() {
+    let stack = stack().await;
+    let mut agent = Agent::new(&stack.url);
+    let csrf = agent.csrf().await;
+    let wrong = agent
+        .post(
+            "/sign-in",
+            &[("csrf", &csrf), ("user", SUPPORT.0), ("password", "nope")],
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.body.contains("do not match"), "{}", wrong.body);
+    assert!(!agent.cookies.contains_key("sl_session"));
+
+    let page = agent
+        .post(
+            "/sign-in",
+            &[
+                ("csrf", &csrf),
+                ("user", SUPPORT.0),
+                ("password", SUPPORT.1),
+                ("next", "/audit"),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.location(), "/audit");
+    let cookie = page
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("sl_session="))
+        .unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    let session = agent.cookies["sl_session"].clone();
+
+    let page = agent.get("/accounts").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains(SUPPORT.0) && page.body.contains("Sign out"));
+
+    let csrf = page.csrf();
+    let page = agent.post("/sign-out", &[("csrf", &csrf)]).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.location(), "/sign-in?signed_out=1");
+    // The old cookie, replayed, no longer works.
+    agent.cookies.insert("sl_session".into(), session);
+    assert_eq!(agent.get("/accounts").await.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn cookies_are_secure_behind_tls() {
+    let stack = stack().await;
+    let mut agent = Agent::new(&stack.url);
+    let csrf = agent.csrf().await;
+    let page = agent
+        .post_with(
+            "/sign-in",
+            &[("csrf", &csrf), ("user", VIEWER.0), ("password", VIEWER.1)],
+            &[("x-forwarded-proto", "https")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    let cookie = page
+        .set_cookies()
+        .into_iter()
+        .find(|c| c.starts_with("sl_session="))
+        .unwrap();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+}
+
+#[tokio::test]
+async fn offsite_redirects_after_sign_in_are_ignored() {
+    let stack = stack().await;
+    let mut agent = Agent::new(&stack.url);
+    let csrf = agent.csrf().await;
+    let page = agent
+        .post(
+            "/sign-in",
+            &[
+                ("csrf", &csrf),
+                ("user", VIEWER.0),
+                ("password", VIEWER.1),
+                ("next", "//evil.example/"),
+            ],
+        )
+        .await;
+    assert_eq!(page.location(), "/accounts");
+}
+
+#[tokio::test]
+async fn account_page_shows_plan_limit_and_devices_with_names_escaped() {
+    let stack = stack().await;
+    play(
+        &stack.limiter,
+        "acct-7",
+        "living-room-tv",
+        "Living Room TV",
+        "tv",
+    )
+    .await;
+    play(
+        &stack.limiter,
+        "acct-7",
+        "evil",
+        "<script>alert(1)</script>",
+        "web",
+    )
+    .await;
+    let mut agent = Agent::signed_in(&stack.url, VIEWER).await;
+
+    let search = agent.get("/accounts?account_id=acct-7").await;
+    assert_eq!(search.status, StatusCode::SEE_OTHER);
+    assert_eq!(search.location(), "/accounts/acct-7");
+
+    let page = agent.get("/accounts/acct-7").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains(r#"<strong id="plan">standard</strong>"#),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains(r#"<strong id="in-use">2</strong> of <strong id="limit">2</strong>"#)
+    );
+    assert!(page.body.contains("Living Room TV") && page.body.contains("living-room-tv"));
+    assert!(
+        page.body
+            .contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("<script>alert"),
+        "a device name became HTML"
+    );
+    // Refreshes itself through htmx; the fragment is the same section.
+    assert!(
+        page.body
+            .contains(r#"hx-get="/accounts/acct-7/devices" hx-trigger="every 3s""#)
+    );
+    let fragment = agent.get("/accounts/acct-7/devices").await;
+    assert_eq!(fragment.status, StatusCode::OK);
+    assert!(
+        fragment
+            .body
+            .trim_start()
+            .starts_with(r#"<section id="devices""#)
+    );
+    assert!(fragment.body.contains("&#60;script&#62;") && !fragment.body.contains("<script>alert"));
+    assert!(!fragment.body.contains("<html"), "a fragment, not a page");
+}
+
+#[tokio::test]
+async fn empty_account_says_so() {
+    let stack = stack().await;
+    let mut agent = Agent::signed_in(&stack.url, VIEWER).await;
+    let page = agent.get("/accounts/acct-nobody").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("No active streams on this account"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"<strong id="limit">1</strong>"#),
+        "default plan basic"
+    );
+}
+
+#[tokio::test]
+async fn malformed_account_ids_get_a_message() {
+    let stack = stack().await;
+    let mut agent = Agent::signed_in(&stack.url, VIEWER).await;
+    for path in [
+        "/accounts?account_id=acct%2042",
+        "/accounts/acct!42",
+        &format!("/accounts/{}", "a".repeat(65)),
+        "/audit?account_id=%3Cb%3E",
+    ] {
+        let page = agent.get(path).await;
+        assert_eq!(page.status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(
+            page.body.contains("is not an account id"),
+            "{path}: {}",
+            page.body
+        );
+    }
+    let page = agent.get("/audit?account_id=%3Cb%3E").await;
+    assert!(page.body.contains("“&#60;b&#62;”") && !page.body.contains("<b>"));
+}
+
+#[tokio::test]
+async fn viewer_cannot_force_stop() {
+    let stack = stack().await;
+    let stream = play(&stack.limiter, "acct-v", "tv", "TV", "tv").await;
+    let mut agent = Agent::signed_in(&stack.url, VIEWER).await;
+    let page = agent.get("/accounts/acct-v").await;
+    assert!(!page.body.contains("Force stop"), "no button for a viewer");
+    let path = format!("/accounts/acct-v/streams/{stream}/force-stop");
+    assert_eq!(agent.get(&path).await.status, StatusCode::FORBIDDEN);
+    let csrf = page.csrf();
+    let refused = agent.post(&path, &[("csrf", &csrf), ("reason", "x")]).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(
+        refused.body.contains("only the support role"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(active_devices(&stack.limiter, "acct-v").await, ["tv"]);
+}
+
+#[tokio::test]
+async fn posts_without_a_valid_csrf_token_are_refused() {
+    let stack = stack().await;
+    let stream = play(&stack.limiter, "acct-c", "tv", "TV", "tv").await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let path = format!("/accounts/acct-c/streams/{stream}/force-stop");
+    let token = agent.csrf().await;
+
+    let none = agent.post(&path, &[("reason", "x")]).await;
+    assert_eq!(none.status, StatusCode::FORBIDDEN);
+    assert!(none.body.contains("Nothing was changed"), "{}", none.body);
+
+    let mut other = Agent::new(&stack.url);
+    let foreign = other.csrf().await;
+    assert_eq!(
+        agent.post(&path, &[("csrf", &foreign)]).await.status,
+        StatusCode::FORBIDDEN
+    );
+
+    let cross_site = agent
+        .post_with(
+            &path,
+            &[("csrf", &token)],
+            &[("sec-fetch-site", "cross-site")],
+        )
+        .await;
+    assert_eq!(cross_site.status, StatusCode::FORBIDDEN);
+
+    // Sign-in is protected too (no login CSRF).
+    let mut fresh = Agent::new(&stack.url);
+    let page = fresh
+        .post("/sign-in", &[("user", SUPPORT.0), ("password", SUPPORT.1)])
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+
+    assert_eq!(
+        active_devices(&stack.limiter, "acct-c").await,
+        ["tv"],
+        "nothing stopped"
+    );
+    // And the same request with the token works (the header form is what htmx sends).
+    let ok = agent
+        .post_with(&path, &[], &[("x-csrf-token", &token)])
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+}
+
+#[tokio::test]
+async fn support_force_stops_with_confirmation_and_the_audit_log_records_it() {
+    let stack = stack().await;
+    let tv = play(
+        &stack.limiter,
+        "acct-s",
+        "living-room-tv",
+        "Living Room TV",
+        "tv",
+    )
+    .await;
+    play(&stack.limiter, "acct-s", "phone", "Mom's phone", "mobile").await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+
+    let page = agent.get("/accounts/acct-s").await;
+    let path = format!("/accounts/acct-s/streams/{tv}/force-stop");
+    assert!(
+        page.body.contains(&format!(r#"href="{path}""#)),
+        "{}",
+        page.body
+    );
+
+    let confirm = agent.get(&path).await;
+    assert_eq!(confirm.status, StatusCode::OK);
+    assert!(
+        confirm
+            .body
+            .contains("Force-stop “<span id=\"confirm-device\">Living Room TV</span>”?")
+    );
+
+    let too_long = "x".repeat(201);
+    let refused = agent
+        .post(
+            &path,
+            &[
+                ("csrf", &confirm.csrf()),
+                ("reason", &too_long),
+                ("device", "Living Room TV"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(refused.body.contains("at most 200"), "{}", refused.body);
+
+    let done = agent
+        .post(
+            &path,
+            &[
+                ("csrf", &confirm.csrf()),
+                ("reason", "caller says the TV is off"),
+                ("device", "Living Room TV"),
+            ],
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert_eq!(
+        done.location(),
+        "/accounts/acct-s?stopped=Living%20Room%20TV"
+    );
+    let after = agent.get(done.location()).await;
+    assert!(
+        after.body.contains("Force-stopped “Living Room TV”"),
+        "{}",
+        after.body
+    );
+    assert!(after.body.contains(r#"<strong id="in-use">1</strong>"#));
+    assert!(!after.body.contains("living-room-tv"));
+
+    assert_eq!(
+        heartbeat(&stack.limiter, "acct-s", &tv).await,
+        (410, "stream_revoked".into())
+    );
+
+    // Again (a double submit): idempotent, and the audit log still has one entry.
+    let again = agent.post(&path, &[("csrf", &confirm.csrf())]).await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER);
+    // The confirmation page of a stream that ended says so instead.
+    let gone = agent.get(&path).await;
+    assert_eq!(gone.location(), "/accounts/acct-s?gone=1");
+
+    let audit = agent.get("/audit").await;
+    assert_eq!(audit.status, StatusCode::OK);
+    assert!(
+        audit.body.contains("caller says the TV is off"),
+        "{}",
+        audit.body
+    );
+    assert!(
+        audit.body.contains(&format!("<td>{}</td>", SUPPORT.0)),
+        "actor is the signed-in user"
+    );
+    assert!(audit.body.contains("Living Room TV"));
+    let filtered = agent.get("/audit?account_id=acct-s").await;
+    assert_eq!(filtered.body.matches("class=\"audit-row\"").count(), 1);
+    let other = agent.get("/audit?account_id=acct-other").await;
+    assert!(
+        other
+            .body
+            .contains("No force-stops recorded for this account")
+    );
+}
+
+#[tokio::test]
+async fn a_down_limiter_gets_a_clear_message() {
+    // A port that was free a moment ago: nothing listens there.
+    let closed = {
+        let listener = common::free_listener().await;
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let url = common::dashboard(Settings::with_users(&closed, common::users())).await;
+    let mut agent = Agent::signed_in(&url, VIEWER).await;
+    let page = agent.get("/accounts/acct-1").await;
+    assert_eq!(page.status, StatusCode::BAD_GATEWAY);
+    assert!(
+        page.body.contains("The limiter is unreachable"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(&closed));
+    let fragment = agent.get("/accounts/acct-1/devices").await;
+    assert_eq!(fragment.status, StatusCode::OK, "htmx swaps the message in");
+    assert!(fragment.body.contains("Live data paused"));
+    let fleet = agent.get("/fleet").await;
+    assert!(
+        fleet
+            .body
+            .contains("0</strong> of 1 limiter instances reachable"),
+        "{}",
+        fleet.body
+    );
+    assert_eq!(agent.get("/audit").await.status, StatusCode::BAD_GATEWAY);
+}
+
+#[tokio::test]
+async fn a_limiter_that_needs_a_token_gets_it() {
+    let limiter = common::limiter(Some("service-token-123")).await;
+    play_with_token(&limiter).await;
+    let mut with = Settings::with_users(&limiter, common::users());
+    with.limiter_token = Some("service-token-123".into());
+    let mut agent = Agent::signed_in(&common::dashboard(with).await, VIEWER).await;
+    let page = agent.get("/accounts/acct-t").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("Token TV"));
+
+    let without = Settings::with_users(&limiter, common::users());
+    let mut agent = Agent::signed_in(&common::dashboard(without).await, VIEWER).await;
+    let page = agent.get("/accounts/acct-t").await;
+    assert_eq!(page.status, StatusCode::BAD_GATEWAY);
+    assert!(page.body.contains("service token"), "{}", page.body);
+}
+
+async fn play_with_token(limiter: &str) {
+    let response = common::http()
+        .post(format!("{limiter}/v1/streams"))
+        .bearer_auth("service-token-123")
+        .json(&serde_json::json!({"account_id": "acct-t", "device_id": "tv", "device_meta": "Token TV"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn fleet_page_shows_instances_shards_and_decisions() {
+    let stack = stack().await;
+    play(&stack.limiter, "acct-f", "tv", "TV", "tv").await;
+    let mut agent = Agent::signed_in(&stack.url, VIEWER).await;
+    let page = agent.get("/fleet").await;
+    assert_eq!(page.status, StatusCode::OK);
+    for text in [
+        "1</strong> of 1 limiter instances reachable",
+        "1</strong> of 1 store shards healthy",
+        "<strong>memory</strong>",
+        "failure policy <strong>open</strong>",
+        "<td>allowed</td><td>measuring…</td><td>1</td>",
+        r#"hx-get="/fleet/panel""#,
+    ] {
+        assert!(page.body.contains(text), "{text}: {}", page.body);
+    }
+    let panel = agent.get("/fleet/panel").await;
+    assert!(
+        panel
+            .body
+            .trim_start()
+            .starts_with(r#"<section id="fleet""#)
+    );
+}
+
+#[tokio::test]
+async fn proxy_header_mode_trusts_the_header_and_only_then() {
+    let limiter = common::limiter(None).await;
+    let stream = play(&limiter, "acct-p", "tv", "TV", "tv").await;
+    let mut settings = Settings::with_users(&limiter, common::users());
+    settings.auth = AuthMode::ProxyHeader {
+        user_header: "x-forwarded-user".parse().unwrap(),
+        role_header: Some("x-forwarded-groups".parse().unwrap()),
+        support_group: "support".into(),
+        default_role: screenlimit_admin_ui::auth::Role::Viewer,
+    };
+    let url = common::dashboard(settings).await;
+    let mut agent = Agent::new(&url);
+    assert_eq!(
+        agent.get("/accounts").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let viewer = [
+        ("x-forwarded-user", "carol@example.com"),
+        ("x-forwarded-groups", "staff"),
+    ];
+    let page = agent.get_with("/accounts/acct-p", &viewer).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("carol@example.com") && !page.body.contains("Force stop"));
+    let support = [
+        ("x-forwarded-user", "dan@example.com"),
+        ("x-forwarded-groups", "staff, support"),
+    ];
+    let path = format!("/accounts/acct-p/streams/{stream}/force-stop");
+    let confirm = agent.get_with(&path, &support).await;
+    assert_eq!(confirm.status, StatusCode::OK);
+    let done = agent
+        .post_with(&path, &[("csrf", &confirm.csrf())], &support)
+        .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    let audit = agent.get_with("/audit", &viewer).await;
+    assert!(
+        audit.body.contains("<td>dan@example.com</td>"),
+        "{}",
+        audit.body
+    );
+
+    // In password mode the same header means nothing.
+    let stack = stack().await;
+    let mut agent = Agent::new(&stack.url);
+    let page = agent.get_with("/accounts", &support).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+}
