@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine, and nothing that is already there:
-# redis-server (the tests start their own throwaway servers on free ports), Chromium and
+# redis-server and PostgreSQL (the tests start their own throwaway servers on free ports), Chromium and
 # chromedriver (the dashboard's browser test drives them headless) and cargo-nextest.
 set -euo pipefail
 
@@ -9,6 +9,9 @@ command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-cli >/dev/null || need_apt+=(redis-tools)
 [[ -x /usr/bin/chromium ]] || need_apt+=(chromium)
 [[ -x /usr/bin/chromedriver ]] || need_apt+=(chromium-driver)
+# The plan-source tests start throwaway PostgreSQL servers with initdb and postgres.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
+command -v pkill >/dev/null || need_apt+=(procps)
 
 if ((${#need_apt[@]})); then
   echo "install-test-deps: installing ${need_apt[*]} from Debian's packages"

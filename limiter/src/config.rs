@@ -700,6 +700,56 @@ stream_id_secret: "0123456789abcdef0123"
     }
 
     #[test]
+    fn plans_take_a_short_and_a_detailed_form() {
+        let yaml =
+            "plans:\n  basic: 1\n  standard: { max_streams: 2, device_caps: { mobile: 1 } }\n";
+        let config = Config::from_yaml(yaml).unwrap();
+        config.validate().unwrap();
+        let standard = config.plans["standard"].to_plan("standard");
+        assert_eq!(standard.limit, 2);
+        assert_eq!(standard.device_caps.cap(DeviceType::Mobile), Some(1));
+        assert_eq!(standard.device_caps.cap(DeviceType::Tv), None);
+        let too_high = "plans:\n  basic: { max_streams: 1, device_caps: { tv: 2 } }\n";
+        let err = Config::from_yaml(too_high).unwrap().validate().unwrap_err();
+        assert!(err.to_string().contains("caps Tv devices at 2"), "{err}");
+        let (field, _) =
+            Config::from_yaml("plans:\n  basic: { max_streams: 1, caps: {} }\n").unwrap_err();
+        assert_eq!(field, "plans.basic");
+    }
+
+    #[test]
+    fn a_postgres_plan_source_needs_its_connection_string() {
+        let yaml = "plan_source: { kind: postgres }\n";
+        let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    field: "plan_source.postgres_url_file",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let bad_channel =
+            "plan_source: { kind: postgres, postgres_url: x, notify_channel: \"drop table\" }\n";
+        let err = Config::from_yaml(bad_channel)
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    field: "plan_source.notify_channel",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn environment_overrides_the_file() {
         let env = |name: &str| match name {
             "SCREENLIMIT_LISTEN" => Some("0.0.0.0:8000".to_owned()),

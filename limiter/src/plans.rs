@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -120,12 +121,17 @@ struct CachedPlan {
     /// `None`: the database has no row for the account.
     name: Option<String>,
     fetched: Instant,
+    /// The cache epoch it was fetched in; an older epoch means "look again".
+    epoch: u64,
 }
 
 pub struct PostgresPlans {
     pool: Pool,
     query: String,
     cache: moka::future::Cache<String, CachedPlan>,
+    /// Bumped when notifications may have been missed: every cached plan is then looked up
+    /// again on next use, yet still serves if the database cannot answer.
+    epoch: AtomicU64,
     ttl: Duration,
     timeout: Duration,
     unknown_account: UnknownAccountPolicy,
@@ -166,6 +172,7 @@ impl PostgresPlans {
                 .max_capacity(config.cache_capacity)
                 .time_to_live(config.cache_max_stale)
                 .build(),
+            epoch: AtomicU64::new(0),
             ttl: config.cache_ttl,
             timeout: config.timeout,
             unknown_account: config.unknown_account,
@@ -180,11 +187,11 @@ impl PostgresPlans {
         Ok(plans)
     }
 
-    /// Forgets the cached plan of one account, or of all with `None`.
+    /// Forgets the cached plan of one account; with `None`, marks every cached plan stale.
     pub async fn invalidate(&self, account_id: Option<&str>) {
         match account_id {
             Some(account_id) => self.cache.invalidate(account_id).await,
-            None => self.cache.invalidate_all(),
+            None => _ = self.epoch.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -206,6 +213,7 @@ impl PostgresPlans {
             Ok(CachedPlan {
                 name,
                 fetched: Instant::now(),
+                epoch: self.epoch.load(Ordering::Relaxed),
             })
         };
         tokio::time::timeout(self.timeout, query)
@@ -216,7 +224,9 @@ impl PostgresPlans {
     async fn resolve(&self, account_id: &str) -> Result<Resolved, PlanError> {
         let cached = self.cache.get(account_id).await;
         if let Some(entry) = &cached {
-            if entry.fetched.elapsed() < self.ttl {
+            if entry.fetched.elapsed() < self.ttl
+                && entry.epoch == self.epoch.load(Ordering::Relaxed)
+            {
                 return self.decide(account_id, entry.name.as_deref(), false);
             }
             self.cache.invalidate(account_id).await;
@@ -279,17 +289,15 @@ impl PostgresPlans {
 }
 
 /// Keeps a connection LISTENing on `channel`; each notification's payload is an account id whose
-/// cached plan is dropped (`*` or an empty payload drops all). After a reconnect everything is
-/// dropped, since notifications may have been missed.
+/// cached plan is dropped (`*` or an empty payload marks all stale). Each (re)connect marks all
+/// stale too, since notifications may have been missed while disconnected.
 fn spawn_listener(url: String, channel: String, plans: std::sync::Weak<PostgresPlans>) {
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
-            let Some(current) = plans.upgrade() else {
+            if plans.strong_count() == 0 {
                 return;
-            };
-            current.invalidate(None).await;
-            drop(current);
+            }
             match listen(&url, &channel, &plans).await {
                 Ok(()) => backoff = Duration::from_millis(100),
                 Err(error) => {
@@ -332,6 +340,9 @@ async fn listen(
         .await
         .map_err(|e| e.to_string())?;
     tracing::info!(channel, "listening for plan changes");
+    if let Some(plans) = plans.upgrade() {
+        plans.invalidate(None).await;
+    }
     while let Some(payload) = notifications.recv().await {
         let Some(plans) = plans.upgrade() else {
             return Ok(());

@@ -518,3 +518,80 @@ async fn the_fleet_view_reports_shards_and_decision_counters() {
     assert_eq!(fleet["decisions"]["allowed"], 1);
     assert_eq!(fleet["decisions"]["denied"], 1);
 }
+
+#[tokio::test]
+async fn a_device_type_cap_is_named_in_the_409() {
+    let limiter = LimiterProcess::start(
+        "plans:\n  basic: 1\n  standard: { max_streams: 2, device_caps: { mobile: 1 } }\n",
+    );
+    let api = limiter.client();
+    let phone = |device: &str| json!({"account_id": "fam", "device_id": device, "plan": "standard", "device_type": "mobile"});
+    assert_eq!(api.play(phone("phone-1")).await.status, StatusCode::OK);
+    let second = api.play(phone("phone-2")).await;
+    assert_eq!(second.status, StatusCode::CONFLICT);
+    assert_eq!(second.body["rule"], "device_type_cap");
+    assert_eq!(second.body["device_type"], "mobile");
+    assert_eq!(second.body["cap"], 1);
+    assert_eq!(second.body["limit"], 2);
+    assert!(second.body["message"].as_str().unwrap().contains("mobile"));
+    let tv = api
+        .play(json!({"account_id": "fam", "device_id": "tv", "device_type": "tv"}))
+        .await;
+    assert_eq!(tv.status, StatusCode::OK, "the other slot is open to a tv");
+    let full = api
+        .play(json!({"account_id": "fam", "device_id": "web", "device_type": "web"}))
+        .await;
+    assert_eq!(full.body["rule"], "max_streams");
+}
+
+#[tokio::test]
+async fn support_can_grant_a_temporary_extra_stream() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    let url = format!("{}/v1/accounts/fam/limit-override", api.base);
+    let bad = api
+        .send(
+            api.http
+                .put(&url)
+                .json(&json!({"max_streams": 0, "expires_in_sec": 60})),
+        )
+        .await;
+    assert_eq!(
+        (bad.status, bad.body["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("max_streams"))
+    );
+    let granted = api
+        .send(
+            api.http
+                .put(&url)
+                .json(&json!({"max_streams": 2, "expires_in_sec": 3600})),
+        )
+        .await;
+    assert_eq!(granted.status, StatusCode::OK);
+    assert_eq!(granted.body["max_streams"], 2);
+    assert!(granted.body["expires_at"].as_str().unwrap().ends_with('Z'));
+
+    assert_eq!(api.play_on("fam", "tv").await.status, StatusCode::OK);
+    assert_eq!(
+        api.play_on("fam", "phone").await.status,
+        StatusCode::OK,
+        "the extra stream"
+    );
+    let listed = api.list("fam").await;
+    assert_eq!(listed.body["limit"], 2);
+    assert_eq!(listed.body["limit_override"]["max_streams"], 2);
+
+    assert_eq!(api.send(api.http.delete(&url)).await.status, StatusCode::OK);
+    let listed = api.list("fam").await;
+    assert_eq!(
+        (
+            listed.body["limit"].clone(),
+            listed.body["limit_override"].clone()
+        ),
+        (json!(1), json!(null))
+    );
+    assert_eq!(
+        api.play_on("fam", "tablet").await.status,
+        StatusCode::CONFLICT
+    );
+}

@@ -330,3 +330,146 @@ impl Api {
             .expect("HTTP request")
     }
 }
+
+/// A PostgreSQL server of the test's own (initdb into a temp dir, trust auth, free port).
+/// As root it runs as the `postgres` user, since PostgreSQL refuses to run as root.
+pub struct PgServer {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+fn pg_bin(tool: &str) -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    versions.sort();
+    versions
+        .last()
+        .map(|v| v.join("bin").join(tool))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "no PostgreSQL {tool} under /usr/lib/postgresql; run scripts/install-test-deps.sh"
+            )
+        })
+}
+
+fn as_postgres_user(program: PathBuf) -> Command {
+    // SAFETY-free check of the effective user: root cannot run PostgreSQL.
+    let is_root = std::env::var("USER").map(|u| u == "root").unwrap_or(false)
+        || Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if is_root {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+impl PgServer {
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "screenlimit-pg-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let _ = Command::new("chown")
+            .args(["postgres:postgres", dir.to_str().unwrap()])
+            .status();
+        let data = dir.join("data");
+        let initdb = as_postgres_user(pg_bin("initdb"))
+            .args([
+                "-D",
+                data.to_str().unwrap(),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run initdb");
+        assert!(
+            initdb.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&initdb.stderr)
+        );
+        let mut server = PgServer {
+            port: free_port(),
+            dir,
+            child: None,
+        };
+        server.launch();
+        server
+    }
+
+    fn launch(&mut self) {
+        let data = self.dir.join("data");
+        let child = as_postgres_user(pg_bin("postgres"))
+            .args(["-D", data.to_str().unwrap(), "-p", &self.port.to_string()])
+            .args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                &format!("unix_socket_directories={}", self.dir.display()),
+            ])
+            .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start postgres");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let ready = Command::new(pg_bin("pg_isready"))
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("postgres on port {} not ready within 20s", self.port);
+    }
+
+    pub fn url(&self) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            self.port
+        )
+    }
+
+    /// Kills the server outright (every backend too), as in a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGKILL the postmaster and its backends (runuser would not pass SIGKILL on).
+            let pid_file = self.dir.join("data").join("postmaster.pid");
+            if let Some(pid) = std::fs::read_to_string(pid_file)
+                .ok()
+                .and_then(|t| t.lines().next().map(str::to_owned))
+            {
+                let _ = Command::new("pkill").args(["-KILL", "-P", &pid]).status();
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
