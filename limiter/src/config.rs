@@ -148,6 +148,25 @@ pub struct StoreConfig {
     pub circuit_probe_interval: Duration,
     /// Consecutive failures that open a shard's circuit.
     pub circuit_failure_threshold: u32,
+    /// Sentinel-managed shards, instead of `redis_shards`.
+    pub sentinel: Option<SentinelConfig>,
+}
+
+/// Shards whose master Redis Sentinel tracks; the limiter follows failovers by itself.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentinelConfig {
+    /// Sentinel URLs, e.g. `redis://sentinel-0:26379`; asked in order.
+    pub addresses: Vec<String>,
+    /// One monitored master name per shard, in shard order (append only).
+    pub masters: Vec<String>,
+    /// How often Sentinel is asked where each master is.
+    #[serde(default = "default_sentinel_poll", with = "humantime_serde")]
+    pub poll_interval: Duration,
+}
+
+fn default_sentinel_poll() -> Duration {
+    Duration::from_millis(250)
 }
 
 /// What a decision does when the store cannot answer in time.
@@ -260,6 +279,7 @@ impl Default for StoreConfig {
             timeout: Duration::from_millis(25),
             circuit_probe_interval: Duration::from_millis(500),
             circuit_failure_threshold: 3,
+            sentinel: None,
         }
     }
 }
@@ -464,30 +484,7 @@ impl Config {
                 "must be greater than zero",
             ));
         }
-        match self.store.backend {
-            Backend::Memory if !self.store.redis_shards.is_empty() => {
-                return Err(invalid(
-                    "store.redis_shards",
-                    "shards are listed but store.backend is memory; set store.backend: redis",
-                ));
-            }
-            Backend::Redis if self.store.redis_shards.is_empty() => {
-                return Err(invalid(
-                    "store.redis_shards",
-                    "store.backend is redis but no shard is listed, e.g. [\"redis://127.0.0.1:6379\"]",
-                ));
-            }
-            Backend::Redis
-                if self.stream_id_secret.is_none() && self.stream_id_secret_file.is_none() =>
-            {
-                return Err(invalid(
-                    "stream_id_secret_file",
-                    "store.backend is redis, so every limiter instance must share one stream id secret: \
-                     set stream_id_secret_file (or SCREENLIMIT_STREAM_ID_SECRET)",
-                ));
-            }
-            _ => {}
-        }
+        self.validate_store()?;
         for (i, url) in self.store.redis_shards.iter().enumerate() {
             if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
                 return Err(invalid(
@@ -501,6 +498,74 @@ impl Config {
             return Err(invalid("max_body_bytes", "must be at least 512"));
         }
         Ok(())
+    }
+
+    fn validate_store(&self) -> Result<(), ConfigError> {
+        let store = &self.store;
+        let shards = !store.redis_shards.is_empty();
+        match (store.backend, shards, &store.sentinel) {
+            (Backend::Memory, true, _) => Err(invalid(
+                "store.redis_shards",
+                "shards are listed but store.backend is memory; set store.backend: redis",
+            )),
+            (Backend::Memory, false, Some(_)) => Err(invalid(
+                "store.sentinel",
+                "Sentinel is configured but store.backend is memory; set store.backend: redis",
+            )),
+            (Backend::Redis, false, None) => Err(invalid(
+                "store.redis_shards",
+                "store.backend is redis but no shard is listed, e.g. [\"redis://127.0.0.1:6379\"] (or configure store.sentinel)",
+            )),
+            (Backend::Redis, true, Some(_)) => Err(invalid(
+                "store.sentinel",
+                "give shards either as store.redis_shards or through store.sentinel, not both",
+            )),
+            (Backend::Redis, _, _)
+                if self.stream_id_secret.is_none() && self.stream_id_secret_file.is_none() =>
+            {
+                Err(invalid(
+                    "stream_id_secret_file",
+                    "store.backend is redis, so every limiter instance must share one stream id secret: \
+                 set stream_id_secret_file (or SCREENLIMIT_STREAM_ID_SECRET)",
+                ))
+            }
+            (_, _, Some(sentinel)) => {
+                if sentinel.addresses.is_empty() || sentinel.masters.is_empty() {
+                    return Err(invalid(
+                        "store.sentinel",
+                        "list at least one Sentinel address and one master name",
+                    ));
+                }
+                if let Some(bad) = sentinel
+                    .addresses
+                    .iter()
+                    .find(|a| !a.starts_with("redis://"))
+                {
+                    return Err(invalid(
+                        "store.sentinel.addresses",
+                        format!("{bad:?} must be a redis:// URL"),
+                    ));
+                }
+                if let Some(bad) = sentinel
+                    .masters
+                    .iter()
+                    .find(|m| crate::ids::validate_token(m).is_err())
+                {
+                    return Err(invalid(
+                        "store.sentinel.masters",
+                        format!("{bad:?} is not a valid master name"),
+                    ));
+                }
+                if sentinel.poll_interval < Duration::from_millis(50) {
+                    return Err(invalid(
+                        "store.sentinel.poll_interval",
+                        "must be at least 50ms",
+                    ));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     fn validate_plan_source(&self) -> Result<(), ConfigError> {

@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::plans::{PlanError, PlanSource};
 use crate::store::memory::MemoryStore;
-use crate::store::redis::{RedisOptions, RedisStore};
+use crate::store::redis::{RedisOptions, RedisStore, ShardSpec};
 use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -132,7 +132,14 @@ impl StreamService {
             Backend::Redis => AnyStore::Redis(
                 RedisStore::new(
                     &RedisOptions {
-                        shard_urls: config.store.redis_shards.clone(),
+                        shards: match &config.store.sentinel {
+                            Some(sentinel) => ShardSpec::Sentinel {
+                                addresses: sentinel.addresses.clone(),
+                                masters: sentinel.masters.clone(),
+                                poll_interval: sentinel.poll_interval,
+                            },
+                            None => ShardSpec::Urls(config.store.redis_shards.clone()),
+                        },
                         deadline: config.store.timeout,
                         failure_threshold: config.store.circuit_failure_threshold,
                         probe_interval: config.store.circuit_probe_interval,

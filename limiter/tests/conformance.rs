@@ -14,7 +14,7 @@ use screenlimit_limiter::model::{
 };
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::memory::MemoryStore;
-use screenlimit_limiter::store::redis::{RedisOptions, RedisStore};
+use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec};
 use support::RedisServer;
 
 /// Short enough for quick tests, long enough for a loaded 2-core machine.
@@ -558,7 +558,7 @@ fn memory_backend() -> Backend<MemoryStore> {
 fn redis_backend() -> Backend<RedisStore> {
     let redis = RedisServer::start();
     let options = RedisOptions {
-        shard_urls: vec![redis.url()],
+        shards: ShardSpec::Urls(vec![redis.url()]),
         deadline: Duration::from_secs(2),
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),

@@ -12,12 +12,12 @@ use screenlimit_limiter::model::{
 };
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
-use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, account_key};
+use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec, account_key};
 use support::RedisServer;
 
 fn store_on(servers: &[&RedisServer], ttl: Duration) -> Arc<RedisStore> {
     let options = RedisOptions {
-        shard_urls: servers.iter().map(|s| s.url()).collect(),
+        shards: ShardSpec::Urls(servers.iter().map(|s| s.url()).collect()),
         deadline: Duration::from_secs(2),
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),

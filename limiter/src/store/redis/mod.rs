@@ -5,14 +5,15 @@
 mod breaker;
 mod record;
 pub mod ring;
+mod shard;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, Script, ScriptInvocation, Value};
 
-use self::breaker::Breaker;
+use self::shard::Shard;
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::StreamRef;
 use crate::model::{
@@ -87,12 +88,6 @@ pub const SHARD_AUDIT_KEY: &str = "sl:audit";
 /// How long an account's audit list outlives its last entry.
 const AUDIT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
-struct Shard {
-    endpoint: String,
-    connection: ConnectionManager,
-    breaker: Breaker,
-}
-
 pub struct RedisStore {
     shards: Vec<Arc<Shard>>,
     scripts: Scripts,
@@ -103,10 +98,21 @@ pub struct RedisStore {
 
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
-    pub shard_urls: Vec<String>,
+    pub shards: ShardSpec,
     pub deadline: Duration,
     pub failure_threshold: u32,
     pub probe_interval: Duration,
+}
+
+/// Where the shards are: fixed URLs, or master names that Sentinel resolves.
+#[derive(Debug, Clone)]
+pub enum ShardSpec {
+    Urls(Vec<String>),
+    Sentinel {
+        addresses: Vec<String>,
+        masters: Vec<String>,
+        poll_interval: Duration,
+    },
 }
 
 impl RedisStore {
@@ -117,36 +123,43 @@ impl RedisStore {
         default_plan: Plan,
         timing: Timing,
     ) -> Result<Arc<Self>, String> {
-        let mut shards = Vec::with_capacity(options.shard_urls.len());
-        for (index, url) in options.shard_urls.iter().enumerate() {
-            let client = redis::Client::open(url.as_str())
-                .map_err(|e| format!("store.redis_shards[{index}]: {e}"))?;
-            let endpoint = client.get_connection_info().addr().to_string();
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(options.deadline.max(Duration::from_millis(250))))
-                .set_response_timeout(Some(options.deadline * 4))
-                .set_number_of_retries(2)
-                .set_max_delay(Duration::from_millis(200));
-            let connection = ConnectionManager::new_lazy_with_config(client, config)
-                .map_err(|e| format!("store.redis_shards[{index}]: {e}"))?;
-            shards.push(Arc::new(Shard {
-                endpoint,
-                connection,
-                breaker: Breaker::new(options.failure_threshold),
-            }));
-        }
+        let (deadline, threshold) = (options.deadline, options.failure_threshold);
+        let (shards, sentinel_poll) = match &options.shards {
+            ShardSpec::Urls(urls) => (
+                urls.iter()
+                    .enumerate()
+                    .map(|(i, url)| Shard::fixed(i, url, deadline, threshold).map(Arc::new))
+                    .collect::<Result<Vec<_>, _>>()?,
+                options.probe_interval,
+            ),
+            ShardSpec::Sentinel {
+                addresses,
+                masters,
+                poll_interval,
+            } => (
+                masters
+                    .iter()
+                    .enumerate()
+                    .map(|(i, master)| {
+                        Shard::sentinel(i, addresses, master, deadline, threshold).map(Arc::new)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                *poll_interval,
+            ),
+        };
         let store = Arc::new(RedisStore {
             shards,
             scripts: Scripts::new(),
             default_plan,
             timing,
-            deadline: options.deadline,
+            deadline,
         });
         for shard in &store.shards {
-            spawn_probe(
+            shard::spawn_maintenance(
                 Arc::downgrade(shard),
                 options.probe_interval,
-                options.deadline,
+                sentinel_poll,
+                deadline,
             );
         }
         Ok(store)
@@ -167,34 +180,41 @@ impl RedisStore {
         invocation: &ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
         let index = ring::shard_for(account_id, self.shards.len());
-        let mut connection = self.shards[index].connection.clone();
-        self.guarded(index, invocation.invoke_async(&mut connection))
-            .await
+        self.guarded(index, |mut connection| async move {
+            invocation.invoke_async(&mut connection).await
+        })
+        .await
     }
 
-    /// Runs one call on shard `index` under its circuit breaker and the store deadline.
-    async fn guarded<T>(
-        &self,
-        index: usize,
-        call: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, StoreError> {
+    /// Runs one call on shard `index`'s master under its circuit breaker and the store deadline.
+    async fn guarded<T, F, Fut>(&self, index: usize, call: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
         let shard = &self.shards[index];
         if shard.breaker.is_open() {
             return Err(StoreError::CircuitOpen { shard: index });
         }
-        let error = match tokio::time::timeout(self.deadline, call).await {
-            Ok(Ok(value)) => {
-                shard.breaker.record_success();
-                return Ok(value);
-            }
-            Ok(Err(e)) => StoreError::Backend {
+        let error = match shard.connection() {
+            None => StoreError::Backend {
                 shard: index,
-                message: e.to_string(),
+                message: "no master known yet; asking Sentinel".into(),
             },
-            Err(_) => StoreError::Timeout { shard: index },
+            Some(connection) => match tokio::time::timeout(self.deadline, call(connection)).await {
+                Ok(Ok(value)) => {
+                    shard.breaker.record_success();
+                    return Ok(value);
+                }
+                Ok(Err(e)) => StoreError::Backend {
+                    shard: index,
+                    message: e.to_string(),
+                },
+                Err(_) => StoreError::Timeout { shard: index },
+            },
         };
         if shard.breaker.record_failure() {
-            tracing::warn!(shard = index, endpoint = %shard.endpoint, %error, "store circuit opened");
+            tracing::warn!(shard = index, endpoint = %shard.endpoint(), %error, "store circuit opened");
         }
         Err(error)
     }
@@ -206,11 +226,13 @@ impl RedisStore {
         key: &str,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let mut connection = self.shards[index].connection.clone();
         let mut command = redis::cmd("LRANGE");
         command.arg(key).arg(0).arg(limit.saturating_sub(1));
+        let command = &command;
         let raw: Vec<String> = self
-            .guarded(index, command.query_async(&mut connection))
+            .guarded(index, |mut connection| async move {
+                command.query_async(&mut connection).await
+            })
             .await?;
         Ok(raw
             .iter()
@@ -226,34 +248,6 @@ impl RedisStore {
             .arg(self.timing.ttl_ms)
             .arg(self.timing.revocation_ms)
     }
-}
-
-/// Pings an open shard every `interval` and closes its circuit once it answers.
-fn spawn_probe(shard: Weak<Shard>, interval: Duration, deadline: Duration) {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(interval).await;
-            let Some(shard) = shard.upgrade() else { return };
-            if !shard.breaker.is_open() {
-                continue;
-            }
-            if key_count(&shard, deadline.max(Duration::from_millis(100)))
-                .await
-                .is_some()
-            {
-                shard.breaker.close();
-                tracing::info!(endpoint = %shard.endpoint, "store circuit closed: shard answers again");
-            }
-        }
-    });
-}
-
-/// Asks the shard how many keys it holds: a liveness check that also says something.
-async fn key_count(shard: &Shard, deadline: Duration) -> Option<u64> {
-    let mut connection = shard.connection.clone();
-    let command = redis::cmd("DBSIZE");
-    let count = command.query_async::<u64>(&mut connection);
-    tokio::time::timeout(deadline, count).await.ok()?.ok()
 }
 
 fn malformed(what: &str) -> StoreError {
@@ -474,10 +468,11 @@ impl LeaseStore for RedisStore {
             .iter()
             .enumerate()
             .map(|(index, shard)| async move {
-                let keys = key_count(shard, self.deadline.max(Duration::from_millis(100))).await;
+                let keys =
+                    shard::key_count(shard, self.deadline.max(Duration::from_millis(100))).await;
                 ShardHealth {
                     shard: index,
-                    endpoint: shard.endpoint.clone(),
+                    endpoint: shard.endpoint(),
                     reachable: keys.is_some(),
                     circuit: shard.breaker.state(),
                     keys,

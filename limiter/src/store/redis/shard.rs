@@ -1,0 +1,250 @@
+//! One Redis shard: where its master is (a fixed URL, or whatever its Sentinels say), the
+//! connection to it, and its circuit breaker. A background task per shard follows Sentinel
+//! failovers and probes an open circuit.
+
+use std::sync::{RwLock, Weak};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::breaker::Breaker;
+
+/// How a shard's master is found.
+enum Locator {
+    Fixed,
+    /// Sentinels (asked in order) and the master name they monitor.
+    Sentinel {
+        sentinels: Vec<ConnectionManager>,
+        master: String,
+    },
+}
+
+#[derive(Clone)]
+struct Current {
+    endpoint: String,
+    connection: ConnectionManager,
+}
+
+pub struct Shard {
+    pub index: usize,
+    locator: Locator,
+    /// `None` until Sentinel has named a master.
+    current: RwLock<Option<Current>>,
+    pub breaker: Breaker,
+    config: ConnectionManagerConfig,
+}
+
+/// Connections retry little and fail fast: the store deadline and the breaker do the rest.
+pub fn manager_config(deadline: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(deadline.max(Duration::from_millis(250))))
+        .set_response_timeout(Some(deadline * 4))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_millis(200))
+}
+
+fn lazy_manager(
+    url: &str,
+    config: &ConnectionManagerConfig,
+) -> Result<(String, ConnectionManager), String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let endpoint = client.get_connection_info().addr().to_string();
+    let connection = ConnectionManager::new_lazy_with_config(client, config.clone())
+        .map_err(|e| e.to_string())?;
+    Ok((endpoint, connection))
+}
+
+impl Shard {
+    pub fn fixed(
+        index: usize,
+        url: &str,
+        deadline: Duration,
+        failure_threshold: u32,
+    ) -> Result<Shard, String> {
+        let config = manager_config(deadline);
+        let (endpoint, connection) =
+            lazy_manager(url, &config).map_err(|e| format!("store.redis_shards[{index}]: {e}"))?;
+        Ok(Shard {
+            index,
+            locator: Locator::Fixed,
+            current: RwLock::new(Some(Current {
+                endpoint,
+                connection,
+            })),
+            breaker: Breaker::new(failure_threshold),
+            config,
+        })
+    }
+
+    pub fn sentinel(
+        index: usize,
+        sentinel_urls: &[String],
+        master: &str,
+        deadline: Duration,
+        failure_threshold: u32,
+    ) -> Result<Shard, String> {
+        let config = manager_config(deadline);
+        let sentinels = sentinel_urls
+            .iter()
+            .map(|url| lazy_manager(url, &config).map(|(_, c)| c))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("store.sentinel.addresses: {e}"))?;
+        Ok(Shard {
+            index,
+            locator: Locator::Sentinel {
+                sentinels,
+                master: master.to_owned(),
+            },
+            current: RwLock::new(None),
+            breaker: Breaker::new(failure_threshold),
+            config,
+        })
+    }
+
+    /// The connection to the shard's master, if one is known.
+    pub fn connection(&self) -> Option<ConnectionManager> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|c| c.connection.clone())
+    }
+
+    /// Where the shard's master is, for health views (no credentials).
+    pub fn endpoint(&self) -> String {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        let at = current
+            .as_ref()
+            .map_or("unknown", |c| c.endpoint.as_str())
+            .to_owned();
+        match &self.locator {
+            Locator::Fixed => at,
+            Locator::Sentinel { master, .. } => format!("{at} (sentinel master {master})"),
+        }
+    }
+
+    /// Asks the Sentinels where the master is and switches to it once it says it is a master.
+    /// Returns true when the shard moved.
+    async fn follow_master(&self, deadline: Duration) -> bool {
+        let Locator::Sentinel { sentinels, master } = &self.locator else {
+            return false;
+        };
+        let Some((host, port)) = ask_sentinels(sentinels, master, deadline).await else {
+            return false;
+        };
+        let endpoint = format!("{host}:{port}");
+        if self
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|c| c.endpoint == endpoint)
+        {
+            return false;
+        }
+        let Ok((_, connection)) = lazy_manager(&format!("redis://{endpoint}"), &self.config) else {
+            return false;
+        };
+        // Never write to a replica: switch only once the new address answers as master.
+        if !is_master(&connection, deadline).await {
+            return false;
+        }
+        let previous = self
+            .current
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(Current {
+                endpoint: endpoint.clone(),
+                connection,
+            });
+        let from = previous.map_or_else(|| "none".to_owned(), |c| c.endpoint);
+        tracing::warn!(
+            shard = self.index,
+            master,
+            from,
+            to = endpoint,
+            "shard master changed (Sentinel)"
+        );
+        self.breaker.close();
+        true
+    }
+
+    pub fn is_sentinel(&self) -> bool {
+        matches!(self.locator, Locator::Sentinel { .. })
+    }
+}
+
+async fn ask_sentinels(
+    sentinels: &[ConnectionManager],
+    master: &str,
+    deadline: Duration,
+) -> Option<(String, u16)> {
+    for sentinel in sentinels {
+        let mut connection = sentinel.clone();
+        let mut command = redis::cmd("SENTINEL");
+        command.arg("get-master-addr-by-name").arg(master);
+        let asked = tokio::time::timeout(
+            deadline,
+            command.query_async::<Option<(String, u16)>>(&mut connection),
+        );
+        if let Ok(Ok(Some(address))) = asked.await {
+            return Some(address);
+        }
+    }
+    None
+}
+
+async fn is_master(connection: &ConnectionManager, deadline: Duration) -> bool {
+    let mut connection = connection.clone();
+    let command = redis::cmd("ROLE");
+    let role = tokio::time::timeout(
+        deadline,
+        command.query_async::<Vec<redis::Value>>(&mut connection),
+    )
+    .await;
+    matches!(role, Ok(Ok(values)) if matches!(values.first(), Some(redis::Value::BulkString(b)) if b == b"master"))
+}
+
+/// Asks the shard how many keys it holds: a liveness check that also says something.
+pub async fn key_count(shard: &Shard, deadline: Duration) -> Option<u64> {
+    let mut connection = shard.connection()?;
+    let command = redis::cmd("DBSIZE");
+    tokio::time::timeout(deadline, command.query_async::<u64>(&mut connection))
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Follows the shard's master (Sentinel shards, every `sentinel_poll`) and closes an open
+/// circuit once the shard answers (every `probe_interval`). Stops when the shard is dropped.
+pub fn spawn_maintenance(
+    shard: Weak<Shard>,
+    probe_interval: Duration,
+    sentinel_poll: Duration,
+    deadline: Duration,
+) {
+    let tick = probe_interval.min(sentinel_poll);
+    let deadline = deadline.max(Duration::from_millis(100));
+    tokio::spawn(async move {
+        let mut since_probe = Duration::ZERO;
+        let mut since_poll = sentinel_poll; // ask Sentinel at once
+        loop {
+            let Some(shard) = shard.upgrade() else { return };
+            if shard.is_sentinel() && since_poll >= sentinel_poll {
+                since_poll = Duration::ZERO;
+                shard.follow_master(deadline).await;
+            }
+            if shard.breaker.is_open() && since_probe >= probe_interval {
+                since_probe = Duration::ZERO;
+                if key_count(&shard, deadline).await.is_some() {
+                    shard.breaker.close();
+                    tracing::info!(shard = shard.index, endpoint = %shard.endpoint(), "store circuit closed: shard answers again");
+                }
+            }
+            drop(shard);
+            tokio::time::sleep(tick).await;
+            since_probe += tick;
+            since_poll += tick;
+        }
+    });
+}
