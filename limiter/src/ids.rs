@@ -1,10 +1,10 @@
 //! Identifiers: the character and length rules for client-supplied ids, and stream ids that carry
 //! their own proof of which account and device they were issued for.
 //!
-//! A stream id is `<nonce><mac>.<device_id>`: 22 characters of base64url for 128 random bits,
-//! 16 for an HMAC-SHA256 tag (96 bits) over account, device and nonce, then the device id. The
-//! limiter checks the tag without a store lookup, so an id presented with another account's id is
-//! refused before anything is read or written.
+//! A stream id is `<body><mac>.<device_id>`: base64url of 128 random bits plus the plan it was
+//! issued under, 16 characters for an HMAC-SHA256 tag (96 bits) over account, device and body,
+//! then the device id. The limiter checks the tag without a store lookup, so an id presented with
+//! another account's id is refused before anything is read or written.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -18,7 +18,6 @@ pub const MAX_DEVICE_META_BYTES: usize = 64;
 
 pub const NONCE_LEN: usize = 16;
 const MAC_LEN: usize = 12;
-const NONCE_CHARS: usize = 22;
 const MAC_CHARS: usize = 16;
 
 pub type Nonce = [u8; NONCE_LEN];
@@ -65,11 +64,20 @@ pub fn validate_display_name(text: &str) -> Result<(), IdError> {
     Ok(())
 }
 
-/// What a verified stream id names: the device it was issued to and its random part.
+/// The plan a stream was issued under. Its id carries it, so a lease lost with the store (a
+/// restart, a reshard) comes back under the right limit, not the default plan's.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlanTag {
+    pub name: String,
+    pub limit: u32,
+}
+
+/// What a verified stream id names: the device it was issued to, its random part, its plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamRef {
     pub device_id: String,
     pub nonce: Nonce,
+    pub plan: PlanTag,
 }
 
 /// Mints and verifies stream ids with one shared secret.
@@ -100,45 +108,53 @@ impl StreamIdCodec {
         rand::random()
     }
 
-    fn tag(&self, account_id: &str, device_id: &str, nonce: &Nonce) -> Hmac<Sha256> {
+    fn tag(&self, account_id: &str, device_id: &str, body: &[u8]) -> Hmac<Sha256> {
         let mut mac = self.mac.clone();
         // Length prefixes keep ("ab","c") and ("a","bc") apart.
         mac.update(&[account_id.len() as u8]);
         mac.update(account_id.as_bytes());
         mac.update(&[device_id.len() as u8]);
         mac.update(device_id.as_bytes());
-        mac.update(nonce);
+        mac.update(body);
         mac
     }
 
-    /// The stream id for this account, device and nonce; the same inputs give the same id.
+    /// The stream id for this account and stream; the same inputs give the same id:
+    /// `base64url(nonce ‖ plan limit ‖ plan name) ‖ base64url(tag) "." device_id`.
     pub fn encode(&self, account_id: &str, stream: &StreamRef) -> String {
+        let mut body = Vec::with_capacity(NONCE_LEN + 1 + stream.plan.name.len());
+        body.extend_from_slice(&stream.nonce);
+        body.push(u8::try_from(stream.plan.limit).unwrap_or(u8::MAX));
+        body.extend_from_slice(stream.plan.name.as_bytes());
         let tag = self
-            .tag(account_id, &stream.device_id, &stream.nonce)
+            .tag(account_id, &stream.device_id, &body)
             .finalize()
             .into_bytes();
-        let mut id = String::with_capacity(NONCE_CHARS + MAC_CHARS + 1 + stream.device_id.len());
-        URL_SAFE_NO_PAD.encode_string(stream.nonce, &mut id);
+        let mut id = String::with_capacity(2 * body.len() + MAC_CHARS + 1 + stream.device_id.len());
+        URL_SAFE_NO_PAD.encode_string(&body, &mut id);
         URL_SAFE_NO_PAD.encode_string(&tag[..MAC_LEN], &mut id);
         id.push('.');
         id.push_str(&stream.device_id);
         id
     }
 
-    /// The device and nonce of `stream_id` if it was issued for `account_id`, else `None`.
+    /// The stream `stream_id` names if it was issued for `account_id`, else `None`.
     pub fn decode(&self, account_id: &str, stream_id: &str) -> Option<StreamRef> {
-        let (head, device_id) = stream_id.split_at_checked(NONCE_CHARS + MAC_CHARS)?;
-        let device_id = device_id.strip_prefix('.')?;
+        let (head, device_id) = stream_id.split_once('.')?;
         validate_token(device_id).ok()?;
-        let (nonce_b64, mac_b64) = head.split_at(NONCE_CHARS);
-        let nonce: Nonce = URL_SAFE_NO_PAD.decode(nonce_b64).ok()?.try_into().ok()?;
+        let (body_b64, mac_b64) = head.split_at_checked(head.len().checked_sub(MAC_CHARS)?)?;
+        let body = URL_SAFE_NO_PAD.decode(body_b64).ok()?;
         let tag = URL_SAFE_NO_PAD.decode(mac_b64).ok()?;
-        self.tag(account_id, device_id, &nonce)
+        self.tag(account_id, device_id, &body)
             .verify_truncated_left(&tag)
             .ok()?;
+        let nonce: Nonce = body.get(..NONCE_LEN)?.try_into().ok()?;
+        let limit = u32::from(*body.get(NONCE_LEN)?);
+        let name = String::from_utf8(body.get(NONCE_LEN + 1..)?.to_vec()).ok()?;
         Some(StreamRef {
             device_id: device_id.to_owned(),
             nonce,
+            plan: PlanTag { name, limit },
         })
     }
 }
@@ -173,12 +189,17 @@ mod tests {
     #[test]
     fn a_stream_id_round_trips_for_its_own_account_only() {
         let codec = StreamIdCodec::new(b"a test secret of some length");
+        let plan = PlanTag {
+            name: "premium".into(),
+            limit: 4,
+        };
         let stream = StreamRef {
             device_id: "tv-1".into(),
             nonce: StreamIdCodec::new_nonce(),
+            plan,
         };
         let id = codec.encode("acct-1", &stream);
-        assert_eq!(id.len(), 22 + 16 + 1 + 4);
+        assert_eq!(id.len(), 32 + 16 + 1 + 4, "{id}");
         assert_eq!(codec.decode("acct-1", &id), Some(stream.clone()));
         assert_eq!(
             codec.decode("acct-2", &id),
@@ -195,6 +216,7 @@ mod tests {
         let stream = StreamRef {
             device_id: "tv-1".into(),
             nonce: [7; 16],
+            plan: PlanTag::default(),
         };
         let id = codec.encode("acct-1", &stream);
         let moved_device = id.replace(".tv-1", ".tv-2");
@@ -205,7 +227,15 @@ mod tests {
             codec.decode("acct-1", &String::from_utf8(flipped).unwrap()),
             None
         );
-        for junk in ["", "short", &id[..38], &format!("{}x", &id[..38])] {
+        let head = id.split_once('.').unwrap().0;
+        for junk in [
+            "",
+            "short",
+            ".tv-1",
+            head,
+            &format!("{head}x.tv-1"),
+            &format!("{}.tv-1", &head[1..]),
+        ] {
             assert_eq!(codec.decode("acct-1", junk), None, "{junk:?}");
         }
     }

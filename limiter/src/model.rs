@@ -9,6 +9,7 @@
 //! device and a nonce: a heartbeat whose nonce differs from the device's record belongs to a
 //! stream that was replaced, and is revoked.
 
+pub use crate::ids::PlanTag;
 use crate::ids::{Nonce, StreamRef};
 
 /// Milliseconds since the Unix epoch, on the store's clock.
@@ -105,6 +106,19 @@ impl Plan {
             device_caps: DeviceCaps::default(),
         }
     }
+
+    pub fn tag(&self) -> PlanTag {
+        PlanTag {
+            name: self.name.clone(),
+            limit: self.limit,
+        }
+    }
+}
+
+impl From<&PlanTag> for Plan {
+    fn from(tag: &PlanTag) -> Plan {
+        Plan::new(&tag.name, tag.limit)
+    }
 }
 
 /// A temporary limit support granted an account, replacing its plan's limit until `until`.
@@ -140,10 +154,12 @@ pub struct Lease {
 }
 
 impl Lease {
-    pub fn stream(&self) -> StreamRef {
+    /// The stream as its id names it, under the account's plan.
+    pub fn stream(&self, plan: &PlanTag) -> StreamRef {
         StreamRef {
             device_id: self.device.id.clone(),
             nonce: self.nonce,
+            plan: plan.clone(),
         }
     }
 }
@@ -180,11 +196,14 @@ pub struct AcquireCmd {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AcquireOutcome {
     Granted {
+        /// The plan the account is now held to (its id carries it).
+        plan: PlanTag,
         limit: u32,
         active_count: u32,
         expires_at: Millis,
     },
     Denied {
+        plan: PlanTag,
         limit: u32,
         rule: DenyRule,
         active: Vec<Lease>,
@@ -249,7 +268,7 @@ pub const AUDIT_PER_ACCOUNT: usize = 50;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountView {
-    pub plan: String,
+    pub plan: PlanTag,
     /// The limit in force: the override's while one is active, else the plan's.
     pub limit: u32,
     pub limit_override: Option<LimitOverride>,
@@ -387,6 +406,7 @@ impl AccountState {
         if let Some(rule) = rule {
             let active = live().map(Record::lease).collect();
             return AcquireOutcome::Denied {
+                plan: plan.tag(),
                 limit,
                 rule,
                 active,
@@ -403,6 +423,7 @@ impl AccountState {
         self.records = records;
         self.plan = plan;
         AcquireOutcome::Granted {
+            plan: self.plan.tag(),
             limit,
             active_count: active + 1,
             expires_at,
@@ -495,7 +516,7 @@ impl AccountState {
 
     pub fn view(&self, now: Millis) -> AccountView {
         AccountView {
-            plan: self.plan.name.clone(),
+            plan: self.plan.tag(),
             limit: self.limit_at(&self.plan, now),
             limit_override: self.limit_override.filter(|o| o.until > now),
             active: self

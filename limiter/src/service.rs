@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{Backend, Config, FailurePolicy};
-use crate::ids::{StreamIdCodec, StreamRef};
+use crate::ids::{PlanTag, StreamIdCodec, StreamRef};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, DenyRule, Device, ForceStopCmd,
@@ -167,11 +167,16 @@ impl StreamService {
         })
     }
 
-    fn active_streams(&self, account_id: &str, leases: Vec<Lease>) -> Vec<ActiveStream> {
+    fn active_streams(
+        &self,
+        account_id: &str,
+        plan: &PlanTag,
+        leases: Vec<Lease>,
+    ) -> Vec<ActiveStream> {
         leases
             .into_iter()
             .map(|lease| ActiveStream {
-                stream_id: self.codec.encode(account_id, &lease.stream()),
+                stream_id: self.codec.encode(account_id, &lease.stream(plan)),
                 lease,
             })
             .collect()
@@ -220,42 +225,44 @@ impl StreamService {
                 }
             }
         };
-        let stream = StreamRef {
+        let stream = |plan: PlanTag| StreamRef {
             device_id: cmd.device.id.clone(),
             nonce: cmd.nonce,
+            plan,
         };
         let decision = match outcome {
             Some(AcquireOutcome::Granted {
+                plan,
                 limit,
                 active_count,
                 ..
             }) => PlayDecision::Granted {
-                stream_id: self.codec.encode(&cmd.account_id, &stream),
+                stream_id: self.codec.encode(&cmd.account_id, &stream(plan)),
                 limit,
                 active_count: Some(active_count),
                 degraded,
             },
             Some(AcquireOutcome::Denied {
+                plan,
                 limit,
                 rule,
                 active,
             }) => PlayDecision::Denied {
                 limit,
                 rule,
-                active: self.active_streams(&cmd.account_id, active),
+                active: self.active_streams(&cmd.account_id, &plan, active),
             },
             // Fail open: the stream id is real, so once the store is back the stream's next
-            // heartbeat re-registers it and the cap applies again.
-            None => PlayDecision::Granted {
-                stream_id: self.codec.encode(&cmd.account_id, &stream),
-                limit: cmd
-                    .plan
-                    .as_ref()
-                    .unwrap_or(&self.plans.book().default)
-                    .limit,
-                active_count: None,
-                degraded: true,
-            },
+            // heartbeat re-registers it (under the plan the id carries) and the cap applies again.
+            None => {
+                let plan = cmd.plan.as_ref().unwrap_or(&self.plans.book().default);
+                PlayDecision::Granted {
+                    stream_id: self.codec.encode(&cmd.account_id, &stream(plan.tag())),
+                    limit: plan.limit,
+                    active_count: None,
+                    degraded: true,
+                }
+            }
         };
         self.metrics.decision(match &decision {
             PlayDecision::Granted { degraded: true, .. } => Decision::Degraded,
@@ -410,10 +417,10 @@ impl StreamService {
             .map_err(|e| self.unavailable(e))?;
         self.metrics.observe("list", started.elapsed());
         Ok(AccountStreams {
-            plan,
+            active: self.active_streams(account_id, &plan, active),
+            plan: plan.name,
             limit,
             limit_override,
-            active: self.active_streams(account_id, active),
         })
     }
 

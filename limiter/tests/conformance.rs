@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
+use screenlimit_limiter::ids::{PlanTag, StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
     AcquireCmd, AcquireOutcome, DenyRule, Device, DeviceCaps, DeviceType, ForceStopCmd,
     ForceStopOutcome, HeartbeatOutcome, OverrideGrant, Plan, ReleaseOutcome, Timing,
@@ -41,16 +41,13 @@ fn play(account: &str, device: &str, plan: Option<Plan>) -> AcquireCmd {
     }
 }
 
-fn stream_of(cmd: &AcquireCmd) -> StreamRef {
-    StreamRef {
-        device_id: cmd.device.id.clone(),
-        nonce: cmd.nonce,
-    }
-}
-
 async fn granted<S: LeaseStore>(store: &S, cmd: &AcquireCmd) -> StreamRef {
     match store.acquire(cmd).await.unwrap() {
-        AcquireOutcome::Granted { .. } => stream_of(cmd),
+        AcquireOutcome::Granted { plan, .. } => StreamRef {
+            device_id: cmd.device.id.clone(),
+            nonce: cmd.nonce,
+            plan,
+        },
         denied => panic!("expected a grant for {}, got {denied:?}", cmd.device.id),
     }
 }
@@ -98,6 +95,7 @@ mod cases {
                 limit,
                 active,
                 rule,
+                ..
             } => {
                 assert_eq!(rule, DenyRule::MaxStreams);
                 assert_eq!(limit, 2);
@@ -228,6 +226,10 @@ mod cases {
         let lost = StreamRef {
             device_id: "tv".into(),
             nonce: StreamIdCodec::new_nonce(),
+            plan: PlanTag {
+                name: "basic".into(),
+                limit: 1,
+            },
         };
         assert!(matches!(
             store.heartbeat("acct", &lost).await.unwrap(),
@@ -305,18 +307,45 @@ mod cases {
         );
     }
 
+    pub async fn a_lost_lease_comes_back_under_the_plan_its_stream_carries<S: LeaseStore>(
+        store: &S,
+    ) {
+        // After a store restart or a reshard the account's plan is gone; its streams know it.
+        let premium = PlanTag {
+            name: "premium".into(),
+            limit: 4,
+        };
+        for device in ["tv", "phone", "tablet"] {
+            let lost = StreamRef {
+                device_id: device.into(),
+                nonce: StreamIdCodec::new_nonce(),
+                plan: premium.clone(),
+            };
+            let beat = store.heartbeat("family", &lost).await.unwrap();
+            assert!(
+                matches!(beat, HeartbeatOutcome::Reregistered { .. }),
+                "{device}: {beat:?}"
+            );
+        }
+        let view = store.list("family").await.unwrap();
+        assert_eq!(
+            (view.plan.name.as_str(), view.limit, view.active.len()),
+            ("premium", 4, 3)
+        );
+    }
+
     pub async fn the_plan_of_the_latest_play_start_holds<S: LeaseStore>(store: &S) {
         granted(store, &play("acct", "tv", plan("premium", 4))).await;
         granted(store, &play("acct", "phone", None)).await;
         granted(store, &play("acct", "tablet", None)).await;
         let view = store.list("acct").await.unwrap();
         assert_eq!(
-            (view.plan.as_str(), view.limit, view.active.len()),
+            (view.plan.name.as_str(), view.limit, view.active.len()),
             ("premium", 4, 3)
         );
         let fresh = store.list("nobody").await.unwrap();
         assert_eq!(
-            (fresh.plan.as_str(), fresh.limit, fresh.active.len()),
+            (fresh.plan.name.as_str(), fresh.limit, fresh.active.len()),
             ("basic", 1, 0)
         );
     }
@@ -441,6 +470,7 @@ mod plan_rule_cases {
                 limit,
                 rule,
                 active,
+                ..
             } => {
                 assert_eq!(limit, 2);
                 assert_eq!(
@@ -603,6 +633,7 @@ conformance_module!(
     an_expired_lease_re_registers_when_there_is_room,
     an_expired_lease_on_a_full_account_is_told_to_re_acquire,
     a_lease_lost_with_the_store_re_registers_for_its_device,
+    a_lost_lease_comes_back_under_the_plan_its_stream_carries,
     a_graceful_stop_frees_the_slot_at_once,
     a_replaced_stream_stays_revoked_after_its_successor_stops,
     take_over_stops_the_named_stream_and_takes_its_slot,

@@ -83,6 +83,7 @@ async fn every_operation_is_one_evalsha_and_lost_scripts_are_reloaded() {
     let stream = StreamRef {
         device_id: "tv".into(),
         nonce: tv.nonce,
+        plan: Default::default(),
     };
     store.heartbeat("acct", &stream).await.unwrap();
     store.list("acct").await.unwrap();
@@ -107,6 +108,7 @@ async fn every_operation_is_one_evalsha_and_lost_scripts_are_reloaded() {
     let replay = StreamRef {
         device_id: "tv".into(),
         nonce: replay.nonce,
+        plan: Default::default(),
     };
     let beat = store.heartbeat("acct", &replay).await.unwrap();
     assert!(matches!(beat, HeartbeatOutcome::Renewed { .. }), "{beat:?}");

@@ -98,6 +98,16 @@ impl MemoryStore {
         account_id: &str,
         op: impl FnOnce(&mut AccountState, Millis) -> T,
     ) -> T {
+        self.with_account_or(account_id, &self.default_plan, op)
+    }
+
+    /// Runs `op` on the account, created under `fresh_plan` if the store holds nothing for it.
+    fn with_account_or<T>(
+        &self,
+        account_id: &str,
+        fresh_plan: &Plan,
+        op: impl FnOnce(&mut AccountState, Millis) -> T,
+    ) -> T {
         let stripe = (xxhash_rust::xxh3::xxh3_64(account_id.as_bytes()) % STRIPES as u64) as usize;
         let mut map = self.stripes[stripe]
             .lock()
@@ -105,7 +115,7 @@ impl MemoryStore {
         let now = now_ms();
         let state = map
             .entry(account_id.to_owned())
-            .or_insert_with(|| AccountState::new(self.default_plan.clone()));
+            .or_insert_with(|| AccountState::new(fresh_plan.clone()));
         state.prune(now, self.timing);
         let out = op(state, now);
         if state.forget_at(self.timing).is_none() {
@@ -127,7 +137,13 @@ impl LeaseStore for MemoryStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        Ok(self.with_account(account_id, |state, now| {
+        // A lease lost with its account comes back under the plan its stream id carries.
+        let fresh_plan = if stream.plan.limit > 0 {
+            Plan::from(&stream.plan)
+        } else {
+            self.default_plan.clone()
+        };
+        Ok(self.with_account_or(account_id, &fresh_plan, |state, now| {
             state.heartbeat(stream, now, self.timing)
         }))
     }

@@ -38,8 +38,21 @@ impl RedisServer {
     }
 
     pub fn start_on(port: u16) -> Self {
+        Self::spawn(port, &[])
+    }
+
+    /// A replica of the server on `primary_port`.
+    pub fn start_replica_of(primary_port: u16) -> Self {
+        Self::spawn(
+            free_port(),
+            &["--replicaof", "127.0.0.1", &primary_port.to_string()],
+        )
+    }
+
+    fn spawn(port: u16, extra: &[&str]) -> Self {
         let child = Command::new(redis_server_bin())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -136,6 +149,91 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         *self = Self::start_on(self.port);
+    }
+}
+
+/// A Redis Sentinel of the test's own, monitoring the given masters (name, port) with quorum 2,
+/// tuned to fail over within about a second.
+pub struct SentinelServer {
+    pub port: u16,
+    child: Option<Child>,
+    _dir: tempfile::TempDir,
+}
+
+impl SentinelServer {
+    pub fn start(masters: &[(&str, u16)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut conf = format!(
+            "port {port}\nbind 127.0.0.1\ndir {}\n",
+            dir.path().display()
+        );
+        for (name, master_port) in masters {
+            conf.push_str(&format!(
+                "sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
+                 sentinel down-after-milliseconds {name} 500\n\
+                 sentinel failover-timeout {name} 3000\n\
+                 sentinel parallel-syncs {name} 1\n"
+            ));
+        }
+        let conf_path = dir.path().join("sentinel.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new(redis_server_bin())
+            .arg(&conf_path)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel");
+        let sentinel = SentinelServer {
+            port,
+            child: Some(child),
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sentinel
+            .command("PING")
+            .is_none_or(|r| !r.starts_with("+PONG"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "sentinel on {port} did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sentinel
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn command(&self, command: &str) -> Option<String> {
+        RedisServer {
+            port: self.port,
+            child: None,
+        }
+        .command(command)
+    }
+
+    /// How many healthy replicas this Sentinel knows for `master`.
+    pub fn known_replicas(&self, master: &str) -> usize {
+        let reply = self
+            .command(&format!("SENTINEL replicas {master}"))
+            .unwrap_or_default();
+        reply
+            .matches("flags")
+            .count()
+            .saturating_sub(reply.matches("s_down").count())
+    }
+}
+
+impl Drop for SentinelServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use redis::{FromRedisValue, Script, ScriptInvocation, Value};
 
 use self::shard::Shard;
 use super::{LeaseStore, ShardHealth, StoreError};
-use crate::ids::StreamRef;
+use crate::ids::{PlanTag, StreamRef};
 use crate::model::{
     AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, DenyRule,
     DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride,
@@ -306,12 +306,18 @@ impl LeaseStore for RedisStore {
         invocation.arg(&caps[..]);
         let reply: Vec<Value> = self.run(&cmd.account_id, &invocation).await?;
         match reply.as_slice() {
-            [granted, limit, count, expires] if int(granted)? == 1 => Ok(AcquireOutcome::Granted {
-                limit: int(limit)? as u32,
-                active_count: int(count)? as u32,
-                expires_at: int(expires)?,
-            }),
-            [denied, limit, rule, cap, active @ ..] if int(denied)? == 0 => {
+            [granted, limit, count, expires, plan, plan_limit] if int(granted)? == 1 => {
+                Ok(AcquireOutcome::Granted {
+                    plan: PlanTag {
+                        name: text(plan)?,
+                        limit: int(plan_limit)? as u32,
+                    },
+                    limit: int(limit)? as u32,
+                    active_count: int(count)? as u32,
+                    expires_at: int(expires)?,
+                })
+            }
+            [denied, limit, rule, cap, plan, plan_limit, active @ ..] if int(denied)? == 0 => {
                 let rule = match int(rule)? {
                     0 => DenyRule::MaxStreams,
                     kind => DenyRule::DeviceTypeCap {
@@ -320,6 +326,10 @@ impl LeaseStore for RedisStore {
                     },
                 };
                 Ok(AcquireOutcome::Denied {
+                    plan: PlanTag {
+                        name: text(plan)?,
+                        limit: int(plan_limit)? as u32,
+                    },
                     limit: int(limit)? as u32,
                     rule,
                     active: leases(active)?,
@@ -335,9 +345,14 @@ impl LeaseStore for RedisStore {
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
         let mut invocation = self.scripts.heartbeat.key(account_key(account_id));
+        let plan = if stream.plan.limit > 0 {
+            &stream.plan
+        } else {
+            &self.default_plan.tag()
+        };
         self.timing_args(&mut invocation)
-            .arg(&self.default_plan.name)
-            .arg(self.default_plan.limit)
+            .arg(&plan.name)
+            .arg(plan.limit)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
         let reply: Vec<Value> = self.run(account_id, &invocation).await?;
@@ -423,8 +438,18 @@ impl LeaseStore for RedisStore {
             .arg(self.default_plan.limit);
         let reply: Vec<Value> = self.run(account_id, &invocation).await?;
         match reply.as_slice() {
-            [plan, limit, override_limit, override_ends, active @ ..] => Ok(AccountView {
-                plan: text(plan)?,
+            [
+                plan,
+                limit,
+                override_limit,
+                override_ends,
+                plan_limit,
+                active @ ..,
+            ] => Ok(AccountView {
+                plan: PlanTag {
+                    name: text(plan)?,
+                    limit: int(plan_limit)? as u32,
+                },
                 limit: int(limit)? as u32,
                 limit_override: match int(override_limit)? {
                     0 => None,

@@ -2,8 +2,9 @@
 -- ARGV: ttl, keep (2 TTL: tombstone life and key PX), plan ('' = keep the account's), limit,
 --       default plan, default limit, device, nonce, details, replace device, replace nonce,
 --       device caps (6 bytes, one per device type code, 0 = no cap)
--- Returns {1, limit, active_count, expires_at} or {0, limit, rule, cap, active raw records...}
--- where rule is 0 (max streams) or 1 + the capped device type.
+-- Returns {1, limit, active_count, expires_at, plan, plan limit} or
+-- {0, limit, rule, cap, plan, plan limit, active raw records...} where rule is 0 (max streams)
+-- or 1 + the capped device type.
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
 local v, h, recs = scan(KEYS[1], now, ttl)
@@ -37,7 +38,7 @@ elseif cap > 0 and same_kind >= cap then
   rule = 1 + kind
 end
 if rule >= 0 then
-  local out = { 0, limit, rule, cap }
+  local out = { 0, limit, rule, cap, h.plan, h.limit }
   for i = 1, #recs, 4 do
     if not edits[i] and recs[i + 2] == LIVE and recs[i + 3] > now then
       out[#out + 1] = sub(v, recs[i], recs[i + 1])
@@ -47,4 +48,4 @@ if rule >= 0 then
 end
 local ends = now + ttl
 save(KEYS[1], v, h, recs, edits, new_record(ends, now, ARGV[8], ARGV[7], details), ARGV[2], now)
-return { 1, limit, active + 1, ends }
+return { 1, limit, active + 1, ends, h.plan, h.limit }

@@ -1,6 +1,7 @@
 -- heartbeat: renew a live lease; tell a replaced or revoked stream to stop; take a lost lease
 -- back when the account has room.
--- ARGV: ttl, keep (2 TTL), default plan, default limit, device, nonce
+-- ARGV: ttl, keep (2 TTL), the stream's plan and limit (for an account the store lost), device,
+--       nonce
 -- Returns {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked.
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
