@@ -195,6 +195,7 @@ async fn run(
         .await?
         .send_keys(SUPPORT.1)
         .await?;
+    screenshot(client, "0-sign-in").await;
     client.find(Locator::Id("sign-in")).await?.click().await?;
 
     // Search the account.

@@ -546,3 +546,33 @@ async fn proxy_header_mode_trusts_the_header_and_only_then() {
     let page = agent.get_with("/accounts", &support).await;
     assert_eq!(page.status, StatusCode::SEE_OTHER);
 }
+
+#[tokio::test]
+async fn a_limiter_that_hangs_is_cut_off_by_the_deadline() {
+    // Accepts connections and never answers.
+    let listener = common::free_listener().await;
+    let silent = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut settings = Settings::with_users(&silent, common::users());
+    settings.limiter_timeout = std::time::Duration::from_millis(300);
+    let mut agent = Agent::signed_in(&common::dashboard(settings).await, VIEWER).await;
+    let started = std::time::Instant::now();
+    let page = agent.get("/accounts/acct-1").await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert_eq!(page.status, StatusCode::GATEWAY_TIMEOUT);
+    assert!(
+        page.body.contains("The limiter is not answering"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("did not answer within 300ms"),
+        "{}",
+        page.body
+    );
+}
