@@ -41,13 +41,14 @@ pub const MAX_STREAMS_CEILING: i32 = 100;
     printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].reason", description = "Why the resource is (not) ready"),
     printcolumn(name = "Mode", type_ = "string", json_path = ".spec.redis.mode", description = "Redis mode: managed or external"),
     printcolumn(name = "Shards", type_ = "integer", json_path = ".spec.redis.shards", description = "Desired Redis shards"),
-    printcolumn(name = "Ready-Shards", type_ = "integer", json_path = ".status.readyShards", description = "Managed shards whose primary is ready"),
+    printcolumn(name = "Ready-Shards", type_ = "integer", json_path = ".status.readyShards", description = "Managed shards whose pods are all ready"),
     printcolumn(name = "Limiters", type_ = "integer", json_path = ".spec.limiter.replicas", description = "Desired limiter replicas"),
     printcolumn(name = "Ready-Limiters", type_ = "integer", json_path = ".status.limiterReadyReplicas", description = "Limiter replicas ready to serve"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[x_kube(
-    validation = Rule::new("self.plans.exists(p, p.name == self.defaultPlan)").message("defaultPlan must name one of the plans").field_path(".defaultPlan").reason(Reason::FieldValueInvalid)
+    validation = Rule::new("self.plans.exists(p, p.name == self.defaultPlan)").message("defaultPlan must name one of the plans").field_path(".defaultPlan").reason(Reason::FieldValueInvalid),
+    validation = Rule::new("!has(self.planSource) || !has(self.planSource.fallbackPlan) || self.plans.exists(p, p.name == self.planSource.fallbackPlan)").message("planSource.fallbackPlan must name one of the plans").field_path(".planSource.fallbackPlan").reason(Reason::FieldValueInvalid)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct StreamLimiterSpec {
@@ -65,6 +66,11 @@ pub struct StreamLimiterSpec {
     #[serde(default = "default_default_plan")]
     #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:-]+$"))]
     pub default_plan: String,
+
+    /// Where each account's plan comes from: the play-start (`request`, the default) or the
+    /// subscription database (`postgres`, cached in each limiter pod).
+    #[serde(default)]
+    pub plan_source: PlanSourceSpec,
 
     /// Lease timing: how often players heartbeat and when a silent player's slot frees up.
     #[serde(default)]
@@ -96,6 +102,9 @@ pub struct StreamLimiterSpec {
 
 /// One subscription plan.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("!has(self.deviceCaps) || ((!has(self.deviceCaps.tv) || self.deviceCaps.tv <= self.maxStreams) && (!has(self.deviceCaps.mobile) || self.deviceCaps.mobile <= self.maxStreams) && (!has(self.deviceCaps.tablet) || self.deviceCaps.tablet <= self.maxStreams) && (!has(self.deviceCaps.web) || self.deviceCaps.web <= self.maxStreams) && (!has(self.deviceCaps.console) || self.deviceCaps.console <= self.maxStreams) && (!has(self.deviceCaps.other) || self.deviceCaps.other <= self.maxStreams))").message("every deviceCaps entry must be at most the plan's maxStreams").field_path(".deviceCaps").reason(Reason::FieldValueInvalid)
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// Plan name as play-starts send it: letters, digits, `.`, `_`, `:` or `-`, at most 64.
@@ -104,6 +113,184 @@ pub struct Plan {
     /// Most streams an account on this plan may play at once (1 to 100).
     #[schemars(range(min = 1, max = 100))]
     pub max_streams: i32,
+    /// At most this many of the plan's streams on one device type, e.g. `{mobile: 1}` for
+    /// "2 streams, at most 1 of them on a phone". Each cap is 1 to `maxStreams`; a device type
+    /// left out is limited by `maxStreams` only. The limiter answers a refused play-start with
+    /// the rule that was hit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_caps: Option<DeviceCaps>,
+}
+
+impl Plan {
+    /// A plan without device caps.
+    pub fn new(name: impl Into<String>, max_streams: i32) -> Self {
+        Plan {
+            name: name.into(),
+            max_streams,
+            device_caps: None,
+        }
+    }
+}
+
+/// Per-device-type caps inside one plan (device types as play-starts send them).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceCaps {
+    /// Most streams on TVs and set-top boxes (`device_type: tv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub tv: Option<i32>,
+    /// Most streams on phones (`device_type: mobile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub mobile: Option<i32>,
+    /// Most streams on tablets (`device_type: tablet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub tablet: Option<i32>,
+    /// Most streams in web browsers (`device_type: web`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub web: Option<i32>,
+    /// Most streams on game consoles (`device_type: console`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub console: Option<i32>,
+    /// Most streams on other devices (`device_type: other`, or none given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub other: Option<i32>,
+}
+
+impl DeviceCaps {
+    /// `(device type as the limiter spells it, cap)` for every cap set, in a fixed order.
+    pub fn entries(&self) -> Vec<(&'static str, i32)> {
+        [
+            ("tv", self.tv),
+            ("mobile", self.mobile),
+            ("tablet", self.tablet),
+            ("web", self.web),
+            ("console", self.console),
+            ("other", self.other),
+        ]
+        .into_iter()
+        .filter_map(|(kind, cap)| cap.map(|c| (kind, c)))
+        .collect()
+    }
+}
+
+/// Where the plan source looks accounts up.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum PlanSourceKind {
+    /// The play-start names its plan (`plan` in the request body).
+    #[default]
+    Request,
+    /// The subscription database maps the account to its plan (PostgreSQL, cached).
+    Postgres,
+}
+
+/// What a play-start gets when the database knows nothing of its account.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum UnknownAccountPolicy {
+    /// Play on `defaultPlan`.
+    #[default]
+    DefaultPlan,
+    /// Refuse with 403 `unknown_account`.
+    Deny,
+}
+
+/// How each account's plan is found.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[x_kube(
+    validation = Rule::new("self.kind != 'postgres' || has(self.postgres)").message("planSource.postgres.secretRef is required when planSource.kind is postgres").field_path(".postgres").reason(Reason::FieldValueRequired)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSourceSpec {
+    /// `request` (the play-start names its plan) or `postgres` (the subscription database says).
+    #[serde(default)]
+    pub kind: PlanSourceKind,
+    /// The subscription database, for `kind: postgres`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<PostgresPlanSourceSpec>,
+    /// The in-process cache of account → plan in each limiter pod.
+    #[serde(default)]
+    pub cache: PlanCacheSpec,
+    /// `defaultPlan` (play on the default plan) or `deny` (403 `unknown_account`) for an
+    /// account the database has no row for.
+    #[serde(default)]
+    pub unknown_account: UnknownAccountPolicy,
+    /// Plan for an account that is not cached while the database cannot answer (the decision
+    /// is marked degraded). Must be one of `plans`; empty: `defaultPlan`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:-]+$"))]
+    pub fallback_plan: Option<String>,
+}
+
+/// The PostgreSQL subscription database.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PostgresPlanSourceSpec {
+    /// A key of a Secret in this namespace holding a libpq-style connection string
+    /// (`postgres://user:password@host:5432/db` or `host=… user=… dbname=…`). Mounted as a
+    /// file into the limiter pods; the limiter reads it at start, so restart the limiter
+    /// (`kubectl rollout restart deployment <name>-limiter`) after changing the Secret.
+    pub secret_ref: SecretKeyRef,
+    /// Query returning the plan name (text) of the account bound to `$1`; no row means an
+    /// unknown account.
+    #[serde(default = "default_plan_query")]
+    #[schemars(length(min = 1, max = 4096))]
+    #[x_kube(validation = Rule::new("self.contains('$1')").message("planSource.postgres.query must take the account id as $1").reason(Reason::FieldValueInvalid))]
+    pub query: String,
+    /// Channel the billing side NOTIFYs (payload: the account id) when a plan changes; the
+    /// cached plan of that account is dropped at once. A lowercase SQL identifier.
+    #[serde(default = "default_notify_channel")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z_][a-z0-9_]*$"))]
+    pub notify_channel: String,
+    /// Milliseconds one plan lookup may take before the fallback plan applies.
+    #[serde(default = "default_plan_timeout")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub timeout_millis: i32,
+    /// Database connections per limiter pod.
+    #[serde(default = "default_pool_size")]
+    #[schemars(range(min = 1, max = 256))]
+    pub pool_size: i32,
+}
+
+/// Cache of account → plan in each limiter pod.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("self.maxStaleSeconds >= self.ttlSeconds").message("planSource.cache.maxStaleSeconds must be at least ttlSeconds").field_path(".maxStaleSeconds").reason(Reason::FieldValueInvalid)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanCacheSpec {
+    /// Accounts whose plan each limiter pod keeps in memory (about 100 bytes each).
+    #[serde(default = "default_cache_capacity")]
+    #[schemars(range(min = 1, max = 1_000_000_000))]
+    pub capacity: i64,
+    /// Seconds before a cached plan is looked up again (a NOTIFY drops it sooner).
+    #[serde(default = "default_cache_ttl")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub ttl_seconds: i32,
+    /// While the database is down, a cached plan keeps serving up to this age in seconds.
+    #[serde(default = "default_cache_max_stale")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub max_stale_seconds: i32,
+}
+
+impl Default for PlanCacheSpec {
+    fn default() -> Self {
+        PlanCacheSpec {
+            capacity: default_cache_capacity(),
+            ttl_seconds: default_cache_ttl(),
+            max_stale_seconds: default_cache_max_stale(),
+        }
+    }
 }
 
 /// Heartbeat interval and lease TTL.
@@ -154,11 +341,16 @@ pub struct RedisSpec {
     #[serde(default = "default_shards")]
     #[schemars(range(min = 1, max = 64))]
     pub shards: i32,
-    /// Pods per managed shard: one primary plus read replicas that follow it (`replicaof`).
-    /// The limiter talks to the primary only; promotion is manual.
-    #[serde(default = "default_one")]
-    #[schemars(range(min = 1, max = 5))]
+    /// Replicas per managed shard, besides its primary (0 to 4). `0`: one Redis pod per
+    /// shard, no failover. `1` or more: every shard's pods are watched by a Sentinel set
+    /// (`redis.sentinel`) that promotes a replica when the primary fails, and the limiter finds
+    /// each shard's primary through Sentinel. The operator never changes which pod is primary.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 4))]
     pub replicas_per_shard: i32,
+    /// The Sentinel set that owns failover when `replicasPerShard >= 1` (ignored otherwise).
+    #[serde(default)]
+    pub sentinel: SentinelSpec,
     /// Redis image for managed shards.
     #[serde(default = "default_redis_image")]
     #[schemars(length(min = 1, max = 512))]
@@ -170,6 +362,48 @@ pub struct RedisSpec {
     /// Shard URLs for `external` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<ExternalRedisSpec>,
+}
+
+/// Redis Sentinel for managed shards with replicas: one StatefulSet of Sentinels that monitor
+/// every shard's primary under the name `<name>-shard-<i>` and fail over on their own.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(
+    validation = Rule::new("self.quorum <= self.replicas").message("redis.sentinel.quorum must be at most redis.sentinel.replicas").field_path(".quorum").reason(Reason::FieldValueInvalid)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SentinelSpec {
+    /// Sentinel pods (odd, 3 or more in production: a failover needs a majority of them).
+    #[serde(default = "default_sentinels")]
+    #[schemars(range(min = 1, max = 9))]
+    pub replicas: i32,
+    /// Sentinels that must agree a primary is down before a failover starts.
+    #[serde(default = "default_quorum")]
+    #[schemars(range(min = 1, max = 9))]
+    pub quorum: i32,
+    /// Milliseconds without an answer before a Sentinel considers a primary down.
+    #[serde(default = "default_down_after")]
+    #[schemars(range(min = 1000, max = 600000))]
+    pub down_after_millis: i32,
+    /// Milliseconds a failover may take before another Sentinel retries it.
+    #[serde(default = "default_failover_timeout")]
+    #[schemars(range(min = 5000, max = 3600000))]
+    pub failover_timeout_millis: i32,
+    /// CPU and memory for each Sentinel pod (it runs from `redis.image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "resources_schema")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+impl Default for SentinelSpec {
+    fn default() -> Self {
+        SentinelSpec {
+            replicas: default_sentinels(),
+            quorum: default_quorum(),
+            down_after_millis: default_down_after(),
+            failover_timeout_millis: default_failover_timeout(),
+            resources: None,
+        }
+    }
 }
 
 /// Redis shards you run yourself: their URLs inline, or from a Secret when they carry passwords.
@@ -298,12 +532,15 @@ pub struct StreamLimiterStatus {
     /// Managed shards, in shard order.
     #[serde(default)]
     pub shards: Vec<ShardStatus>,
-    /// Managed shards whose primary is ready.
+    /// Managed shards whose pods are all ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_shards: Option<i32>,
     /// Limiter replicas ready to serve.
     #[serde(default)]
     pub limiter_ready_replicas: i32,
+    /// Sentinel pods ready (managed shards with replicas only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel_ready_replicas: Option<i32>,
     /// Hash of the rendered limiter config now rolled out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_hash: Option<String>,
@@ -321,8 +558,13 @@ pub struct ShardStatus {
     pub ready: bool,
     /// Pods ready.
     pub ready_replicas: i32,
-    /// Pods wanted.
+    /// Pods wanted (the primary and its replicas).
     pub replicas: i32,
+    /// The name Sentinel monitors the shard's primary under (`<name>-shard-<i>`), when
+    /// Sentinel owns failover. Ask Sentinel which pod is primary now:
+    /// `redis-cli -h <name>-sentinel -p 26379 sentinel get-master-addr-by-name <sentinelMaster>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel_master: Option<String>,
 }
 
 /// A condition in the Kubernetes style.
@@ -367,10 +609,7 @@ fn resources_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 fn default_plans() -> Vec<Plan> {
     [("basic", 1), ("standard", 2), ("premium", 4)]
         .into_iter()
-        .map(|(name, max_streams)| Plan {
-            name: name.into(),
-            max_streams,
-        })
+        .map(|(name, max_streams)| Plan::new(name, max_streams))
         .collect()
 }
 fn default_default_plan() -> String {
@@ -393,6 +632,39 @@ fn default_limiter_replicas() -> i32 {
 }
 fn default_store_timeout() -> i32 {
     25
+}
+fn default_sentinels() -> i32 {
+    3
+}
+fn default_quorum() -> i32 {
+    2
+}
+fn default_down_after() -> i32 {
+    5000
+}
+fn default_failover_timeout() -> i32 {
+    60000
+}
+fn default_plan_query() -> String {
+    "SELECT plan FROM subscriptions WHERE account_id = $1".into()
+}
+fn default_notify_channel() -> String {
+    "screenlimit_plan_changed".into()
+}
+fn default_plan_timeout() -> i32 {
+    50
+}
+fn default_pool_size() -> i32 {
+    8
+}
+fn default_cache_capacity() -> i64 {
+    2_000_000
+}
+fn default_cache_ttl() -> i32 {
+    300
+}
+fn default_cache_max_stale() -> i32 {
+    3600
 }
 fn default_redis_image() -> String {
     "redis:7.4".into()
@@ -418,7 +690,8 @@ impl Default for RedisSpec {
         RedisSpec {
             mode: RedisMode::Managed,
             shards: default_shards(),
-            replicas_per_shard: 1,
+            replicas_per_shard: 0,
+            sentinel: SentinelSpec::default(),
             image: default_redis_image(),
             resources: None,
             external: None,
@@ -463,6 +736,7 @@ impl Default for StreamLimiterSpec {
         StreamLimiterSpec {
             plans: default_plans(),
             default_plan: default_default_plan(),
+            plan_source: PlanSourceSpec::default(),
             lease: LeaseSpec::default(),
             redis: RedisSpec::default(),
             limiter: LimiterSpec::default(),

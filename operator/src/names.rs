@@ -22,11 +22,16 @@ pub const LIMITER_PORT: i32 = 8080;
 pub const ADMIN_UI_PORT: i32 = 8081;
 /// Redis port.
 pub const REDIS_PORT: i32 = 6379;
+/// Redis Sentinel port.
+pub const SENTINEL_PORT: i32 = 26379;
+/// Pod template annotation carrying the hash of the Redis/Sentinel scripts and Sentinel config.
+pub const SCRIPTS_HASH_ANNOTATION: &str = "screenlimit.io/scripts-hash";
 
 /// What an owned object is part of (`app.kubernetes.io/component`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Component {
     Redis,
+    Sentinel,
     Limiter,
     AdminUi,
     StreamIdSecret,
@@ -36,6 +41,7 @@ impl Component {
     pub fn as_str(self) -> &'static str {
         match self {
             Component::Redis => "redis",
+            Component::Sentinel => "sentinel",
             Component::Limiter => "limiter",
             Component::AdminUi => "admin-ui",
             Component::StreamIdSecret => "stream-id-secret",
@@ -63,6 +69,34 @@ impl Names {
     /// StatefulSet and Service of Redis shard `index`.
     pub fn redis_shard(&self, index: i32) -> String {
         format!("{}-redis-{index}", self.instance)
+    }
+
+    /// Pod `ordinal` of Redis shard `index`, by its stable DNS name (the shard Service is
+    /// headless).
+    pub fn redis_pod_host(&self, namespace: &str, index: i32, ordinal: i32) -> String {
+        let shard = self.redis_shard(index);
+        format!("{shard}-{ordinal}.{shard}.{namespace}.svc")
+    }
+
+    /// The name Sentinel monitors shard `index`'s primary under.
+    pub fn shard_master(&self, index: i32) -> String {
+        format!("{}-shard-{index}", self.instance)
+    }
+
+    /// StatefulSet, headless Service, ConfigMap and PodDisruptionBudget of the Sentinels.
+    pub fn sentinel(&self) -> String {
+        format!("{}-sentinel", self.instance)
+    }
+
+    /// ConfigMap with the Redis and Sentinel start scripts and the Sentinel config template.
+    pub fn redis_ha(&self) -> String {
+        format!("{}-redis-ha", self.instance)
+    }
+
+    /// Sentinel pod `ordinal` by its stable DNS name.
+    pub fn sentinel_host(&self, namespace: &str, ordinal: i32) -> String {
+        let sentinel = self.sentinel();
+        format!("{sentinel}-{ordinal}.{sentinel}.{namespace}.svc")
     }
 
     /// ConfigMap, Deployment, Service and PodDisruptionBudget of the limiter.

@@ -143,6 +143,7 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
     // Apply, in a fixed order: Secret, Services, ConfigMaps, PDBs, Deployments, StatefulSets.
     ensure_stream_id_secret(sl, ctx, &desired, &names, &ns).await?;
     for o in &desired.services {
+        recreate_if_cluster_ip_changes(ctx, &ns, &services, o).await?;
         apply(ctx, &ns, o).await?;
     }
     for o in &desired.config_maps {
@@ -223,6 +224,40 @@ where
     api.patch(&object.name_any(), &params, &Patch::Apply(object))
         .await?;
     Ok(())
+}
+
+/// `spec.clusterIP` is immutable: a shard Service created as a ClusterIP Service (before the
+/// shard Services became headless) is deleted so that the apply recreates it. Only DNS is
+/// briefly affected; the Redis pods keep running.
+async fn recreate_if_cluster_ip_changes(
+    ctx: &Context,
+    ns: &str,
+    existing: &[Service],
+    want: &Service,
+) -> Result<()> {
+    let ip = |s: &Service| s.spec.as_ref().and_then(|sp| sp.cluster_ip.clone());
+    let Some(wanted_ip) = ip(want) else {
+        return Ok(());
+    };
+    let Some(have) = existing
+        .iter()
+        .find(|s| s.metadata.name == want.metadata.name)
+    else {
+        return Ok(());
+    };
+    match ip(have) {
+        Some(have_ip) if !have_ip.is_empty() && have_ip != wanted_ip => {
+            let name = want.name_any();
+            info!(service = %name, from = %have_ip, to = %wanted_ip, "clusterIP is immutable; recreating the Service");
+            let api: Api<Service> = Api::namespaced(ctx.client.clone(), ns);
+            match api.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Creates the stream id Secret once. An existing one (409) is kept as is: never rotated.
@@ -334,6 +369,7 @@ fn observe(
 ) -> Observed {
     let spec = &sl.spec;
     let external = spec.redis.mode == RedisMode::External;
+    let ha = build::limiter_config::sentinel_enabled(sl);
     let shards = if external {
         Vec::new()
     } else {
@@ -343,10 +379,20 @@ fn observe(
                 let sts = stateful_sets
                     .iter()
                     .find(|s| s.metadata.name.as_deref() == Some(&name));
-                status::shard_status(i, &name, spec.redis.replicas_per_shard, sts)
+                let master = ha.then(|| names.shard_master(i));
+                status::shard_status(i, &name, build::redis::shard_pods(sl), master, sts)
             })
             .collect()
     };
+    let sentinel = ha.then(|| {
+        let name = names.sentinel();
+        let sts = stateful_sets
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(&name));
+        let desired = spec.redis.sentinel.replicas;
+        let (ready, converged) = status::stateful_set_readiness(sts, desired);
+        (ready, desired, converged)
+    });
     let find = |name: String| {
         deployments
             .iter()
@@ -367,6 +413,7 @@ fn observe(
         admin_ui,
         drift,
         external_redis: external,
+        sentinel,
     }
 }
 

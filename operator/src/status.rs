@@ -25,6 +25,9 @@ pub struct Observed {
     pub drift: Vec<String>,
     /// Whether Redis is external (shard readiness is then not tracked).
     pub external_redis: bool,
+    /// The Sentinel set, when it owns the shards: (ready pods, wanted pods, all ready on the
+    /// current revision).
+    pub sentinel: Option<(i32, i32, bool)>,
 }
 
 /// The outcome a status is computed from.
@@ -39,8 +42,22 @@ pub fn shard_status(
     index: i32,
     name: &str,
     replicas: i32,
+    sentinel_master: Option<String>,
     sts: Option<&StatefulSet>,
 ) -> ShardStatus {
+    let (ready_replicas, ready) = stateful_set_readiness(sts, replicas);
+    ShardStatus {
+        index,
+        name: name.to_owned(),
+        ready,
+        ready_replicas,
+        replicas,
+        sentinel_master,
+    }
+}
+
+/// (ready pods, every pod ready on the current revision) of a StatefulSet (absent: not ready).
+pub fn stateful_set_readiness(sts: Option<&StatefulSet>, replicas: i32) -> (i32, bool) {
     let status = sts.and_then(|s| s.status.as_ref());
     let ready_replicas = status.and_then(|s| s.ready_replicas).unwrap_or(0);
     let current = sts.is_some_and(|s| {
@@ -51,13 +68,7 @@ pub fn shard_status(
                 == st.and_then(|st| st.update_revision.as_ref())
             && s.spec.as_ref().and_then(|sp| sp.replicas) == Some(replicas)
     });
-    ShardStatus {
-        index,
-        name: name.to_owned(),
-        ready: current && ready_replicas >= replicas,
-        ready_replicas,
-        replicas,
-    }
+    (ready_replicas, current && ready_replicas >= replicas)
 }
 
 /// (ready replicas, converged) of a Deployment.
@@ -142,6 +153,7 @@ pub fn compute(
                 status.shards = old.shards.clone();
                 status.ready_shards = old.ready_shards;
                 status.limiter_ready_replicas = old.limiter_ready_replicas;
+                status.sentinel_ready_replicas = old.sentinel_ready_replicas;
                 status.config_hash = old.config_hash.clone();
             }
             vec![
@@ -169,6 +181,7 @@ pub fn compute(
                 status.ready_shards = Some(ready_shards);
             }
             status.limiter_ready_replicas = obs.limiter_ready;
+            status.sentinel_ready_replicas = obs.sentinel.map(|(ready, _, _)| ready);
             status.config_hash = config_hash.map(str::to_owned);
 
             let mut waiting = Vec::new();
@@ -183,6 +196,11 @@ pub fn compute(
                     "{ready_shards}/{} Redis shards ready (waiting for {})",
                     obs.shards.len(),
                     names.join(", ")
+                ));
+            }
+            if let Some((ready, desired, false)) = obs.sentinel {
+                waiting.push(format!(
+                    "Sentinel {ready}/{desired} pods ready on the current revision"
                 ));
             }
             if !obs.limiter_converged {

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{
-    MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS, MAX_STREAMS_CEILING, RedisMode, StreamLimiter,
+    MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS, MAX_STREAMS_CEILING, PlanSourceKind, RedisMode,
+    StreamLimiter,
 };
 
 /// One rejected field, with a message a person can act on.
@@ -83,6 +84,22 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
                 ),
             ));
         }
+        for (kind, cap) in plan
+            .device_caps
+            .as_ref()
+            .map(|c| c.entries())
+            .unwrap_or_default()
+        {
+            if !(1..=plan.max_streams).contains(&cap) {
+                errors.push(err(
+                    format!("spec.plans[{i}].deviceCaps.{kind}"),
+                    format!(
+                        "{cap} is out of range; use 1 to the plan's maxStreams ({})",
+                        plan.max_streams
+                    ),
+                ));
+            }
+        }
     }
     if !seen.contains(spec.default_plan.as_str()) {
         errors.push(err(
@@ -92,6 +109,65 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
                 spec.default_plan,
                 seen.iter().copied().collect::<Vec<_>>().join(", ")
             ),
+        ));
+    }
+
+    let source = &spec.plan_source;
+    if let Some(fallback) = &source.fallback_plan
+        && !seen.contains(fallback.as_str())
+    {
+        errors.push(err(
+            "spec.planSource.fallbackPlan",
+            format!("{fallback:?} is not one of the plans"),
+        ));
+    }
+    if source.kind == PlanSourceKind::Postgres {
+        match &source.postgres {
+            None => errors.push(err(
+                "spec.planSource.postgres.secretRef",
+                "required when planSource.kind is postgres: the Secret key holding the connection string",
+            )),
+            Some(pg) => {
+                if !pg.query.contains("$1") {
+                    errors.push(err(
+                        "spec.planSource.postgres.query",
+                        "must take the account id as $1",
+                    ));
+                }
+                let channel = &pg.notify_channel;
+                let valid = (1..=63).contains(&channel.len())
+                    && channel
+                        .bytes()
+                        .next()
+                        .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+                    && channel
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                if !valid {
+                    errors.push(err(
+                        "spec.planSource.postgres.notifyChannel",
+                        "must be a lowercase SQL identifier (a-z, 0-9, _), at most 63 characters",
+                    ));
+                }
+                if pg.timeout_millis < 1 || pg.pool_size < 1 {
+                    errors.push(err(
+                        "spec.planSource.postgres",
+                        "timeoutMillis and poolSize must be at least 1",
+                    ));
+                }
+            }
+        }
+    }
+    if source.cache.capacity < 1 || source.cache.ttl_seconds < 1 {
+        errors.push(err(
+            "spec.planSource.cache",
+            "capacity and ttlSeconds must be at least 1",
+        ));
+    }
+    if source.cache.max_stale_seconds < source.cache.ttl_seconds {
+        errors.push(err(
+            "spec.planSource.cache.maxStaleSeconds",
+            "must be at least ttlSeconds",
         ));
     }
 
@@ -119,8 +195,27 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             format!("{} is out of range; use 1 to {MAX_SHARDS}", redis.shards),
         ));
     }
-    if redis.replicas_per_shard < 1 {
-        errors.push(err("spec.redis.replicasPerShard", "must be at least 1"));
+    if !(0..=4).contains(&redis.replicas_per_shard) {
+        errors.push(err(
+            "spec.redis.replicasPerShard",
+            format!("{} is out of range; use 0 to 4", redis.replicas_per_shard),
+        ));
+    }
+    let sentinel = &redis.sentinel;
+    if !(1..=9).contains(&sentinel.replicas) {
+        errors.push(err(
+            "spec.redis.sentinel.replicas",
+            format!("{} is out of range; use 1 to 9", sentinel.replicas),
+        ));
+    }
+    if sentinel.quorum < 1 || sentinel.quorum > sentinel.replicas {
+        errors.push(err(
+            "spec.redis.sentinel.quorum",
+            format!(
+                "{} must be between 1 and redis.sentinel.replicas ({})",
+                sentinel.quorum, sentinel.replicas
+            ),
+        ));
     }
     if redis.mode == RedisMode::External {
         match &redis.external {

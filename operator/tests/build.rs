@@ -74,15 +74,18 @@ fn managed_mode_renders_a_statefulset_and_service_per_shard() {
         assert_eq!(meta.namespace.as_deref(), Some("video"));
     }
 
-    // The shard Service targets the primary only.
+    // The shard Service is headless over the shard's pods (one pod without replicas).
     let svc = desired.services[1].spec.as_ref().unwrap();
-    assert_eq!(
-        svc.selector.as_ref().unwrap()["statefulset.kubernetes.io/pod-name"],
-        "demo-redis-1-0"
-    );
+    assert_eq!(svc.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(svc.selector.as_ref().unwrap()["screenlimit.io/shard"], "1");
+    assert_eq!(svc.publish_not_ready_addresses, Some(true));
     let sts = desired.stateful_sets[0].spec.as_ref().unwrap();
     assert_eq!(sts.service_name.as_deref(), Some("demo-redis-0"));
     assert_eq!(sts.replicas, Some(1));
+    // Without replicas: no Sentinel, no shard PDB, no scripts.
+    let redis = &sts.template.spec.as_ref().unwrap().containers[0];
+    assert_eq!(redis.command.as_ref().unwrap()[0], "redis-server");
+    assert!(redis.lifecycle.is_none());
 
     // The limiter: probes, config mount, secret mount, PDB that never blocks a drain.
     let pod = desired.deployments[0]
@@ -291,10 +294,7 @@ fn config_hash_changes_when_plans_change_and_only_then() {
     let before = build(&sl).unwrap();
     sl.spec.limiter.replicas = 7; // not part of the config
     assert_eq!(build(&sl).unwrap().config_hash, before.config_hash);
-    sl.spec.plans.push(Plan {
-        name: "family".into(),
-        max_streams: 6,
-    });
+    sl.spec.plans.push(Plan::new("family", 6));
     let after = build(&sl).unwrap();
     assert_ne!(after.config_hash, before.config_hash);
     assert_eq!(pod_annotation(&after), after.config_hash);
@@ -306,4 +306,418 @@ fn a_resource_without_uid_cannot_be_built() {
     let mut sl = fixture("managed.yaml");
     sl.metadata.uid = None;
     assert!(build(&sl).is_err());
+}
+
+fn pod_spec(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> &k8s_openapi::api::core::v1::PodSpec {
+    sts.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+}
+
+fn env_of(c: &k8s_openapi::api::core::v1::Container) -> BTreeMap<String, String> {
+    c.env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect()
+}
+
+fn template_annotation(sts: &k8s_openapi::api::apps::v1::StatefulSet, key: &str) -> String {
+    sts.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .as_ref()
+        .unwrap()[key]
+        .clone()
+}
+
+#[test]
+fn sentinel_mode_renders_replicas_sentinels_pdbs_and_scripts() {
+    let desired = build(&fixture("ha.yaml")).unwrap();
+    assert_eq!(
+        names(&desired.stateful_sets),
+        ["demo-redis-0", "demo-redis-1", "demo-sentinel"],
+        "the Sentinel StatefulSet is applied after the shards"
+    );
+    assert_eq!(
+        names(&desired.services),
+        [
+            "demo-redis-0",
+            "demo-redis-1",
+            "demo-sentinel",
+            "demo-limiter"
+        ]
+    );
+    assert_eq!(
+        names(&desired.config_maps),
+        ["demo-limiter", "demo-redis-ha"]
+    );
+    assert_eq!(
+        names(&desired.pdbs),
+        [
+            "demo-limiter",
+            "demo-redis-0",
+            "demo-redis-1",
+            "demo-sentinel"
+        ]
+    );
+    for pdb in &desired.pdbs {
+        let spec = pdb.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.max_unavailable,
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
+            "{}: a drain is never blocked",
+            pdb.name_any()
+        );
+        assert!(spec.min_available.is_none());
+    }
+    // Shard PDB selects exactly the shard's pods.
+    assert_eq!(
+        desired.pdbs[2]
+            .spec
+            .as_ref()
+            .unwrap()
+            .selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap()["screenlimit.io/shard"],
+        "1"
+    );
+
+    // Every shard: a primary plus one replica, all started by the same script (any can be
+    // promoted), spread over nodes, a pre-stop hook that asks Sentinel to fail over.
+    let shard = &desired.stateful_sets[1];
+    assert_eq!(shard.spec.as_ref().unwrap().replicas, Some(2));
+    let pod = pod_spec(shard);
+    let redis = &pod.containers[0];
+    assert_eq!(
+        redis.command.as_ref().unwrap(),
+        &["sh", "/etc/screenlimit/redis-ha/redis.sh"]
+    );
+    let env = env_of(redis);
+    assert_eq!(env["SHARD"], "demo-redis-1");
+    assert_eq!(env["MASTER_NAME"], "demo-shard-1");
+    assert_eq!(env["SENTINEL_SERVICE"], "demo-sentinel");
+    assert_eq!(env["NAMESPACE"], "video");
+    assert!(
+        !env.contains_key("SENTINELS"),
+        "the Sentinel count must not roll the shards"
+    );
+    let pre_stop = redis.lifecycle.as_ref().unwrap().pre_stop.as_ref().unwrap();
+    assert_eq!(
+        pre_stop.exec.as_ref().unwrap().command.as_ref().unwrap(),
+        &["sh", "/etc/screenlimit/redis-ha/pre-stop.sh"]
+    );
+    assert!(redis.startup_probe.is_some());
+    let anti = pod
+        .affinity
+        .as_ref()
+        .unwrap()
+        .pod_anti_affinity
+        .as_ref()
+        .unwrap();
+    let term = &anti
+        .preferred_during_scheduling_ignored_during_execution
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(
+        term.pod_affinity_term.topology_key,
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(
+        term.pod_affinity_term
+            .label_selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap()["screenlimit.io/shard"],
+        "1"
+    );
+    let volumes: Vec<_> = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(volumes, ["data", "scripts"]);
+    // Headless shard Service over all the shard's pods: stable per-pod DNS names.
+    let svc = desired.services[1].spec.as_ref().unwrap();
+    assert_eq!(svc.cluster_ip.as_deref(), Some("None"));
+    assert!(
+        !svc.selector
+            .as_ref()
+            .unwrap()
+            .contains_key("statefulset.kubernetes.io/pod-name")
+    );
+
+    // The Sentinels: 3 by default, quorum 2, from the Redis image, headless Service.
+    let sentinel = &desired.stateful_sets[2];
+    let spec = sentinel.spec.as_ref().unwrap();
+    assert_eq!(spec.replicas, Some(3));
+    assert_eq!(spec.service_name.as_deref(), Some("demo-sentinel"));
+    let c = &pod_spec(sentinel).containers[0];
+    assert_eq!(c.image.as_deref(), Some("redis:7.4"));
+    assert_eq!(
+        c.command.as_ref().unwrap(),
+        &["sh", "/etc/screenlimit/redis-ha/sentinel.sh"]
+    );
+    let env = env_of(c);
+    assert_eq!(env["QUORUM"], "2");
+    assert_eq!(env["SENTINELS"], "3");
+    assert_eq!(env["DOWN_AFTER_MS"], "5000");
+    assert_eq!(env["FAILOVER_TIMEOUT_MS"], "60000");
+    assert_eq!(c.ports.as_ref().unwrap()[0].container_port, 26379);
+    let mounts: Vec<_> = c
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| (m.mount_path.as_str(), m.read_only))
+        .collect();
+    assert_eq!(
+        mounts,
+        [("/etc/screenlimit/redis-ha", Some(true)), ("/data", None)],
+        "the template is read-only; Sentinel rewrites its copy in the emptyDir"
+    );
+    assert!(
+        pod_spec(sentinel)
+            .affinity
+            .as_ref()
+            .unwrap()
+            .pod_anti_affinity
+            .is_some()
+    );
+    let sentinel_svc = desired.services[2].spec.as_ref().unwrap();
+    assert_eq!(sentinel_svc.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(sentinel_svc.publish_not_ready_addresses, Some(true));
+    assert_eq!(sentinel_svc.ports.as_ref().unwrap()[0].port, 26379);
+
+    // The scripts ConfigMap: one master name per shard, hostnames resolved and announced.
+    let data = desired.config_maps[1].data.as_ref().unwrap();
+    assert_eq!(
+        data["masters"],
+        "demo-shard-0 demo-redis-0\ndemo-shard-1 demo-redis-1\n"
+    );
+    assert!(data["sentinel.conf"].contains("sentinel resolve-hostnames yes"));
+    assert!(data["sentinel.conf"].contains("sentinel announce-hostnames yes"));
+    assert!(data["sentinel.sh"].contains("cp \"$dir/sentinel.conf\" \"$conf\""));
+    assert!(data["redis.sh"].contains("replica-announce-ip $self"));
+
+    // The limiter finds each shard's primary through Sentinel, never by a fixed URL.
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&limiter_yaml(&desired)).unwrap();
+    assert_eq!(
+        yaml["store"]["redis_shards"],
+        serde_yaml_ng::Value::Sequence(vec![])
+    );
+    assert_eq!(
+        yaml["store"]["sentinel"]["masters"],
+        serde_yaml_ng::from_str::<serde_yaml_ng::Value>("[demo-shard-0, demo-shard-1]").unwrap()
+    );
+    assert_eq!(
+        yaml["store"]["sentinel"]["addresses"][2],
+        "redis://demo-sentinel-2.demo-sentinel.video.svc:26379"
+    );
+}
+
+#[test]
+fn replicas_per_shard_sets_the_pods_per_shard_and_switches_sentinel_on() {
+    let mut sl = fixture("ha.yaml");
+    sl.spec.redis.replicas_per_shard = 3;
+    let desired = build(&sl).unwrap();
+    assert_eq!(
+        desired.stateful_sets[0].spec.as_ref().unwrap().replicas,
+        Some(4)
+    );
+    sl.spec.redis.sentinel.replicas = 5;
+    sl.spec.redis.sentinel.quorum = 3;
+    let five = build(&sl).unwrap();
+    let sentinel = five.stateful_sets.last().unwrap();
+    assert_eq!(sentinel.spec.as_ref().unwrap().replicas, Some(5));
+    assert_eq!(env_of(&pod_spec(sentinel).containers[0])["QUORUM"], "3");
+    assert!(limiter_yaml(&five).contains("demo-sentinel-4.demo-sentinel.video.svc:26379"));
+    assert_ne!(
+        five.config_hash, desired.config_hash,
+        "new Sentinel addresses roll the limiter"
+    );
+    assert_eq!(
+        five.stateful_sets[0], desired.stateful_sets[0],
+        "the Sentinel count does not touch the shards"
+    );
+
+    sl.spec.redis.replicas_per_shard = 0;
+    let plain = build(&sl).unwrap();
+    assert_eq!(
+        names(&plain.stateful_sets),
+        ["demo-redis-0", "demo-redis-1"]
+    );
+    assert_eq!(names(&plain.config_maps), ["demo-limiter"]);
+    assert_eq!(names(&plain.pdbs), ["demo-limiter"]);
+    assert!(!limiter_yaml(&plain).contains("sentinel"));
+    assert!(limiter_yaml(&plain).contains("redis://demo-redis-1.video.svc:6379"));
+}
+
+#[test]
+fn adding_a_shard_rolls_the_sentinels_but_not_the_existing_shards() {
+    let mut sl = fixture("ha.yaml");
+    let two = build(&sl).unwrap();
+    sl.spec.redis.shards = 3;
+    let three = build(&sl).unwrap();
+    assert_eq!(two.stateful_sets[0], three.stateful_sets[0]);
+    assert_eq!(two.stateful_sets[1], three.stateful_sets[1]);
+    let hash = |d: &Desired| {
+        template_annotation(
+            d.stateful_sets.last().unwrap(),
+            "screenlimit.io/scripts-hash",
+        )
+    };
+    assert_ne!(
+        hash(&two),
+        hash(&three),
+        "Sentinels restart to monitor the new shard"
+    );
+    assert!(
+        three.config_maps[1].data.as_ref().unwrap()["masters"]
+            .ends_with("demo-shard-2 demo-redis-2\n")
+    );
+    assert_ne!(two.config_hash, three.config_hash);
+}
+
+#[test]
+fn plan_source_mounts_the_secret_key_and_renders_the_file_path() {
+    let desired = build(&fixture("ha.yaml")).unwrap();
+    let pod = desired.deployments[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    let volume = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == "plan-db")
+        .unwrap();
+    let secret = volume.secret.as_ref().unwrap();
+    assert_eq!(secret.secret_name.as_deref(), Some("plan-db"));
+    let items = secret.items.as_ref().unwrap();
+    assert_eq!(
+        (items[0].key.as_str(), items[0].path.as_str()),
+        ("url", "url")
+    );
+    let mount = pod.containers[0]
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| m.name == "plan-db")
+        .unwrap();
+    assert_eq!(mount.mount_path, "/etc/screenlimit/plan-db");
+    assert_eq!(mount.read_only, Some(true));
+    assert!(limiter_yaml(&desired).contains("postgres_url_file: /etc/screenlimit/plan-db/url"));
+
+    // Without a database: no mount, no file path.
+    let plain = build(&fixture("managed.yaml")).unwrap();
+    let pod = plain.deployments[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    assert!(
+        !pod.volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|v| v.name == "plan-db")
+    );
+    assert!(!limiter_yaml(&plain).contains("postgres_url_file"));
+    assert!(limiter_yaml(&plain).contains("kind: request"));
+}
+
+#[test]
+fn config_hash_follows_device_caps_plan_source_and_the_secret_reference() {
+    let base = fixture("ha.yaml");
+    let hash = |sl: &screenlimit_operator::crd::StreamLimiter| build(sl).unwrap().config_hash;
+    let before = hash(&base);
+
+    let mut caps = base.clone();
+    caps.spec.plans[1].device_caps.as_mut().unwrap().tv = Some(1);
+    assert_ne!(hash(&caps), before, "a device cap");
+
+    let mut cache = base.clone();
+    cache.spec.plan_source.cache.ttl_seconds = 60;
+    assert_ne!(hash(&cache), before, "the plan cache");
+
+    let mut unknown = base.clone();
+    unknown.spec.plan_source.unknown_account =
+        screenlimit_operator::crd::UnknownAccountPolicy::DefaultPlan;
+    assert_ne!(hash(&unknown), before, "the unknown account policy");
+
+    // Another Secret key (the rendered file path stays the same): still a new hash.
+    let mut key = base.clone();
+    key.spec
+        .plan_source
+        .postgres
+        .as_mut()
+        .unwrap()
+        .secret_ref
+        .key = "dsn".into();
+    assert_eq!(
+        build(&key).unwrap().limiter_config,
+        build(&base).unwrap().limiter_config
+    );
+    assert_ne!(hash(&key), before, "the Secret reference");
+    let mut name = base.clone();
+    name.spec
+        .plan_source
+        .postgres
+        .as_mut()
+        .unwrap()
+        .secret_ref
+        .name = "plan-db-2".into();
+    assert_ne!(hash(&name), before);
+
+    // Not part of the limiter config.
+    let mut sentinels = base.clone();
+    sentinels.spec.redis.sentinel.down_after_millis = 3000;
+    assert_eq!(hash(&sentinels), before);
+}
+
+#[test]
+fn the_redis_and_sentinel_scripts_are_valid_posix_shell() {
+    use screenlimit_operator::build::sentinel::{PRE_STOP_SCRIPT, REDIS_SCRIPT, SENTINEL_SCRIPT};
+    let dir = tempfile::tempdir().unwrap();
+    for (name, script) in [
+        ("redis.sh", REDIS_SCRIPT),
+        ("pre-stop.sh", PRE_STOP_SCRIPT),
+        ("sentinel.sh", SENTINEL_SCRIPT),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, script).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg("-n")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(script.starts_with("#!/bin/sh\n"), "{name}");
+        assert!(!script.contains("[["), "{name}: bash-only syntax");
+    }
 }

@@ -159,6 +159,37 @@ fn bounds_are_in_the_schema() {
         serde_json::json!(["name"])
     );
     assert_eq!(spec["plans"]["maxItems"], 64);
+    let redis = &spec["redis"]["properties"];
+    assert_eq!(redis["replicasPerShard"]["minimum"], 0.0);
+    assert_eq!(redis["replicasPerShard"]["maximum"], 4.0);
+    assert_eq!(redis["replicasPerShard"]["default"], 0);
+    let sentinel = &redis["sentinel"]["properties"];
+    assert_eq!(sentinel["replicas"]["default"], 3);
+    assert_eq!(sentinel["quorum"]["default"], 2);
+    let caps = &spec["plans"]["items"]["properties"]["deviceCaps"]["properties"];
+    let mut kinds: Vec<_> = caps.as_object().unwrap().keys().cloned().collect();
+    kinds.sort();
+    assert_eq!(kinds, ["console", "mobile", "other", "tablet", "tv", "web"]);
+    assert_eq!(caps["mobile"]["minimum"], 1.0);
+    let source = &spec["planSource"]["properties"];
+    assert_eq!(
+        source["kind"]["enum"],
+        serde_json::json!(["request", "postgres"])
+    );
+    assert_eq!(
+        source["unknownAccount"]["enum"],
+        serde_json::json!(["defaultPlan", "deny"])
+    );
+    let postgres = &source["postgres"];
+    assert_eq!(postgres["required"], serde_json::json!(["secretRef"]));
+    assert_eq!(
+        postgres["properties"]["query"]["default"],
+        "SELECT plan FROM subscriptions WHERE account_id = $1"
+    );
+    assert_eq!(
+        source["cache"]["properties"]["capacity"]["default"],
+        2_000_000
+    );
 }
 
 #[test]
@@ -209,6 +240,7 @@ fn valid_fixtures_and_defaults_pass_the_cel_rules() {
         "external.yaml",
         "external-secret.yaml",
         "admin-ui.yaml",
+        "ha.yaml",
     ] {
         assert_eq!(
             rule_messages(&fixture(name)),
@@ -243,10 +275,7 @@ fn rejected(sl: &StreamLimiter, needle: &str) {
 #[test]
 fn cel_rejects_duplicate_plans() {
     let mut sl = fixture("managed.yaml");
-    sl.spec.plans.push(Plan {
-        name: "basic".into(),
-        max_streams: 3,
-    });
+    sl.spec.plans.push(Plan::new("basic", 3));
     rejected(&sl, "plan names must be unique");
 }
 
@@ -294,4 +323,71 @@ fn cel_rejects_long_names() {
     let mut sl = fixture("managed.yaml");
     sl.metadata.name = Some("x".repeat(41));
     rejected(&sl, "at most 40 characters");
+}
+
+#[test]
+fn cel_rejects_a_device_cap_above_max_streams() {
+    let mut sl = fixture("ha.yaml");
+    sl.spec.plans[1].device_caps.as_mut().unwrap().mobile = Some(2);
+    assert!(
+        rule_messages(&sl).is_empty(),
+        "a cap equal to maxStreams is fine"
+    );
+    sl.spec.plans[1].device_caps.as_mut().unwrap().mobile = Some(3);
+    rejected(
+        &sl,
+        "every deviceCaps entry must be at most the plan's maxStreams",
+    );
+    let mut sl = fixture("ha.yaml");
+    sl.spec.plans[2].device_caps.as_mut().unwrap().other = Some(5);
+    rejected(
+        &sl,
+        "every deviceCaps entry must be at most the plan's maxStreams",
+    );
+}
+
+#[test]
+fn cel_rejects_a_fallback_plan_outside_the_plans() {
+    let mut sl = fixture("ha.yaml");
+    sl.spec.plan_source.fallback_plan = Some("gold".into());
+    rejected(&sl, "planSource.fallbackPlan must name one of the plans");
+    sl.spec.plan_source.fallback_plan = None;
+    assert!(rule_messages(&sl).is_empty());
+}
+
+#[test]
+fn cel_rejects_a_postgres_plan_source_without_its_secret() {
+    let mut sl = fixture("ha.yaml");
+    sl.spec.plan_source.postgres = None;
+    rejected(&sl, "planSource.postgres.secretRef is required");
+    // Without the database, the request source needs nothing more.
+    sl.spec.plan_source.kind = screenlimit_operator::crd::PlanSourceKind::Request;
+    assert!(rule_messages(&sl).is_empty());
+    // A postgres block without secretRef does not even parse (the schema requires it).
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/ha.yaml"
+    ))
+    .unwrap()
+    .replace("      secretRef: { name: plan-db, key: url }\n", "");
+    assert!(serde_yaml_ng::from_str::<StreamLimiter>(&text).is_err());
+}
+
+#[test]
+fn cel_rejects_a_query_without_the_account_and_a_cache_staler_than_its_ttl() {
+    let mut sl = fixture("ha.yaml");
+    sl.spec.plan_source.postgres.as_mut().unwrap().query = "SELECT plan FROM subscriptions".into();
+    rejected(&sl, "must take the account id as $1");
+    let mut sl = fixture("ha.yaml");
+    sl.spec.plan_source.cache.max_stale_seconds = 119;
+    rejected(&sl, "maxStaleSeconds must be at least ttlSeconds");
+}
+
+#[test]
+fn cel_rejects_a_quorum_above_the_sentinels() {
+    let mut sl = fixture("ha.yaml");
+    sl.spec.redis.sentinel.quorum = 4;
+    rejected(&sl, "quorum must be at most redis.sentinel.replicas");
+    sl.spec.redis.sentinel.replicas = 5;
+    assert!(rule_messages(&sl).is_empty());
 }

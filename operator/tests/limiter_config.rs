@@ -70,6 +70,7 @@ fn the_file_has_exactly_the_expected_keys() {
             "listen",
             "plans",
             "default_plan",
+            "plan_source",
             "lease",
             "store",
             "failure_policy",
@@ -113,4 +114,143 @@ fn urls_from_a_secret_validate_once_the_environment_supplies_them() {
     let config = Config::load(Some(&path), env).unwrap();
     assert_eq!(config.store.redis_shards.len(), 3);
     assert_eq!(config.failure_policy, FailurePolicy::Closed);
+}
+
+/// `ha.yaml` without its Sentinel (managed shards by URL), so the plan source and device caps
+/// are judged on their own.
+fn rendered_without_sentinel(name: &str) -> String {
+    let mut sl = fixture(name);
+    sl.spec.redis.replicas_per_shard = 0;
+    build(&sl).unwrap().limiter_config
+}
+
+#[test]
+fn device_caps_and_the_postgres_plan_source_are_accepted_by_the_limiter() {
+    use screenlimit_limiter::config::{PlanSourceKind, UnknownAccountPolicy};
+    use screenlimit_limiter::model::DeviceType;
+    let text = rendered_without_sentinel("ha.yaml");
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+
+    // Short form stays short; a plan with caps uses the long form.
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(value["plans"]["basic"], 1);
+    assert_eq!(config.plans["basic"].max_streams(), 1);
+    assert!(config.plans["basic"].device_caps().is_empty());
+    assert_eq!(config.plans["standard"].max_streams(), 2);
+    assert_eq!(
+        config.plans["standard"]
+            .device_caps()
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect::<Vec<_>>(),
+        [(DeviceType::Mobile, 1)]
+    );
+    assert_eq!(
+        config.plans["premium"].device_caps().get(&DeviceType::Web),
+        Some(&3)
+    );
+
+    let source = &config.plan_source;
+    assert_eq!(source.kind, PlanSourceKind::Postgres);
+    assert_eq!(
+        source.postgres_url_file.as_deref(),
+        Some(std::path::Path::new("/etc/screenlimit/plan-db/url"))
+    );
+    assert_eq!(
+        source.postgres_url, None,
+        "never inline: the Secret is a file"
+    );
+    assert_eq!(
+        source.query,
+        "SELECT plan FROM subscriptions WHERE account_id = $1"
+    );
+    assert_eq!(source.notify_channel, "billing_plan_changed");
+    assert_eq!(source.timeout, Duration::from_millis(40));
+    assert_eq!(source.pool_size, 4);
+    assert_eq!(source.cache_capacity, 500_000);
+    assert_eq!(source.cache_ttl, Duration::from_secs(120));
+    assert_eq!(source.cache_max_stale, Duration::from_secs(1800));
+    assert_eq!(source.unknown_account, UnknownAccountPolicy::Deny);
+    assert_eq!(source.fallback_plan.as_deref(), Some("standard"));
+
+    // The limiter reads the connection string from the mounted file.
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("url");
+    std::fs::write(&url, "postgres://u:p@db:5432/billing\n").unwrap();
+    let mut local = config.clone();
+    local.plan_source.postgres_url_file = Some(url);
+    assert_eq!(
+        local.resolve_plan_db_url().unwrap().as_deref(),
+        Some("postgres://u:p@db:5432/billing")
+    );
+}
+
+#[test]
+fn the_request_plan_source_renders_the_limiter_defaults() {
+    let text = rendered("managed.yaml");
+    let config = Config::from_yaml(&text).unwrap();
+    config.validate().unwrap();
+    let ours = &config.plan_source;
+    let defaults = screenlimit_limiter::config::PlanSourceConfig::default();
+    assert_eq!(ours.kind, defaults.kind);
+    assert_eq!(ours.postgres_url_file, None);
+    assert_eq!(ours.query, defaults.query);
+    assert_eq!(ours.notify_channel, defaults.notify_channel);
+    assert_eq!(ours.cache_capacity, defaults.cache_capacity);
+    assert_eq!(ours.cache_ttl, defaults.cache_ttl);
+    assert_eq!(ours.cache_max_stale, defaults.cache_max_stale);
+    assert_eq!(ours.unknown_account, defaults.unknown_account);
+    assert_eq!(ours.fallback_plan, None);
+}
+
+#[test]
+fn the_sentinel_store_has_the_limiter_shape() {
+    let text = rendered("ha.yaml");
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let store = &value["store"];
+    assert_eq!(store["backend"], "redis");
+    assert_eq!(
+        store["redis_shards"],
+        serde_yaml_ng::Value::Sequence(vec![])
+    );
+    let sentinel: Vec<_> = store["sentinel"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(sentinel, ["addresses", "masters"]);
+    let strings = |v: &serde_yaml_ng::Value| -> Vec<String> {
+        v.as_sequence()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        strings(&store["sentinel"]["addresses"]),
+        [
+            "redis://demo-sentinel-0.demo-sentinel.video.svc:26379",
+            "redis://demo-sentinel-1.demo-sentinel.video.svc:26379",
+            "redis://demo-sentinel-2.demo-sentinel.video.svc:26379",
+        ]
+    );
+    assert_eq!(
+        strings(&store["sentinel"]["masters"]),
+        ["demo-shard-0", "demo-shard-1"]
+    );
+}
+
+/// The whole Sentinel config, judged by the limiter itself.
+/// PENDING: un-ignore once `screenlimit_limiter::config::StoreConfig` has `sentinel` (issue 7,
+/// limiter side); `the_sentinel_store_has_the_limiter_shape` checks the shape meanwhile.
+#[test]
+#[ignore = "PENDING: the limiter's Config does not accept store.sentinel yet"]
+fn the_sentinel_config_is_accepted_by_the_limiter() {
+    let text = rendered("ha.yaml");
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(config.store.backend, Backend::Redis);
+    assert!(config.store.redis_shards.is_empty());
 }

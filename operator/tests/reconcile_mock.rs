@@ -432,3 +432,133 @@ async fn a_malformed_object_is_skipped_with_an_event() {
     assert!(api_calls(&calls).is_empty());
     assert_eq!(event_reasons(&calls), ["Malformed"]);
 }
+
+#[tokio::test]
+async fn sentinel_mode_applies_the_sentinel_objects_and_reports_them_in_status() {
+    let sl = fixture("ha.yaml");
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let ns = "/api/v1/namespaces/video";
+    let apps = "/apis/apps/v1/namespaces/video";
+    let policy = "/apis/policy/v1/namespaces/video/poddisruptionbudgets";
+    let writes: Vec<_> = api_calls(&calls)
+        .into_iter()
+        .filter(|c| !c.starts_with("GET"))
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            format!("POST {ns}/secrets"),
+            format!("PATCH {ns}/services/demo-redis-0"),
+            format!("PATCH {ns}/services/demo-redis-1"),
+            format!("PATCH {ns}/services/demo-sentinel"),
+            format!("PATCH {ns}/services/demo-limiter"),
+            format!("PATCH {ns}/configmaps/demo-limiter"),
+            format!("PATCH {ns}/configmaps/demo-redis-ha"),
+            format!("PATCH {policy}/demo-limiter"),
+            format!("PATCH {policy}/demo-redis-0"),
+            format!("PATCH {policy}/demo-redis-1"),
+            format!("PATCH {policy}/demo-sentinel"),
+            format!("PATCH {apps}/deployments/demo-limiter"),
+            format!("PATCH {apps}/statefulsets/demo-redis-0"),
+            format!("PATCH {apps}/statefulsets/demo-redis-1"),
+            format!("PATCH {apps}/statefulsets/demo-sentinel"),
+            "PATCH /apis/screenlimit.io/v1alpha1/namespaces/video/streamlimiters/demo/status"
+                .to_owned(),
+        ]
+    );
+    for patch in calls.iter().filter(|c| c.method == Method::PATCH) {
+        assert!(patch.query.contains("fieldManager=screenlimit-operator"));
+    }
+    let status = status_patch(&calls);
+    assert_eq!(status["sentinelReadyReplicas"], 0);
+    assert_eq!(status["shards"][0]["replicas"], 2);
+    assert_eq!(status["shards"][1]["sentinelMaster"], "demo-shard-1");
+    let progressing = condition(&status, "Progressing");
+    assert!(
+        progressing["message"]
+            .as_str()
+            .unwrap()
+            .contains("Sentinel 0/3 pods ready"),
+        "{progressing}"
+    );
+}
+
+/// A StatefulSet as the API server reports it: `ready` of `replicas` pods, converged.
+fn ready_stateful_set(name: &str, replicas: i32, ready: i32) -> Value {
+    let mut sts = owned("StatefulSet", "apps/v1", name, UID);
+    sts["metadata"]["generation"] = json!(1);
+    sts["spec"] = json!({
+        "replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
+        "selector": {"matchLabels": {}}, "template": {"metadata": {}, "spec": {"containers": []}}
+    });
+    sts["status"] = json!({"replicas": replicas, "readyReplicas": ready, "observedGeneration": 1,
+                           "currentRevision": "r1", "updateRevision": "r1"});
+    sts
+}
+
+#[tokio::test]
+async fn per_shard_readiness_counts_the_primary_and_its_replicas() {
+    let sl = fixture("ha.yaml");
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.lists = vec![
+        ("statefulsets", ready_stateful_set("demo-redis-0", 2, 2)),
+        ("statefulsets", ready_stateful_set("demo-redis-1", 2, 1)),
+        ("statefulsets", ready_stateful_set("demo-sentinel", 3, 3)),
+    ];
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let status = status_patch(&calls);
+    assert_eq!(status["readyShards"], 1);
+    assert_eq!(status["shards"][0]["ready"], true);
+    assert_eq!(status["shards"][1]["ready"], false);
+    assert_eq!(status["shards"][1]["readyReplicas"], 1);
+    assert_eq!(status["sentinelReadyReplicas"], 3);
+    let message = condition(&status, "Ready")["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("1/2 Redis shards ready (waiting for demo-redis-1)"),
+        "{message}"
+    );
+    assert!(!message.contains("Sentinel"), "{message}");
+}
+
+#[tokio::test]
+async fn a_shard_service_with_a_cluster_ip_is_recreated_headless() {
+    let sl = fixture("managed.yaml");
+    let mut old = owned("Service", "v1", "demo-redis-0", UID);
+    old["spec"] = json!({"clusterIP": "10.0.0.12", "ports": [{"port": 6379}]});
+    let mut headless = owned("Service", "v1", "demo-redis-1", UID);
+    headless["spec"] = json!({"clusterIP": "None", "ports": [{"port": 6379}]});
+    let mut limiter = owned("Service", "v1", "demo-limiter", UID);
+    limiter["spec"] = json!({"clusterIP": "10.0.0.13", "ports": [{"port": 8080}]});
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.lists = vec![
+        ("services", old),
+        ("services", headless),
+        ("services", limiter),
+    ];
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let ns = "/api/v1/namespaces/video";
+    let services: Vec<_> = api_calls(&calls)
+        .into_iter()
+        .filter(|c| c.contains("/services/"))
+        .collect();
+    assert_eq!(
+        services,
+        [
+            format!("DELETE {ns}/services/demo-redis-0"),
+            format!("PATCH {ns}/services/demo-redis-0"),
+            format!("PATCH {ns}/services/demo-redis-1"),
+            format!("PATCH {ns}/services/demo-limiter"),
+        ],
+        "only the shard Service whose clusterIP must change is recreated"
+    );
+}

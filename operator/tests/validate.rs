@@ -22,6 +22,7 @@ fn fixtures_are_valid() {
         "external.yaml",
         "external-secret.yaml",
         "admin-ui.yaml",
+        "ha.yaml",
     ] {
         assert_eq!(
             fields(validate(&fixture(name))),
@@ -34,14 +35,8 @@ fn fixtures_are_valid() {
 #[test]
 fn every_problem_is_reported_with_its_field() {
     let mut sl = fixture("managed.yaml");
-    sl.spec.plans.push(Plan {
-        name: "basic".into(),
-        max_streams: 0,
-    });
-    sl.spec.plans.push(Plan {
-        name: "bad name".into(),
-        max_streams: 101,
-    });
+    sl.spec.plans.push(Plan::new("basic", 0));
+    sl.spec.plans.push(Plan::new("bad name", 101));
     sl.spec.default_plan = "gold".into();
     sl.spec.lease.ttl_seconds = 10;
     sl.spec.redis.shards = 0;
@@ -80,5 +75,39 @@ fn messages_say_what_to_do() {
     assert_eq!(
         errors[0].to_string(),
         "spec.lease.ttlSeconds: 45 must be at least twice heartbeatIntervalSeconds (30), so one lost heartbeat does not end a stream"
+    );
+}
+
+#[test]
+fn plan_source_device_caps_and_sentinel_problems_name_their_fields() {
+    use screenlimit_operator::crd::PlanSourceKind;
+    let mut sl = fixture("ha.yaml");
+    sl.spec.plans[1].device_caps.as_mut().unwrap().mobile = Some(3);
+    sl.spec.plans[2].device_caps.as_mut().unwrap().tv = Some(0);
+    sl.spec.plan_source.fallback_plan = Some("gold".into());
+    let pg = sl.spec.plan_source.postgres.as_mut().unwrap();
+    pg.query = "SELECT plan FROM subscriptions".into();
+    pg.notify_channel = "Plan-Changed".into();
+    sl.spec.plan_source.cache.max_stale_seconds = 60;
+    sl.spec.redis.replicas_per_shard = 5;
+    sl.spec.redis.sentinel.quorum = 4;
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.plans[1].deviceCaps.mobile",
+            "spec.plans[2].deviceCaps.tv",
+            "spec.planSource.fallbackPlan",
+            "spec.planSource.postgres.query",
+            "spec.planSource.postgres.notifyChannel",
+            "spec.planSource.cache.maxStaleSeconds",
+            "spec.redis.replicasPerShard",
+            "spec.redis.sentinel.quorum",
+        ]
+    );
+    let mut sl = fixture("managed.yaml");
+    sl.spec.plan_source.kind = PlanSourceKind::Postgres;
+    assert_eq!(
+        fields(validate(&sl)),
+        ["spec.planSource.postgres.secretRef"]
     );
 }

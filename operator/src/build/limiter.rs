@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::common::{
     container_security, http_probe, meta, pod_security, port, resources, selector,
 };
-use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, STREAM_ID_SECRET_DIR};
-use crate::crd::StreamLimiter;
+use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, PLAN_DB_DIR, STREAM_ID_SECRET_DIR};
+use crate::crd::{PlanSourceKind, SecretKeyRef, StreamLimiter};
 use crate::names::{
     CONFIG_HASH_ANNOTATION, Component, LIMITER_CONFIG_KEY, LIMITER_PORT, Names,
     STREAM_ID_SECRET_KEY,
@@ -63,6 +63,15 @@ pub fn pdb(names: &Names, ns: &str, owner: &OwnerReference) -> PodDisruptionBudg
             ..PodDisruptionBudgetSpec::default()
         }),
         ..PodDisruptionBudget::default()
+    }
+}
+
+/// The Secret key holding the plan database's connection string, when plans come from it.
+pub fn plan_db_secret(sl: &StreamLimiter) -> Option<&SecretKeyRef> {
+    let source = &sl.spec.plan_source;
+    match source.kind {
+        PlanSourceKind::Postgres => source.postgres.as_ref().map(|p| &p.secret_ref),
+        PlanSourceKind::Request => None,
     }
 }
 
@@ -129,6 +138,23 @@ pub fn deployment(
             ..Volume::default()
         });
         mounts.push(mount("auth-token", AUTH_TOKEN_DIR));
+    }
+    if let Some(db) = plan_db_secret(sl) {
+        // Only the one key, as the file `url`: the limiter reads `plan_source.postgres_url_file`.
+        volumes.push(Volume {
+            name: "plan-db".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(db.name.clone()),
+                items: Some(vec![KeyToPath {
+                    key: db.key.clone(),
+                    path: "url".to_owned(),
+                    ..KeyToPath::default()
+                }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(mount("plan-db", PLAN_DB_DIR));
     }
     let mut env = vec![EnvVar {
         name: "SCREENLIMIT_LOG_FORMAT".to_owned(),

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::crd::{FailureMode, RedisMode, StreamLimiter};
-use crate::names::{LIMITER_PORT, Names, REDIS_PORT};
+use crate::crd::{
+    FailureMode, Plan, PlanSourceKind, RedisMode, StreamLimiter, UnknownAccountPolicy,
+};
+use crate::names::{LIMITER_PORT, Names, REDIS_PORT, SENTINEL_PORT};
 
 /// Where the stream id secret is mounted in limiter pods.
 pub const STREAM_ID_SECRET_DIR: &str = "/etc/screenlimit/secret";
@@ -15,6 +17,10 @@ pub const STREAM_ID_SECRET_DIR: &str = "/etc/screenlimit/secret";
 pub const AUTH_TOKEN_DIR: &str = "/etc/screenlimit/auth";
 /// Where the config is mounted.
 pub const CONFIG_DIR: &str = "/etc/screenlimit";
+/// Where the plan database's connection string Secret key is mounted (as the file `url`).
+pub const PLAN_DB_DIR: &str = "/etc/screenlimit/plan-db";
+/// The connection string file the limiter reads.
+pub const PLAN_DB_URL_FILE: &str = "/etc/screenlimit/plan-db/url";
 /// Largest request body the limiter accepts.
 const MAX_BODY_BYTES: u32 = 8192;
 const CIRCUIT_PROBE_INTERVAL: &str = "500ms";
@@ -23,8 +29,9 @@ const CIRCUIT_FAILURE_THRESHOLD: u32 = 3;
 #[derive(Serialize, Debug)]
 struct LimiterConfigFile<'a> {
     listen: String,
-    plans: BTreeMap<&'a str, i32>,
+    plans: BTreeMap<&'a str, PlanRule>,
     default_plan: &'a str,
+    plan_source: PlanSource<'a>,
     lease: Lease,
     store: Store,
     failure_policy: &'static str,
@@ -32,6 +39,56 @@ struct LimiterConfigFile<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     auth_token_file: Option<String>,
     max_body_bytes: u32,
+}
+
+/// The short form `basic: 1`, or `standard: {max_streams: 2, device_caps: {mobile: 1}}`.
+#[derive(Serialize, Debug)]
+#[serde(untagged)]
+enum PlanRule {
+    Streams(i32),
+    Detailed {
+        max_streams: i32,
+        device_caps: BTreeMap<&'static str, i32>,
+    },
+}
+
+impl PlanRule {
+    fn of(plan: &Plan) -> Self {
+        let caps = plan
+            .device_caps
+            .as_ref()
+            .map(|c| c.entries())
+            .unwrap_or_default();
+        if caps.is_empty() {
+            PlanRule::Streams(plan.max_streams)
+        } else {
+            PlanRule::Detailed {
+                max_streams: plan.max_streams,
+                device_caps: caps.into_iter().collect(),
+            }
+        }
+    }
+}
+
+#[derive(Serialize, Debug)]
+struct PlanSource<'a> {
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    postgres_url_file: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    query: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notify_channel: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool_size: Option<i32>,
+    cache_capacity: i64,
+    cache_ttl: String,
+    cache_max_stale: String,
+    unknown_account: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fallback_plan: Option<&'a str>,
 }
 
 #[derive(Serialize, Debug)]
@@ -44,9 +101,41 @@ struct Lease {
 struct Store {
     backend: &'static str,
     redis_shards: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sentinel: Option<Sentinel>,
     timeout: String,
     circuit_probe_interval: &'static str,
     circuit_failure_threshold: u32,
+}
+
+/// Sentinel-managed shards: where the Sentinels listen, and the master name of each shard in
+/// shard order.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct Sentinel {
+    pub addresses: Vec<String>,
+    pub masters: Vec<String>,
+}
+
+/// Whether Sentinel owns the managed shards (managed mode with at least one replica each).
+pub fn sentinel_enabled(sl: &StreamLimiter) -> bool {
+    sl.spec.redis.mode == RedisMode::Managed && sl.spec.redis.replicas_per_shard >= 1
+}
+
+/// The `store.sentinel` section, when Sentinel owns the shards.
+pub fn sentinel(sl: &StreamLimiter, names: &Names, namespace: &str) -> Option<Sentinel> {
+    sentinel_enabled(sl).then(|| Sentinel {
+        addresses: (0..sl.spec.redis.sentinel.replicas)
+            .map(|k| {
+                format!(
+                    "redis://{}:{SENTINEL_PORT}",
+                    names.sentinel_host(namespace, k)
+                )
+            })
+            .collect(),
+        masters: (0..sl.spec.redis.shards)
+            .map(|i| names.shard_master(i))
+            .collect(),
+    })
 }
 
 /// The Redis URL of managed shard `index` (its Service, which selects the shard's primary).
@@ -58,9 +147,12 @@ pub fn managed_shard_url(names: &Names, namespace: &str, index: i32) -> String {
 }
 
 /// Shard URLs written into the file. Empty when they come from a Secret (through
-/// `SCREENLIMIT_REDIS_SHARDS`).
+/// `SCREENLIMIT_REDIS_SHARDS`) or when Sentinel names each shard's primary.
 pub fn shard_urls(sl: &StreamLimiter, names: &Names, namespace: &str) -> Vec<String> {
     let redis = &sl.spec.redis;
+    if sentinel_enabled(sl) {
+        return Vec::new();
+    }
     match redis.mode {
         RedisMode::Managed => (0..redis.shards)
             .map(|i| managed_shard_url(names, namespace, i))
@@ -73,6 +165,33 @@ pub fn shard_urls(sl: &StreamLimiter, names: &Names, namespace: &str) -> Vec<Str
     }
 }
 
+fn plan_source(sl: &StreamLimiter) -> PlanSource<'_> {
+    let source = &sl.spec.plan_source;
+    let postgres = match source.kind {
+        PlanSourceKind::Postgres => source.postgres.as_ref(),
+        PlanSourceKind::Request => None,
+    };
+    PlanSource {
+        kind: match source.kind {
+            PlanSourceKind::Request => "request",
+            PlanSourceKind::Postgres => "postgres",
+        },
+        postgres_url_file: postgres.map(|_| PLAN_DB_URL_FILE),
+        query: postgres.map(|p| p.query.as_str()),
+        notify_channel: postgres.map(|p| p.notify_channel.as_str()),
+        timeout: postgres.map(|p| format!("{}ms", p.timeout_millis)),
+        pool_size: postgres.map(|p| p.pool_size),
+        cache_capacity: source.cache.capacity,
+        cache_ttl: format!("{}s", source.cache.ttl_seconds),
+        cache_max_stale: format!("{}s", source.cache.max_stale_seconds),
+        unknown_account: match source.unknown_account {
+            UnknownAccountPolicy::DefaultPlan => "default_plan",
+            UnknownAccountPolicy::Deny => "deny",
+        },
+        fallback_plan: source.fallback_plan.as_deref(),
+    }
+}
+
 /// Renders `limiter.yaml`.
 pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
     let spec = &sl.spec;
@@ -81,9 +200,10 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
         plans: spec
             .plans
             .iter()
-            .map(|p| (p.name.as_str(), p.max_streams))
+            .map(|p| (p.name.as_str(), PlanRule::of(p)))
             .collect(),
         default_plan: &spec.default_plan,
+        plan_source: plan_source(sl),
         lease: Lease {
             heartbeat_interval: format!("{}s", spec.lease.heartbeat_interval_seconds),
             ttl: format!("{}s", spec.lease.ttl_seconds),
@@ -91,6 +211,7 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
         store: Store {
             backend: "redis",
             redis_shards: shard_urls(sl, names, namespace),
+            sentinel: sentinel(sl, names, namespace),
             timeout: format!("{}ms", spec.failure_policy.store_timeout_millis),
             circuit_probe_interval: CIRCUIT_PROBE_INTERVAL,
             circuit_failure_threshold: CIRCUIT_FAILURE_THRESHOLD,

@@ -6,6 +6,7 @@ pub mod limiter;
 pub mod limiter_config;
 pub mod redis;
 pub mod secret;
+pub mod sentinel;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -62,15 +63,36 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
     if let Some(token) = &spec.limiter.auth_token_secret {
         hash_inputs.push(format!("auth-token:{}/{}", token.name, token.key));
     }
+    // The Secret's name and key roll the limiter; its content cannot be seen from here.
+    if let Some(db) = limiter::plan_db_secret(sl) {
+        hash_inputs.push(format!("plan-db:{}/{}", db.name, db.key));
+    }
     let refs: Vec<&str> = hash_inputs.iter().map(String::as_str).collect();
     let config_hash = limiter_config::config_hash(&limiter_config, &refs);
 
     let mut services = Vec::new();
     let mut stateful_sets = Vec::new();
+    let mut config_maps = vec![limiter::config_map(
+        &names,
+        &ns,
+        limiter_config.clone(),
+        &owner,
+    )];
+    let mut pdbs = vec![limiter::pdb(&names, &ns, &owner)];
+    let ha = limiter_config::sentinel_enabled(sl);
     if spec.redis.mode == RedisMode::Managed {
         for index in 0..spec.redis.shards {
             services.push(redis::service(&names, &ns, index, &owner));
             stateful_sets.push(redis::stateful_set(sl, &names, &ns, index, &owner));
+            if ha {
+                pdbs.push(redis::pdb(&names, &ns, index, &owner));
+            }
+        }
+        if ha {
+            services.push(sentinel::service(&names, &ns, &owner));
+            config_maps.push(sentinel::config_map(sl, &names, &ns, &owner));
+            pdbs.push(sentinel::pdb(&names, &ns, &owner));
+            stateful_sets.push(sentinel::stateful_set(sl, &names, &ns, &owner));
         }
     }
     services.push(limiter::service(&names, &ns, &owner));
@@ -81,13 +103,8 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
     }
 
     Ok(Desired {
-        config_maps: vec![limiter::config_map(
-            &names,
-            &ns,
-            limiter_config.clone(),
-            &owner,
-        )],
-        pdbs: vec![limiter::pdb(&names, &ns, &owner)],
+        config_maps,
+        pdbs,
         services,
         deployments,
         stateful_sets,

@@ -1,32 +1,44 @@
-//! Managed mode: per shard, a Redis StatefulSet and the Service that points at its primary.
+//! Managed mode: per shard, a Redis StatefulSet, its headless Service and, when Sentinel owns
+//! the shard, a PodDisruptionBudget.
+//!
+//! `replicasPerShard: 0`: one Redis pod per shard, the limiter connects to it by the Service
+//! name. `replicasPerShard >= 1`: a primary plus replicas, every pod started by the same
+//! script so that Sentinel can promote any of them (see `sentinel`).
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, ExecAction, PodSpec, PodTemplateSpec, Probe, Service,
-    ServicePort, ServiceSpec, Volume, VolumeMount,
+    Container, ExecAction, Lifecycle, LifecycleHandler, PodSpec, PodTemplateSpec, Probe, Service,
+    ServicePort, ServiceSpec,
 };
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{container_security, meta, pod_security, port, resources, selector};
+use super::limiter_config::sentinel_enabled;
+use super::sentinel::{
+    MAX_SENTINELS, REDIS_UID, SCRIPTS_DIR, data_volume, env, keys, max_unavailable_one, ping_probe,
+    redis_scripts_hash, scripts_volume, spread, startup_probe, volume_mount,
+};
 use crate::crd::StreamLimiter;
-use crate::names::{Names, REDIS_PORT};
+use crate::names::{Names, REDIS_PORT, SCRIPTS_HASH_ANNOTATION};
 
-/// UID of the `redis` user in the official image.
-const REDIS_UID: i64 = 999;
+/// Grace period of a shard pod: room for the pre-stop failover (up to 20 s) and a clean exit.
+const TERMINATION_GRACE_SECONDS: i64 = 40;
 
-/// The shard's Service: selects only pod 0 (the primary), so the limiter always writes there.
+/// The shard's headless Service: selects every pod of the shard and gives each a stable DNS
+/// name (`<shard>-<ordinal>.<shard>.<ns>.svc`), published before the pod is ready so that
+/// replicas and Sentinels resolve a pod while it starts. With one pod per shard the Service
+/// name itself resolves to that pod.
 pub fn service(names: &Names, ns: &str, index: i32, owner: &OwnerReference) -> Service {
     let name = names.redis_shard(index);
-    let mut pod_selector = names.shard_selector_labels(index);
-    pod_selector.insert(
-        "statefulset.kubernetes.io/pod-name".to_owned(),
-        format!("{name}-0"),
-    );
     Service {
         metadata: meta(name, ns, names.shard_labels(index), owner),
         spec: Some(ServiceSpec {
-            selector: Some(pod_selector),
+            cluster_ip: Some("None".to_owned()),
+            selector: Some(names.shard_selector_labels(index)),
             ports: Some(vec![ServicePort {
                 name: Some("redis".to_owned()),
                 port: REDIS_PORT,
@@ -34,7 +46,6 @@ pub fn service(names: &Names, ns: &str, index: i32, owner: &OwnerReference) -> S
                 protocol: Some("TCP".to_owned()),
                 ..ServicePort::default()
             }]),
-            // Replicas resolve the primary through this Service before it is ready.
             publish_not_ready_addresses: Some(true),
             ..ServiceSpec::default()
         }),
@@ -42,8 +53,20 @@ pub fn service(names: &Names, ns: &str, index: i32, owner: &OwnerReference) -> S
     }
 }
 
-/// The shard's StatefulSet. Pod 0 is the primary; pods 1.. replicate from it. Leases are
-/// short-lived and re-register on heartbeat, so nothing is persisted.
+/// `maxUnavailable: 1` over the shard's pods: a drain always proceeds; the pre-stop hook of a
+/// primary hands its role to a replica through Sentinel first.
+pub fn pdb(names: &Names, ns: &str, index: i32, owner: &OwnerReference) -> PodDisruptionBudget {
+    max_unavailable_one(
+        names.redis_shard(index),
+        ns,
+        names.shard_labels(index),
+        names.shard_selector_labels(index),
+        owner,
+    )
+}
+
+/// The shard's StatefulSet. Leases are short-lived and re-register on heartbeat, so nothing is
+/// persisted (emptyDir, no RDB or AOF).
 pub fn stateful_set(
     sl: &StreamLimiter,
     names: &Names,
@@ -53,55 +76,95 @@ pub fn stateful_set(
 ) -> StatefulSet {
     let name = names.redis_shard(index);
     let redis = &sl.spec.redis;
-    let primary = format!("{name}.{ns}.svc");
-    // Pod 0 is the primary; every other ordinal follows it.
-    let script = format!(
-        "set -e\n\
-         ordinal=\"${{HOSTNAME##*-}}\"\n\
-         set -- --port {REDIS_PORT} --save '' --appendonly no --protected-mode no --maxmemory-policy noeviction --dir /data\n\
-         if [ \"$ordinal\" != \"0\" ]; then set -- \"$@\" --replicaof {primary} {REDIS_PORT}; fi\n\
-         exec redis-server \"$@\"\n"
-    );
-    let container = Container {
+    let ha = sentinel_enabled(sl);
+    let mut container = Container {
         name: "redis".to_owned(),
         image: Some(redis.image.clone()),
-        command: Some(vec!["sh".to_owned(), "-c".to_owned(), script]),
         ports: Some(vec![port("redis", REDIS_PORT)]),
-        readiness_probe: Some(exec_probe(5)),
+        readiness_probe: Some(ping_probe(REDIS_PORT, 5)),
         liveness_probe: Some(Probe {
             initial_delay_seconds: Some(10),
-            ..exec_probe(10)
+            ..ping_probe(REDIS_PORT, 10)
         }),
         resources: resources(&redis.resources),
         security_context: Some(container_security(REDIS_UID)),
-        volume_mounts: Some(vec![VolumeMount {
-            name: "data".to_owned(),
-            mount_path: "/data".to_owned(),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(vec![volume_mount("data", "/data", false)]),
         ..Container::default()
     };
+    let mut volumes = vec![data_volume()];
+    let mut annotations = BTreeMap::new();
+    if ha {
+        container.startup_probe = Some(startup_probe(REDIS_PORT));
+        container.command = Some(vec![
+            "sh".to_owned(),
+            format!("{SCRIPTS_DIR}/{}", keys::REDIS),
+        ]);
+        container.env = Some(vec![
+            env("NAMESPACE", ns),
+            env("SHARD", name.clone()),
+            env("MASTER_NAME", names.shard_master(index)),
+            env("SENTINEL_SERVICE", names.sentinel()),
+            env("MAX_SENTINELS", MAX_SENTINELS.to_string()),
+            env("MAX_PODS", super::sentinel::MAX_PODS_PER_SHARD.to_string()),
+        ]);
+        container.lifecycle = Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                exec: Some(ExecAction {
+                    command: Some(vec![
+                        "sh".to_owned(),
+                        format!("{SCRIPTS_DIR}/{}", keys::PRE_STOP),
+                    ]),
+                }),
+                ..LifecycleHandler::default()
+            }),
+            ..Lifecycle::default()
+        });
+        if let Some(mounts) = container.volume_mounts.as_mut() {
+            mounts.push(volume_mount("scripts", SCRIPTS_DIR, true));
+        }
+        volumes.push(scripts_volume(names));
+        annotations.insert(SCRIPTS_HASH_ANNOTATION.to_owned(), redis_scripts_hash());
+    } else {
+        container.command = Some(
+            [
+                "redis-server",
+                "--port",
+                &REDIS_PORT.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "no",
+                "--maxmemory-policy",
+                "noeviction",
+                "--dir",
+                "/data",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        );
+    }
     StatefulSet {
         metadata: meta(name.clone(), ns, names.shard_labels(index), owner),
         spec: Some(StatefulSetSpec {
-            replicas: Some(redis.replicas_per_shard),
+            replicas: Some(shard_pods(sl)),
             service_name: Some(name),
             selector: selector(names.shard_selector_labels(index)),
             pod_management_policy: Some("Parallel".to_owned()),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(names.shard_labels(index)),
+                    annotations: (!annotations.is_empty()).then_some(annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
                     containers: vec![container],
+                    affinity: ha.then(|| spread(names.shard_selector_labels(index))),
+                    termination_grace_period_seconds: ha.then_some(TERMINATION_GRACE_SECONDS),
                     security_context: Some(pod_security(REDIS_UID)),
                     automount_service_account_token: Some(false),
-                    volumes: Some(vec![Volume {
-                        name: "data".to_owned(),
-                        empty_dir: Some(EmptyDirVolumeSource::default()),
-                        ..Volume::default()
-                    }]),
+                    volumes: Some(volumes),
                     ..PodSpec::default()
                 }),
             },
@@ -111,19 +174,7 @@ pub fn stateful_set(
     }
 }
 
-fn exec_probe(period: i32) -> Probe {
-    Probe {
-        exec: Some(ExecAction {
-            command: Some(vec![
-                "redis-cli".to_owned(),
-                "-p".to_owned(),
-                REDIS_PORT.to_string(),
-                "ping".to_owned(),
-            ]),
-        }),
-        period_seconds: Some(period),
-        timeout_seconds: Some(2),
-        failure_threshold: Some(3),
-        ..Probe::default()
-    }
+/// Pods per managed shard: the primary and its replicas.
+pub fn shard_pods(sl: &StreamLimiter) -> i32 {
+    1 + sl.spec.redis.replicas_per_shard.max(0)
 }

@@ -1,0 +1,70 @@
+#!/bin/sh
+# Starts one Redis pod of a Sentinel-managed shard (screenlimit-operator, ConfigMap <name>-redis-ha).
+# Which pod is primary is Sentinel's call. Ask a Sentinel first; only when no Sentinel knows the
+# shard (first start, or every Sentinel down) ask the shard's other pods; only when none of them
+# is a primary either does pod 0 start as the primary (the bootstrap). The operator never picks a
+# primary after that.
+# Env: NAMESPACE, SHARD (StatefulSet = headless Service), MASTER_NAME, SENTINEL_SERVICE,
+#      MAX_SENTINELS, MAX_PODS.
+set -eu
+self="$HOSTNAME.$SHARD.$NAMESPACE.svc"
+master=""
+
+ask_sentinels() {
+  k=0
+  while [ "$k" -lt "$MAX_SENTINELS" ]; do
+    sentinel="$SENTINEL_SERVICE-$k.$SENTINEL_SERVICE.$NAMESPACE.svc"
+    # Two lines (host, port) when that Sentinel knows the shard; nothing otherwise.
+    reply=$(timeout 3 redis-cli -h "$sentinel" -p 26379 --raw sentinel get-master-addr-by-name "$MASTER_NAME" </dev/null 2>/dev/null || true)
+    # shellcheck disable=SC2086
+    set -- $reply
+    if [ "$#" -eq 2 ] && [ "$2" -eq "$2" ] 2>/dev/null; then
+      master=$1
+      echo "Sentinel $sentinel: the primary of $MASTER_NAME is $master"
+      return 0
+    fi
+    k=$((k + 1))
+  done
+  return 1
+}
+
+ask_pods() {
+  i=0
+  while [ "$i" -lt "$MAX_PODS" ]; do
+    pod="$SHARD-$i.$SHARD.$NAMESPACE.svc"
+    if [ "$pod" != "$self" ]; then
+      role=$(timeout 3 redis-cli -h "$pod" -p 6379 --raw role </dev/null 2>/dev/null | head -n 1 || true)
+      if [ "$role" = "master" ]; then
+        master=$pod
+        echo "no Sentinel answered; $pod is a primary"
+        return 0
+      fi
+    fi
+    i=$((i + 1))
+  done
+  return 1
+}
+
+if ! ask_sentinels && ! ask_pods; then
+  master="$SHARD-0.$SHARD.$NAMESPACE.svc"
+  echo "bootstrap: nobody knows a primary of $MASTER_NAME; pod 0 ($master) is it"
+fi
+
+conf=/data/redis.conf
+cat > "$conf" <<CONF
+port 6379
+dir /data
+save ""
+appendonly no
+protected-mode no
+maxmemory-policy noeviction
+replica-announce-ip $self
+replica-announce-port 6379
+CONF
+if [ "$master" != "$self" ]; then
+  echo "replicaof $master 6379" >> "$conf"
+  echo "starting as a replica of $master"
+else
+  echo "starting as the primary"
+fi
+exec redis-server "$conf"

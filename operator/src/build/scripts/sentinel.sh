@@ -1,0 +1,71 @@
+#!/bin/sh
+# Starts one Sentinel (screenlimit-operator, ConfigMap <name>-redis-ha). Sentinel rewrites its
+# config file (it records failovers, replicas and peers there), so the template from the
+# read-only ConfigMap is copied into the writable emptyDir /data first. Each shard is monitored
+# at its current primary as another running Sentinel reports it; when no other Sentinel answers,
+# at the pod that says it is a primary; when none does, at pod 0 (the bootstrap).
+# Env: NAMESPACE, SENTINEL_SERVICE, SENTINELS, QUORUM, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, MAX_PODS.
+set -eu
+dir=/etc/screenlimit/redis-ha
+self="$HOSTNAME.$SENTINEL_SERVICE.$NAMESPACE.svc"
+conf=/data/sentinel.conf
+cp "$dir/sentinel.conf" "$conf"
+{
+  # A stable id per pod name: a restarted Sentinel is the same peer, not one more.
+  echo "sentinel myid $(printf '%s' "$self" | sha1sum | cut -c1-40)"
+  echo "sentinel announce-ip $self"
+  echo "sentinel announce-port 26379"
+} >> "$conf"
+
+peer=""
+k=0
+while [ "$k" -lt "$SENTINELS" ]; do
+  host="$SENTINEL_SERVICE-$k.$SENTINEL_SERVICE.$NAMESPACE.svc"
+  if [ "$host" != "$self" ] && [ "$(timeout 3 redis-cli -h "$host" -p 26379 --raw ping </dev/null 2>/dev/null || true)" = "PONG" ]; then
+    peer=$host
+    break
+  fi
+  k=$((k + 1))
+done
+
+while read -r name shard; do
+  [ -n "$name" ] || continue
+  master=""
+  if [ -n "$peer" ]; then
+    reply=$(timeout 3 redis-cli -h "$peer" -p 26379 --raw sentinel get-master-addr-by-name "$name" </dev/null 2>/dev/null || true)
+    # shellcheck disable=SC2086
+    set -- $reply
+    if [ "$#" -eq 2 ]; then master=$1; fi
+  fi
+  if [ -z "$master" ]; then
+    i=0
+    while [ "$i" -lt "$MAX_PODS" ]; do
+      pod="$shard-$i.$shard.$NAMESPACE.svc"
+      role=$(timeout 3 redis-cli -h "$pod" -p 6379 --raw role </dev/null 2>/dev/null | head -n 1 || true)
+      if [ "$role" = "master" ]; then
+        master=$pod
+        break
+      fi
+      i=$((i + 1))
+    done
+  fi
+  master=${master:-$shard-0.$shard.$NAMESPACE.svc}
+  # Sentinel refuses a host name it cannot resolve: wait for the pod's DNS record.
+  n=0
+  while command -v getent >/dev/null 2>&1 && ! getent hosts "$master" >/dev/null 2>&1; do
+    n=$((n + 1))
+    if [ "$n" -ge 90 ]; then
+      echo "cannot resolve $master after 90s" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+  echo "monitoring $name at $master"
+  cat >> "$conf" <<CONF
+sentinel monitor $name $master 6379 $QUORUM
+sentinel down-after-milliseconds $name $DOWN_AFTER_MS
+sentinel failover-timeout $name $FAILOVER_TIMEOUT_MS
+sentinel parallel-syncs $name 1
+CONF
+done < "$dir/masters"
+exec redis-server "$conf" --sentinel
