@@ -95,6 +95,9 @@ for name, (values, expected) in variants.items():
 
 crd = yaml.safe_load(open(f"{chart}/crds/streamlimiter.yaml"))
 assert crd["metadata"]["name"] == "streamlimiters.screenlimit.io"
+spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+assert "planSource" in spec and "sentinel" in spec["redis"]["properties"], "CRD lacks planSource / redis.sentinel"
+assert "deviceCaps" in spec["plans"]["items"]["properties"], "CRD lacks plans[].deviceCaps"
 for example in ("examples/dev.yaml", "examples/production.yaml"):
     for doc in yaml.safe_load_all(open(example)):
         if doc and doc.get("kind") == "StreamLimiter":

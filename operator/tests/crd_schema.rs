@@ -391,3 +391,32 @@ fn cel_rejects_a_quorum_above_the_sentinels() {
     sl.spec.redis.sentinel.replicas = 5;
     assert!(rule_messages(&sl).is_empty());
 }
+
+/// `examples/*.yaml` parse, pass the CEL rules and the operator's validation, and render a
+/// limiter config.
+#[test]
+fn the_examples_are_valid() {
+    for name in ["dev.yaml", "production.yaml"] {
+        let path = format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut sl: StreamLimiter =
+            serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(rule_messages(&sl), Vec::<String>::new(), "{name}");
+        sl.metadata.uid = Some("u".into());
+        screenlimit_operator::validate::validate(&sl).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        screenlimit_operator::build::build(&sl).unwrap();
+    }
+    let production: StreamLimiter = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/production.yaml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(production.spec.redis.replicas_per_shard, 1);
+    assert_eq!(
+        production.spec.plan_source.kind,
+        screenlimit_operator::crd::PlanSourceKind::Postgres
+    );
+}
