@@ -37,9 +37,22 @@ pub struct AccountStreams {
     pub account_id: String,
     #[serde(default)]
     pub plan: String,
+    /// The limit in force: the override's while one is active, else the plan's.
     pub limit: u32,
+    /// A temporary limit support granted, if one is active (newer limiters).
+    #[serde(default)]
+    pub limit_override: Option<LimitOverride>,
     #[serde(default)]
     pub active: Vec<ActiveStream>,
+}
+
+/// A temporary per-account limit: `PUT /v1/accounts/{id}/limit-override` answers one, and
+/// `GET /v1/accounts/{id}/streams` carries the active one.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LimitOverride {
+    pub max_streams: u32,
+    /// RFC 3339 UTC.
+    pub expires_at: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -210,6 +223,28 @@ impl LimiterClient {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Grants `account_id` a limit of `max_streams` for `expires_in_sec`, replacing any earlier
+    /// override.
+    pub async fn set_limit_override(
+        &self,
+        account_id: &str,
+        max_streams: u32,
+        expires_in_sec: u64,
+    ) -> Result<LimitOverride, LimiterError> {
+        let path = format!("/v1/accounts/{account_id}/limit-override");
+        let body =
+            serde_json::json!({ "max_streams": max_streams, "expires_in_sec": expires_in_sec });
+        self.send(self.http.put(self.url(&path)).json(&body)).await
+    }
+
+    /// Removes `account_id`'s override (its plan's limit applies again); fine when there is none.
+    pub async fn clear_limit_override(&self, account_id: &str) -> Result<(), LimiterError> {
+        let path = format!("/v1/accounts/{account_id}/limit-override");
+        self.send::<serde_json::Value>(self.http.delete(self.url(&path)))
+            .await
+            .map(|_| ())
     }
 
     pub async fn audit(

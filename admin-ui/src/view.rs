@@ -30,6 +30,22 @@ pub fn span(seconds: i64) -> String {
     }
 }
 
+/// `22:00 UTC` when `text` falls on `now`'s day (UTC), else `2026-12-06 22:00 UTC`.
+pub fn clock_short(now: OffsetDateTime, text: &str) -> String {
+    let Some(at) = parse_time(text).map(|t| t.to_offset(time::UtcOffset::UTC)) else {
+        return text.to_owned();
+    };
+    let same_day = at.date() == now.to_offset(time::UtcOffset::UTC).date();
+    let formatted = if same_day {
+        at.format(format_description!("[hour]:[minute] UTC"))
+    } else {
+        at.format(format_description!(
+            "[year]-[month]-[day] [hour]:[minute] UTC"
+        ))
+    };
+    formatted.unwrap_or_else(|_| text.to_owned())
+}
+
 /// `12 s ago` (or `just now`).
 pub fn ago(now: OffsetDateTime, text: &str) -> String {
     match parse_time(text) {
@@ -122,6 +138,12 @@ mod tests {
         assert_eq!(until(now, "2026-11-29T21:12:26Z"), "in 1 min 30 s");
         assert_eq!(until(now, "2026-11-29T21:10:00Z"), "now");
         assert_eq!(clock("2026-11-29T21:10:56.344Z"), "2026-11-29 21:10:56 UTC");
+        assert_eq!(clock_short(now, "2026-11-29T22:00:00Z"), "22:00 UTC");
+        assert_eq!(
+            clock_short(now, "2026-12-06T22:00:00Z"),
+            "2026-12-06 22:00 UTC"
+        );
+        assert_eq!(clock_short(now, "soon"), "soon");
     }
 
     #[test]

@@ -336,5 +336,38 @@ async fn run(
         .for_element(Locator::Css(".instance"))
         .await?;
     screenshot(client, "5-fleet").await;
+
+    // Grant a temporary extra screen through the form (no JavaScript involved).
+    client
+        .goto(&format!("{dashboard}/accounts/acct-42"))
+        .await?;
+    let field = client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("max_streams"))
+        .await?;
+    field.clear().await?;
+    field.send_keys("3").await?;
+    client
+        .find(Locator::Css(r#"#expires_in option[value="86400"]"#))
+        .await?
+        .click()
+        .await?;
+    client
+        .find(Locator::Id("grant-override"))
+        .await?
+        .click()
+        .await?;
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Id("override-limit"))
+        .await?;
+    let notice = client.find(Locator::Id("notice")).await?.text().await?;
+    assert!(notice.contains("Temporary limit granted"), "{notice}");
+    let badge = client.find(Locator::Id("override")).await?.text().await?;
+    assert!(badge.starts_with("temporary limit 3 until "), "{badge}");
+    assert_eq!(client.find(Locator::Id("limit")).await?.text().await?, "3");
+    screenshot(client, "6-temporary-limit").await;
     Ok(())
 }

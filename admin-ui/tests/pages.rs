@@ -576,3 +576,281 @@ async fn a_limiter_that_hangs_is_cut_off_by_the_deadline() {
         page.body
     );
 }
+
+// ---- temporary limits ------------------------------------------------------------------------
+
+/// The account's `limit` and `limit_override` as the limiter reports them.
+async fn limits(limiter: &str, account: &str) -> (u64, serde_json::Value) {
+    let body: serde_json::Value = common::http()
+        .get(format!("{limiter}/v1/accounts/{account}/streams"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (
+        body["limit"].as_u64().unwrap(),
+        body["limit_override"].clone(),
+    )
+}
+
+#[tokio::test]
+async fn a_temporary_limit_shows_next_to_the_plan() {
+    let stack = stack().await;
+    play(&stack.limiter, "acct-o", "tv", "TV", "tv").await;
+    let granted = common::http()
+        .put(format!(
+            "{}/v1/accounts/acct-o/limit-override",
+            stack.limiter
+        ))
+        .json(&serde_json::json!({"max_streams": 3, "expires_in_sec": 7200}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(granted.status(), StatusCode::OK);
+    let mut agent = Agent::signed_in(&stack.url, VIEWER).await;
+    let page = agent.get("/accounts/acct-o").await;
+    assert_eq!(page.status, StatusCode::OK);
+    for body in [
+        &page.body,
+        &agent.get("/accounts/acct-o/devices").await.body,
+    ] {
+        assert!(
+            body.contains(r#"<strong id="plan">standard</strong> · <span class="override""#),
+            "{body}"
+        );
+        assert!(
+            body.contains(r#"temporary limit <strong id="override-limit">3</strong> until "#),
+            "{body}"
+        );
+        assert!(body.contains(" UTC (in 1 h 59 min)") || body.contains(" UTC (in 2 h 0 min)"));
+        assert!(
+            body.contains(r#"<strong id="in-use">1</strong> of <strong id="limit">3</strong>"#)
+        );
+    }
+    // A viewer reads it but gets no form.
+    assert!(!page.body.contains("limit-override"), "{}", page.body);
+    // Without an override there is nothing to show.
+    let plain = agent.get("/accounts/acct-none").await;
+    assert!(!plain.body.contains("temporary limit"), "{}", plain.body);
+}
+
+#[tokio::test]
+async fn support_grants_and_removes_a_temporary_limit() {
+    let stack = stack().await;
+    play(&stack.limiter, "acct-g", "tv", "TV", "tv").await;
+    play(&stack.limiter, "acct-g", "phone", "Phone", "mobile").await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+
+    let page = agent.get("/accounts/acct-g").await;
+    assert!(
+        page.body
+            .contains(r#"action="/accounts/acct-g/limit-override""#),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"value="3" required"#),
+        "suggests one more"
+    );
+    for preset in ["1 hour", "24 hours", "7 days"] {
+        assert!(page.body.contains(preset), "{preset}");
+    }
+    assert!(
+        !page.body.contains("remove-override"),
+        "nothing to remove yet"
+    );
+
+    let done = agent
+        .post(
+            "/accounts/acct-g/limit-override",
+            &[
+                ("csrf", &page.csrf()),
+                ("max_streams", "3"),
+                ("expires_in", "86400"),
+            ],
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert_eq!(done.location(), "/accounts/acct-g?limit=granted");
+    let (limit, granted) = limits(&stack.limiter, "acct-g").await;
+    assert_eq!((limit, granted["max_streams"].as_u64()), (3, Some(3)));
+
+    let after = agent.get(done.location()).await;
+    assert!(
+        after
+            .body
+            .contains("Temporary limit granted: this account may use 3 screens until ")
+            && (after.body.contains("(in 23 h 59 min)") || after.body.contains("(in 1 d 0 h)")),
+        "{}",
+        after.body
+    );
+    assert!(after.body.contains(r#"id="override-limit">3</strong>"#));
+    assert!(after.body.contains(r#"id="remove-override""#));
+    // The extra screen is real: a third play fits now.
+    play(&stack.limiter, "acct-g", "laptop", "Laptop", "web").await;
+
+    let removed = agent
+        .post(
+            "/accounts/acct-g/limit-override/remove",
+            &[("csrf", &after.csrf())],
+        )
+        .await;
+    assert_eq!(removed.status, StatusCode::SEE_OTHER, "{}", removed.body);
+    assert_eq!(removed.location(), "/accounts/acct-g?limit=removed");
+    assert_eq!(
+        limits(&stack.limiter, "acct-g").await,
+        (2, serde_json::Value::Null)
+    );
+    let after = agent.get(removed.location()).await;
+    assert!(
+        after
+            .body
+            .contains("Temporary limit removed: the plan&#39;s limit of 2 applies again."),
+        "{}",
+        after.body
+    );
+    assert!(!after.body.contains(r#"id="override""#));
+    // Devices playing are not cut off.
+    assert_eq!(active_devices(&stack.limiter, "acct-g").await.len(), 3);
+    // A typed-in notice says nothing that is not so.
+    let fake = agent.get("/accounts/acct-g?limit=granted").await;
+    assert!(!fake.body.contains("Temporary limit granted"));
+}
+
+#[tokio::test]
+async fn viewer_cannot_change_limits() {
+    let stack = stack().await;
+    let mut agent = Agent::signed_in(&stack.url, VIEWER).await;
+    let page = agent.get("/accounts/acct-vl").await;
+    assert!(
+        !page.body.contains("grant-override"),
+        "no form for a viewer"
+    );
+    let csrf = page.csrf();
+    let refused = agent
+        .post(
+            "/accounts/acct-vl/limit-override",
+            &[
+                ("csrf", &csrf),
+                ("max_streams", "3"),
+                ("expires_in", "3600"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(
+        refused
+            .body
+            .contains("only the support role may change an account&#39;s limit"),
+        "{}",
+        refused.body
+    );
+    let refused = agent
+        .post(
+            "/accounts/acct-vl/limit-override/remove",
+            &[("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        limits(&stack.limiter, "acct-vl").await,
+        (1, serde_json::Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn limit_posts_without_a_csrf_token_are_refused() {
+    let stack = stack().await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let page = agent
+        .post(
+            "/accounts/acct-cl/limit-override",
+            &[("max_streams", "3"), ("expires_in", "3600")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert!(page.body.contains("Nothing was changed"), "{}", page.body);
+    let token = agent.csrf().await;
+    let cross_site = agent
+        .post_with(
+            "/accounts/acct-cl/limit-override",
+            &[
+                ("csrf", &token),
+                ("max_streams", "3"),
+                ("expires_in", "3600"),
+            ],
+            &[("sec-fetch-site", "cross-site")],
+        )
+        .await;
+    assert_eq!(cross_site.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        limits(&stack.limiter, "acct-cl").await,
+        (1, serde_json::Value::Null)
+    );
+    // With an override in place, a token-less remove leaves it there.
+    let ok = agent
+        .post(
+            "/accounts/acct-cl/limit-override",
+            &[
+                ("csrf", &token),
+                ("max_streams", "2"),
+                ("expires_in", "3600"),
+            ],
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    let page = agent
+        .post("/accounts/acct-cl/limit-override/remove", &[])
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    assert_eq!(limits(&stack.limiter, "acct-cl").await.0, 2);
+}
+
+#[tokio::test]
+async fn invalid_limit_input_gets_a_message() {
+    let stack = stack().await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.csrf().await;
+    for (streams, expires, expected) in [
+        ("0", "3600", "“0” is not a number of screens"),
+        ("101", "3600", "from 1 to 100"),
+        (
+            "<b>lots</b>",
+            "3600",
+            "“&#60;b&#62;lots&#60;/b&#62;” is not a number",
+        ),
+        ("", "3600", "Enter how many screens"),
+        ("3", "9999999", "from 1 hour to 30 days"),
+        ("3", "", "from 1 hour to 30 days"),
+    ] {
+        let page = agent
+            .post(
+                "/accounts/acct-il/limit-override",
+                &[
+                    ("csrf", &csrf),
+                    ("max_streams", streams),
+                    ("expires_in", expires),
+                ],
+            )
+            .await;
+        assert_eq!(page.status, StatusCode::UNPROCESSABLE_ENTITY, "{streams}");
+        assert!(
+            page.body.contains(r#"id="override-error""#),
+            "{}",
+            page.body
+        );
+        assert!(page.body.contains(expected), "{streams}: {}", page.body);
+        // The account page around it, with the form to correct.
+        assert!(page.body.contains(r#"<strong id="plan">"#));
+        assert!(!page.body.contains("<b>lots"));
+    }
+    assert_eq!(
+        limits(&stack.limiter, "acct-il").await,
+        (1, serde_json::Value::Null)
+    );
+    // A stray GET of the form address goes back to the account.
+    let page = agent.get("/accounts/acct-il/limit-override").await;
+    assert_eq!(page.location(), "/accounts/acct-il");
+}

@@ -14,7 +14,7 @@ pub mod users;
 pub enum Role {
     /// Reads accounts, audit and fleet pages.
     Viewer,
-    /// Everything a viewer does, and force-stops streams.
+    /// Everything a viewer does, and force-stops streams and grants temporary limits.
     Support,
 }
 
@@ -44,6 +44,11 @@ pub struct User {
 
 impl User {
     pub fn can_force_stop(&self) -> bool {
+        self.role >= Role::Support
+    }
+
+    /// Grant or remove an account's temporary limit override.
+    pub fn can_change_limits(&self) -> bool {
         self.role >= Role::Support
     }
 }

@@ -1,4 +1,5 @@
-//! The account page: search, plan and limit, the live device table, force-stop.
+//! The account page: search, plan and limit (and a temporary override), the live device table,
+//! force-stop, granting and removing a temporary limit.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -14,11 +15,29 @@ use time::OffsetDateTime;
 use super::AppState;
 use super::ctx::{Ctx, Nav};
 use super::error::PageError;
-use crate::limiter::{AccountStreams, ActiveStream, ForceStopOutcome, LimiterError};
+use crate::limiter::{AccountStreams, ActiveStream, ForceStopOutcome, LimitOverride, LimiterError};
 use crate::view;
 
 /// Longest force-stop reason the limiter keeps, in bytes.
 pub const MAX_REASON_BYTES: usize = 200;
+
+/// Highest temporary limit the limiter accepts.
+pub const MAX_OVERRIDE_STREAMS: u32 = 100;
+
+/// Longest temporary limit the limiter accepts: 30 days.
+pub const MAX_OVERRIDE_SEC: u64 = 30 * 24 * 3600;
+
+/// The durations the grant form offers, in seconds.
+pub const OVERRIDE_PRESETS: [(u64, &str); 5] = [
+    (3600, "1 hour"),
+    (24 * 3600, "24 hours"),
+    (3 * 24 * 3600, "3 days"),
+    (7 * 24 * 3600, "7 days"),
+    (MAX_OVERRIDE_SEC, "30 days"),
+];
+
+/// The preset the grant form starts on.
+const DEFAULT_OVERRIDE_SEC: u64 = 24 * 3600;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -28,6 +47,14 @@ pub fn router() -> Router<AppState> {
         .route(
             "/accounts/{account_id}/streams/{stream_id}/force-stop",
             get(confirm_force_stop).post(force_stop),
+        )
+        .route(
+            "/accounts/{account_id}/limit-override",
+            get(back_to_account).post(grant_override),
+        )
+        .route(
+            "/accounts/{account_id}/limit-override/remove",
+            get(back_to_account).post(remove_override),
         )
 }
 
@@ -73,11 +100,35 @@ impl DeviceRow {
     }
 }
 
+/// An active temporary limit as people read it.
+pub struct OverrideView {
+    pub max_streams: u32,
+    /// `22:00 UTC`, or with the date when it is not today.
+    pub until: String,
+    /// `in 2 h 0 min`.
+    pub until_in: String,
+    /// The exact time, for a tooltip.
+    pub expires_at: String,
+}
+
+impl OverrideView {
+    fn new(o: &LimitOverride, now: OffsetDateTime) -> OverrideView {
+        OverrideView {
+            max_streams: o.max_streams,
+            until: view::clock_short(now, &o.expires_at),
+            until_in: view::until(now, &o.expires_at),
+            expires_at: view::clock(&o.expires_at),
+        }
+    }
+}
+
 /// The live part of the account page, re-fetched by htmx every few seconds.
 pub struct DevicesView {
     pub account_id: String,
     pub plan: String,
+    /// The limit in force (the override's while one is active).
     pub limit: u32,
+    pub limit_override: Option<OverrideView>,
     pub in_use: usize,
     pub rows: Vec<DeviceRow>,
     pub can_force_stop: bool,
@@ -93,6 +144,7 @@ impl DevicesView {
             account_id: account_id.to_owned(),
             plan: String::new(),
             limit: 0,
+            limit_override: None,
             in_use: 0,
             rows: Vec::new(),
             can_force_stop: ctx.user.can_force_stop(),
@@ -106,6 +158,10 @@ impl DevicesView {
         let now = OffsetDateTime::now_utc();
         self.plan = streams.plan.clone();
         self.limit = streams.limit;
+        self.limit_override = streams
+            .limit_override
+            .as_ref()
+            .map(|o| OverrideView::new(o, now));
         self.in_use = streams.active.len();
         self.rows = streams
             .active
@@ -122,6 +178,64 @@ fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
+/// One choice of the duration list.
+pub struct Preset {
+    pub seconds: u64,
+    pub label: &'static str,
+    pub selected: bool,
+}
+
+/// The support role's "temporary limit" form under the device table.
+pub struct LimitsForm {
+    /// Whether an override is active now (the remove button shows).
+    pub active: bool,
+    /// The screens field, as typed (or the suggestion).
+    pub max_streams: String,
+    pub presets: Vec<Preset>,
+    pub error: Option<String>,
+}
+
+impl LimitsForm {
+    fn new(streams: &AccountStreams) -> LimitsForm {
+        let suggestion = match &streams.limit_override {
+            Some(o) => o.max_streams,
+            None => (streams.limit + 1).min(MAX_OVERRIDE_STREAMS),
+        };
+        LimitsForm {
+            active: streams.limit_override.is_some(),
+            max_streams: suggestion.to_string(),
+            presets: presets(DEFAULT_OVERRIDE_SEC),
+            error: None,
+        }
+    }
+
+    /// The form again with what was typed and why it was refused.
+    fn refused(streams: &AccountStreams, input: &OverrideForm, error: String) -> LimitsForm {
+        let chosen = input
+            .expires_in
+            .trim()
+            .parse()
+            .unwrap_or(DEFAULT_OVERRIDE_SEC);
+        LimitsForm {
+            max_streams: input.max_streams.chars().take(20).collect(),
+            presets: presets(chosen),
+            error: Some(error),
+            ..LimitsForm::new(streams)
+        }
+    }
+}
+
+fn presets(selected: u64) -> Vec<Preset> {
+    OVERRIDE_PRESETS
+        .iter()
+        .map(|&(seconds, label)| Preset {
+            seconds,
+            label,
+            selected: seconds == selected,
+        })
+        .collect()
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "pages/account.html")]
 struct AccountPage {
@@ -130,6 +244,8 @@ struct AccountPage {
     error: Option<String>,
     notice: Option<String>,
     devices: Option<DevicesView>,
+    /// Only for the support role.
+    limits: Option<LimitsForm>,
 }
 
 #[derive(Template, WebTemplate)]
@@ -170,6 +286,7 @@ fn bad_account(ctx: &Ctx, account_id: &str, message: String) -> Response {
             error: Some(message),
             notice: None,
             devices: None,
+            limits: None,
         },
     )
         .into_response()
@@ -191,6 +308,7 @@ async fn search(ctx: Ctx, Query(query): Query<SearchQuery>) -> Response {
             error: None,
             notice: None,
             devices: None,
+            limits: None,
         }
         .into_response();
     }
@@ -204,6 +322,33 @@ async fn search(ctx: Ctx, Query(query): Query<SearchQuery>) -> Response {
 struct NoticeQuery {
     stopped: Option<String>,
     gone: Option<String>,
+    /// `granted` or `removed`, after the temporary-limit forms.
+    limit: Option<String>,
+}
+
+/// What the page says after a temporary limit was granted or removed, from the limiter's
+/// current answer (not from the query string, which anyone can type).
+fn limit_notice(what: &str, streams: &AccountStreams) -> Option<String> {
+    let now = OffsetDateTime::now_utc();
+    match (what, &streams.limit_override) {
+        ("granted", Some(o)) => {
+            let o = OverrideView::new(o, now);
+            Some(format!(
+                "Temporary limit granted: this account may use {} screen{} until {} ({}). The \
+                 plan's limit applies again by itself after that.",
+                o.max_streams,
+                if o.max_streams == 1 { "" } else { "s" },
+                o.until,
+                o.until_in
+            ))
+        }
+        ("removed", None) => Some(format!(
+            "Temporary limit removed: the plan's limit of {} applies again. Devices playing now \
+             keep playing; new plays count against the plan's limit.",
+            streams.limit
+        )),
+        _ => None,
+    }
 }
 
 async fn account(
@@ -220,22 +365,39 @@ async fn account(
         .account_streams(&account_id)
         .await
         .map_err(|e| PageError::limiter(&e).with_nav(ctx.nav("accounts")))?;
-    let notice = match (notice.stopped, notice.gone) {
-        (Some(device), _) => Some(format!(
+    let notice = match (notice.stopped, notice.gone, notice.limit) {
+        (Some(device), _, _) => Some(format!(
             "Force-stopped “{device}”. Its slot is free now and its player is told to stop at its \
              next heartbeat."
         )),
-        (None, Some(_)) => Some("That stream had already ended; nothing was stopped.".into()),
+        (None, Some(_), _) => Some("That stream had already ended; nothing was stopped.".into()),
+        (None, None, Some(what)) => limit_notice(&what, &streams),
         _ => None,
     };
-    Ok(AccountPage {
+    Ok(account_page(&state, &ctx, &account_id, &streams, notice, None).into_response())
+}
+
+/// The account page for `streams`; `limits` replaces the support role's fresh form.
+fn account_page(
+    state: &AppState,
+    ctx: &Ctx,
+    account_id: &str,
+    streams: &AccountStreams,
+    notice: Option<String>,
+    limits: Option<LimitsForm>,
+) -> AccountPage {
+    let limits = ctx
+        .user
+        .can_change_limits()
+        .then(|| limits.unwrap_or_else(|| LimitsForm::new(streams)));
+    AccountPage {
         nav: ctx.nav("accounts"),
-        query: account_id.clone(),
+        query: account_id.to_owned(),
         error: None,
         notice,
-        devices: Some(DevicesView::new(&state, &ctx, &account_id).fill(&streams)),
+        devices: Some(DevicesView::new(state, ctx, account_id).fill(streams)),
+        limits,
     }
-    .into_response())
 }
 
 /// The htmx fragment. Always 200 so that htmx swaps it in, errors included.
@@ -285,7 +447,7 @@ async fn confirm_force_stop(
     ctx: Ctx,
     Path((account_id, stream_id)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
-    ctx.require_support("accounts")?;
+    ctx.require_support("accounts", "force-stop streams")?;
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
@@ -333,7 +495,7 @@ async fn force_stop(
     Path((account_id, stream_id)): Path<(String, String)>,
     Form(form): Form<ForceStopForm>,
 ) -> Result<Response, PageError> {
-    ctx.require_support("accounts")?;
+    ctx.require_support("accounts", "force-stop streams")?;
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
@@ -386,6 +548,138 @@ async fn force_stop(
     Ok(Redirect::to(&target).into_response())
 }
 
+// ---- temporary limit ---------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct OverrideForm {
+    /// Text, not a number, so that "abc" gets a sentence rather than a bare 422.
+    #[serde(default)]
+    max_streams: String,
+    /// Seconds, one of `OVERRIDE_PRESETS` (any value in range is accepted).
+    #[serde(default)]
+    expires_in: String,
+}
+
+/// Checks the grant form; says in words what is wrong, if anything.
+pub fn parse_override(max_streams: &str, expires_in: &str) -> Result<(u32, u64), String> {
+    let typed = max_streams.trim();
+    let streams = match typed.parse::<u32>() {
+        Ok(n) if (1..=MAX_OVERRIDE_STREAMS).contains(&n) => n,
+        _ if typed.is_empty() => {
+            return Err(format!(
+                "Enter how many screens the account may use at once: a whole number from 1 to \
+                 {MAX_OVERRIDE_STREAMS}."
+            ));
+        }
+        _ => {
+            let shown: String = typed.chars().take(20).collect();
+            return Err(format!(
+                "“{shown}” is not a number of screens the limiter accepts. Enter a whole number \
+                 from 1 to {MAX_OVERRIDE_STREAMS}."
+            ));
+        }
+    };
+    let seconds = match expires_in.trim().parse::<u64>() {
+        Ok(s) if (1..=MAX_OVERRIDE_SEC).contains(&s) => s,
+        _ => {
+            return Err(
+                "Choose how long the temporary limit lasts, from 1 hour to 30 days.".to_owned(),
+            );
+        }
+    };
+    Ok((streams, seconds))
+}
+
+/// A stray GET (a bookmarked form address) goes back to the account.
+async fn back_to_account(Path(account_id): Path<String>) -> Response {
+    match malformed(&account_id) {
+        Some(_) => Redirect::to("/accounts").into_response(),
+        None => Redirect::to(&format!("/accounts/{account_id}")).into_response(),
+    }
+}
+
+/// The limiter's refusal of a temporary-limit call, as a page.
+fn override_error(ctx: &Ctx, error: &LimiterError) -> PageError {
+    match error {
+        LimiterError::Status {
+            status: 404 | 405, ..
+        } => PageError::new(
+            StatusCode::BAD_GATEWAY,
+            "The limiter cannot set temporary limits",
+            "This limiter version has no per-account limit overrides. Upgrade the limiter; \
+             nothing was changed.",
+        ),
+        LimiterError::Status {
+            status: 422,
+            message,
+            ..
+        } => PageError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "The limiter refused that limit",
+            format!("{message}. Nothing was changed; go back and correct it."),
+        ),
+        other => PageError::limiter(other),
+    }
+    .with_nav(ctx.nav("accounts"))
+}
+
+async fn grant_override(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    Path(account_id): Path<String>,
+    Form(form): Form<OverrideForm>,
+) -> Result<Response, PageError> {
+    ctx.require_support("accounts", "change an account's limit")?;
+    if let Some(message) = malformed(&account_id) {
+        return Ok(bad_account(&ctx, &account_id, message));
+    }
+    let (max_streams, seconds) = match parse_override(&form.max_streams, &form.expires_in) {
+        Ok(valid) => valid,
+        Err(message) => {
+            let streams = state
+                .limiter
+                .account_streams(&account_id)
+                .await
+                .map_err(|e| PageError::limiter(&e).with_nav(ctx.nav("accounts")))?;
+            let form = LimitsForm::refused(&streams, &form, message);
+            let page = account_page(&state, &ctx, &account_id, &streams, None, Some(form));
+            return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
+        }
+    };
+    let granted = state
+        .limiter
+        .set_limit_override(&account_id, max_streams, seconds)
+        .await
+        .map_err(|e| override_error(&ctx, &e))?;
+    // The limiter keeps no record of overrides; this log line is the trail of who did it.
+    tracing::info!(
+        account_id,
+        max_streams,
+        expires_at = granted.expires_at,
+        actor = ctx.user.name,
+        "temporary limit granted"
+    );
+    Ok(Redirect::to(&format!("/accounts/{account_id}?limit=granted")).into_response())
+}
+
+async fn remove_override(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    Path(account_id): Path<String>,
+) -> Result<Response, PageError> {
+    ctx.require_support("accounts", "change an account's limit")?;
+    if let Some(message) = malformed(&account_id) {
+        return Ok(bad_account(&ctx, &account_id, message));
+    }
+    state
+        .limiter
+        .clear_limit_override(&account_id)
+        .await
+        .map_err(|e| override_error(&ctx, &e))?;
+    tracing::info!(account_id, actor = ctx.user.name, "temporary limit removed");
+    Ok(Redirect::to(&format!("/accounts/{account_id}?limit=removed")).into_response())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,5 +695,23 @@ mod tests {
         assert!(malformed("acct-42").is_none());
         assert!(malformed("acct 42").is_some());
         assert!(malformed(&"a".repeat(65)).is_some());
+    }
+
+    #[test]
+    fn override_input_is_checked_in_words() {
+        assert_eq!(parse_override(" 3 ", "86400"), Ok((3, 86400)));
+        assert_eq!(parse_override("100", "2592000"), Ok((100, 2_592_000)));
+        assert!(
+            parse_override("", "3600")
+                .unwrap_err()
+                .contains("Enter how many")
+        );
+        for bad in ["0", "101", "-1", "2.5", "three"] {
+            let message = parse_override(bad, "3600").unwrap_err();
+            assert!(message.contains("1 to 100"), "{bad}: {message}");
+        }
+        for bad in ["", "0", "2592001", "1h"] {
+            assert!(parse_override("3", bad).is_err(), "{bad}");
+        }
     }
 }

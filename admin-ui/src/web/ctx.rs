@@ -86,16 +86,17 @@ impl Ctx {
         }
     }
 
-    /// 403 unless the user may force-stop.
-    pub fn require_support(&self, active: &'static str) -> Result<(), PageError> {
-        if self.user.can_force_stop() {
+    /// 403 unless the user has the support role; `action` says what they tried ("force-stop
+    /// streams").
+    pub fn require_support(&self, active: &'static str, action: &str) -> Result<(), PageError> {
+        if self.user.role >= Role::Support {
             Ok(())
         } else {
             Err(PageError::new(
                 StatusCode::FORBIDDEN,
                 "Not allowed",
                 format!(
-                    "Your role is {}; only the support role may force-stop streams. Ask an \
+                    "Your role is {}; only the support role may {action}. Ask an \
                      administrator if you need it.",
                     self.user.role.label()
                 ),
