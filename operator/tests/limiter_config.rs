@@ -242,15 +242,31 @@ fn the_sentinel_store_has_the_limiter_shape() {
     );
 }
 
-/// The whole Sentinel config, judged by the limiter itself.
-/// PENDING: un-ignore once `screenlimit_limiter::config::StoreConfig` has `sentinel` (issue 7,
-/// limiter side); `the_sentinel_store_has_the_limiter_shape` checks the shape meanwhile.
+/// The whole Sentinel config (with the plan source and device caps), judged by the limiter.
 #[test]
-#[ignore = "PENDING: the limiter's Config does not accept store.sentinel yet"]
 fn the_sentinel_config_is_accepted_by_the_limiter() {
     let text = rendered("ha.yaml");
     let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(config.store.backend, Backend::Redis);
     assert!(config.store.redis_shards.is_empty());
+    let sentinel = config.store.sentinel.as_ref().unwrap();
+    assert_eq!(sentinel.masters, ["demo-shard-0", "demo-shard-1"]);
+    assert_eq!(
+        sentinel.addresses,
+        [
+            "redis://demo-sentinel-0.demo-sentinel.video.svc:26379",
+            "redis://demo-sentinel-1.demo-sentinel.video.svc:26379",
+            "redis://demo-sentinel-2.demo-sentinel.video.svc:26379",
+        ]
+    );
+    // The production example too.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/production.yaml");
+    let mut production: screenlimit_operator::crd::StreamLimiter =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    production.metadata.uid = Some("u".into());
+    let text = build(&production).unwrap().limiter_config;
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(config.store.sentinel.unwrap().masters.len(), 8);
 }
