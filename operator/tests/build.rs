@@ -270,6 +270,10 @@ fn admin_ui_is_rendered_only_when_enabled() {
         .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
         .collect();
     assert_eq!(env["SCREENLIMIT_LIMITER_URL"], "http://demo-limiter:8080");
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_LISTEN"], "0.0.0.0:8081",
+        "reachable from outside the pod"
+    );
     assert_eq!(c.ports.as_ref().unwrap()[0].container_port, 8081);
     assert_eq!(
         pod.volumes.as_ref().unwrap()[0]

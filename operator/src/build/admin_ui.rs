@@ -50,11 +50,19 @@ pub fn deployment(
     owner: &OwnerReference,
 ) -> Deployment {
     let ui = &sl.spec.admin_ui;
-    let mut env = vec![EnvVar {
-        name: "SCREENLIMIT_LIMITER_URL".to_owned(),
-        value: Some(format!("http://{}:{LIMITER_PORT}", names.limiter())),
-        ..EnvVar::default()
-    }];
+    let mut env = vec![
+        EnvVar {
+            name: "SCREENLIMIT_LIMITER_URL".to_owned(),
+            value: Some(format!("http://{}:{LIMITER_PORT}", names.limiter())),
+            ..EnvVar::default()
+        },
+        // The dashboard listens on loopback by default; in a pod it must take the pod's traffic.
+        EnvVar {
+            name: "SCREENLIMIT_ADMIN_LISTEN".to_owned(),
+            value: Some(format!("0.0.0.0:{ADMIN_UI_PORT}")),
+            ..EnvVar::default()
+        },
+    ];
     let mut volumes = Vec::new();
     let mut mounts = Vec::new();
     if let Some(secret) = &ui.auth_secret_name {
