@@ -1,0 +1,122 @@
+//! CI smoke: every scenario for a second or two at a low rate against a throwaway
+//! redis-server and the workspace's limiter binary, asserting zero failures (no transport
+//! errors, 5xx, degraded answers or unexpected answers) and zero invariant violations.
+//! The full-size runs and their figures are in BENCHMARKS.md.
+
+use clap::Parser;
+use screenlimit_bench::{Cli, run};
+
+async fn scenario(args: &[&str]) -> screenlimit_bench::stats::Report {
+    let mut argv = vec!["screenlimit-loadgen"];
+    argv.extend_from_slice(args);
+    // A generous store deadline: CI machines are shared and the limiter is a debug build.
+    argv.extend_from_slice(&[
+        "--spawn",
+        "--quiet",
+        "--store-timeout",
+        "2s",
+        "--progress",
+        "1h",
+    ]);
+    let cli = Cli::try_parse_from(&argv).expect("valid arguments");
+    let report = run(cli).await.expect("scenario runs");
+    println!("{}", report.table());
+    assert!(report.ok(), "failures or violations:\n{}", report.table());
+    report
+}
+
+fn op_count(report: &screenlimit_bench::stats::Report, op: &str) -> u64 {
+    report
+        .ops
+        .iter()
+        .find(|o| o.op == op)
+        .map_or(0, |o| o.count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_smoke() {
+    let r = scenario(&[
+        "max",
+        "--levels",
+        "2",
+        "--step",
+        "1s",
+        "--accounts",
+        "100",
+        "--leases",
+        "100",
+    ])
+    .await;
+    assert_eq!(r.rows.len(), 2, "one row per op and level");
+    assert!(
+        r.rows
+            .iter()
+            .all(|row| row["rate_per_sec"].as_f64().unwrap() > 0.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_smoke() {
+    let r = scenario(&[
+        "steady",
+        "--leases",
+        "300",
+        "--duration",
+        "2s",
+        "--play-rate",
+        "50",
+        "--heartbeat-interval",
+        "1s",
+        "--ttl",
+        "3s",
+        "--checks-per-sec",
+        "20",
+        "--connections",
+        "16",
+    ])
+    .await;
+    assert!(
+        op_count(&r, "heartbeat") > 300,
+        "heartbeats on their interval"
+    );
+    assert!(op_count(&r, "play_start") > 50);
+    assert!(r.invariants["no_account_above_cap"].checks > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_smoke() {
+    let r = scenario(&[
+        "race",
+        "--accounts",
+        "100",
+        "--wave",
+        "25",
+        "--connections",
+        "32",
+    ])
+    .await;
+    assert_eq!(r.figures["accounts_over_admitted"], 0);
+    assert_eq!(r.figures["accounts_with_exactly_limit_winners"], 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_smoke() {
+    let r = scenario(&[
+        "churn",
+        "--clients",
+        "20",
+        "--duration",
+        "2s",
+        "--ttl",
+        "600ms",
+        "--heartbeat-interval",
+        "300ms",
+        "--connections",
+        "16",
+    ])
+    .await;
+    assert!(
+        r.invariants["crashed_slot_reusable_within_ttl"].checks > 0,
+        "some crashes measured"
+    );
+}
