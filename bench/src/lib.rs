@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod client;
+pub mod extra;
 pub mod procs;
 pub mod scenarios;
 pub mod stats;

@@ -41,6 +41,12 @@ pub enum Scenario {
     Race(RaceArgs),
     /// Crash-heavy traffic: time from a client's death to its slot being reusable.
     Churn(ChurnArgs),
+    /// HTTP play-start throughput vs redis-benchmark running the acquire script, same server.
+    Overhead(crate::extra::OverheadArgs),
+    /// Our acquire + release cycle straight against a Redis (the peer comparison's half).
+    StoreCycle(crate::extra::StoreCycleArgs),
+    /// Play-start with plans from a warm PostgreSQL cache vs plans named in the request.
+    PlanCache(crate::extra::PlanCacheArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -169,12 +175,13 @@ pub struct ChurnArgs {
 }
 
 impl Scenario {
-    fn common(&self) -> &Common {
+    fn common(&self) -> Option<&Common> {
         match self {
-            Scenario::Max(a) => &a.common,
-            Scenario::Steady(a) => &a.common,
-            Scenario::Race(a) => &a.common,
-            Scenario::Churn(a) => &a.common,
+            Scenario::Max(a) => Some(&a.common),
+            Scenario::Steady(a) => Some(&a.common),
+            Scenario::Race(a) => Some(&a.common),
+            Scenario::Churn(a) => Some(&a.common),
+            _ => None,
         }
     }
     fn name(&self) -> &'static str {
@@ -183,8 +190,23 @@ impl Scenario {
             Scenario::Steady(_) => "steady",
             Scenario::Race(_) => "race",
             Scenario::Churn(_) => "churn",
+            Scenario::Overhead(_) => "overhead",
+            Scenario::StoreCycle(_) => "store-cycle",
+            Scenario::PlanCache(_) => "plan-cache",
         }
     }
+}
+
+fn finish(mut report: Report, json: Option<&PathBuf>, quiet: bool) -> anyhow::Result<Report> {
+    report.machine.loadavg_end = loadavg();
+    if !quiet {
+        print!("{}", report.table());
+    }
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(report)
 }
 
 fn progress(rec: Arc<Recorder>, every: Duration, label: &'static str) -> JoinHandle<()> {
@@ -206,7 +228,27 @@ fn run_tag() -> String {
 /// `--json`).
 pub async fn run(cli: Cli) -> anyhow::Result<Report> {
     let scenario = cli.scenario;
-    let common = scenario.common().clone();
+    let started = Instant::now();
+    let common = match &scenario {
+        Scenario::Overhead(a) => {
+            let mut r = crate::extra::overhead(a).await?;
+            r.duration_sec = started.elapsed().as_secs_f64();
+            return finish(r, a.json.as_ref(), false);
+        }
+        Scenario::StoreCycle(a) => {
+            let r = crate::extra::store_cycle(a).await?;
+            return finish(r, a.json.as_ref(), false);
+        }
+        Scenario::PlanCache(a) => {
+            let mut r = crate::extra::plan_cache(a).await?;
+            r.duration_sec = started.elapsed().as_secs_f64();
+            return finish(r, a.json.as_ref(), false);
+        }
+        other => other
+            .common()
+            .expect("load scenarios have common flags")
+            .clone(),
+    };
     let stack = if common.spawn {
         let setup = LimiterSetup {
             heartbeat_interval: common.heartbeat_interval,
@@ -228,25 +270,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
     let mut report = Report::new(scenario.name());
     report.figure("limiters", stack.urls.len());
     report.figure("connections", connections);
-    let started = Instant::now();
     let measured = match &scenario {
         Scenario::Max(a) => max(a, &api, &stack, &mut report).await?,
         Scenario::Steady(a) => steady(a, &api, &stack, &mut report).await?,
         Scenario::Race(a) => race(a, &api, &mut report).await?,
         Scenario::Churn(a) => churn(a, &api, &mut report).await?,
+        _ => unreachable!("handled above"),
     };
     report.duration_sec = started.elapsed().as_secs_f64();
-    report.machine.loadavg_end = loadavg();
     rec.fill(&mut report, measured.as_secs_f64());
-    if !common.quiet {
-        print!("{}", report.table());
-    }
-    if let Some(path) = &common.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("write {}", path.display()))?;
-    }
     drop(stack);
-    Ok(report)
+    finish(report, common.json.as_ref(), common.quiet)
 }
 
 /// Redis and limiter costs over a window: call `end` with the requests made meanwhile.
