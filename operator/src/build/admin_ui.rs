@@ -2,16 +2,17 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, KeyToPath, PodSpec, PodTemplateSpec, SecretVolumeSource, Service,
-    ServicePort, ServiceSpec, Volume,
+    Container, EnvVar, PodSpec, PodTemplateSpec, SecretVolumeSource, Service, ServicePort,
+    ServiceSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{
-    container_security, http_probe, meta, pod_security, port, resources, selector,
+    container_security, http_probe, meta, mount, pod_security, port, resources, secret_file_volume,
+    selector,
 };
-use super::limiter::{NONROOT_UID, mount};
+use super::limiter::NONROOT_UID;
 use crate::crd::StreamLimiter;
 use crate::names::{ADMIN_UI_PORT, Component, LIMITER_PORT, Names};
 
@@ -82,19 +83,12 @@ pub fn deployment(
         });
     }
     if let Some(token) = &sl.spec.limiter.auth_token_secret {
-        volumes.push(Volume {
-            name: "limiter-auth".to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(token.name.clone()),
-                items: Some(vec![KeyToPath {
-                    key: token.key.clone(),
-                    path: "token".to_owned(),
-                    ..KeyToPath::default()
-                }]),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        volumes.push(secret_file_volume(
+            "limiter-auth",
+            &token.name,
+            &token.key,
+            "token",
+        ));
         mounts.push(mount("limiter-auth", LIMITER_TOKEN_DIR));
         env.push(EnvVar {
             name: "SCREENLIMIT_LIMITER_TOKEN_FILE".to_owned(),

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ContainerPort, HTTPGetAction, PodSecurityContext, Probe, ResourceRequirements,
-    SeccompProfile, SecurityContext,
+    Capabilities, ContainerPort, HTTPGetAction, KeyToPath, PodSecurityContext, Probe,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -85,4 +85,31 @@ pub fn port(name: &str, port: i32) -> ContainerPort {
 
 pub fn resources(resources: &Option<ResourceRequirements>) -> Option<ResourceRequirements> {
     resources.clone()
+}
+
+/// A volume holding one key of a Secret as the file `path`.
+pub fn secret_file_volume(volume: &str, secret: &str, key: &str, path: &str) -> Volume {
+    Volume {
+        name: volume.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.to_owned()),
+            items: Some(vec![KeyToPath {
+                key: key.to_owned(),
+                path: path.to_owned(),
+                ..KeyToPath::default()
+            }]),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+/// A read-only mount of volume `name` at `path`.
+pub fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }
 }

@@ -7,15 +7,15 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodSpec,
-    PodTemplateSpec, SecretKeySelector, SecretVolumeSource, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount,
+    PodTemplateSpec, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{
-    container_security, http_probe, meta, pod_security, port, resources, selector,
+    container_security, http_probe, meta, mount, pod_security, port, resources, secret_file_volume,
+    selector,
 };
 use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, PLAN_DB_DIR, STREAM_ID_SECRET_DIR};
 use crate::crd::{PlanSourceKind, SecretKeyRef, StreamLimiter};
@@ -105,55 +105,29 @@ pub fn deployment(
             }),
             ..Volume::default()
         },
-        Volume {
-            name: "stream-id-secret".to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(stream_id_secret_name(sl, names)),
-                items: Some(vec![KeyToPath {
-                    key: STREAM_ID_SECRET_KEY.to_owned(),
-                    path: STREAM_ID_SECRET_KEY.to_owned(),
-                    ..KeyToPath::default()
-                }]),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        },
+        secret_file_volume(
+            "stream-id-secret",
+            &stream_id_secret_name(sl, names),
+            STREAM_ID_SECRET_KEY,
+            STREAM_ID_SECRET_KEY,
+        ),
     ];
     let mut mounts = vec![
         mount("config", CONFIG_DIR),
         mount("stream-id-secret", STREAM_ID_SECRET_DIR),
     ];
     if let Some(token) = &spec.limiter.auth_token_secret {
-        volumes.push(Volume {
-            name: "auth-token".to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(token.name.clone()),
-                items: Some(vec![KeyToPath {
-                    key: token.key.clone(),
-                    path: "token".to_owned(),
-                    ..KeyToPath::default()
-                }]),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        volumes.push(secret_file_volume(
+            "auth-token",
+            &token.name,
+            &token.key,
+            "token",
+        ));
         mounts.push(mount("auth-token", AUTH_TOKEN_DIR));
     }
     if let Some(db) = plan_db_secret(sl) {
         // Only the one key, as the file `url`: the limiter reads `plan_source.postgres_url_file`.
-        volumes.push(Volume {
-            name: "plan-db".to_owned(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(db.name.clone()),
-                items: Some(vec![KeyToPath {
-                    key: db.key.clone(),
-                    path: "url".to_owned(),
-                    ..KeyToPath::default()
-                }]),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        volumes.push(secret_file_volume("plan-db", &db.name, &db.key, "url"));
         mounts.push(mount("plan-db", PLAN_DB_DIR));
     }
     let mut env = vec![EnvVar {
@@ -228,14 +202,5 @@ pub fn deployment(
             ..DeploymentSpec::default()
         }),
         ..Deployment::default()
-    }
-}
-
-pub(super) fn mount(name: &str, path: &str) -> VolumeMount {
-    VolumeMount {
-        name: name.to_owned(),
-        mount_path: path.to_owned(),
-        read_only: Some(true),
-        ..VolumeMount::default()
     }
 }
