@@ -38,13 +38,7 @@ elseif cap > 0 and same_kind >= cap then
   rule = 1 + kind
 end
 if rule >= 0 then
-  local out = { 0, limit, rule, cap, h.plan, h.limit }
-  for i = 1, #recs, 4 do
-    if not edits[i] and recs[i + 2] == LIVE and recs[i + 3] > now then
-      out[#out + 1] = sub(v, recs[i], recs[i + 1])
-    end
-  end
-  return out
+  return push_active({ 0, limit, rule, cap, h.plan, h.limit }, v, recs, now, edits)
 end
 local ends = now + ttl
 save(KEYS[1], v, h, recs, edits, new_record(ends, now, ARGV[8], ARGV[7], details), ARGV[2], now)

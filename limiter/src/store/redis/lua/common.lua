@@ -144,10 +144,10 @@ local function meta_at(v, recs, i)
   return sub(v, d + 3, d + 2 + byte(v, d + 2))
 end
 
--- Appends the raw active records to `out` (Rust decodes them).
-local function push_active(out, v, recs, now)
+-- Appends the raw active records to `out` (Rust decodes them), leaving out those in `skip`.
+local function push_active(out, v, recs, now, skip)
   for i = 1, #recs, 4 do
-    if recs[i + 2] == LIVE and recs[i + 3] > now then
+    if not skip[i] and recs[i + 2] == LIVE and recs[i + 3] > now then
       out[#out + 1] = sub(v, recs[i], recs[i + 1])
     end
   end
