@@ -113,9 +113,11 @@ impl MemoryStore {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let now = now_ms();
-        let state = map
-            .entry(account_id.to_owned())
-            .or_insert_with(|| AccountState::new(fresh_plan.clone()));
+        // Look up before inserting: the common case must not allocate the account id.
+        if !map.contains_key(account_id) {
+            map.insert(account_id.to_owned(), AccountState::new(fresh_plan.clone()));
+        }
+        let state = map.get_mut(account_id).expect("inserted above");
         state.prune(now, self.timing);
         let out = op(state, now);
         if state.forget_at(self.timing).is_none() {
