@@ -22,6 +22,8 @@ use crate::model::{
     OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
 
+/// A script is the shared prelude plus one operation; the hot operations put a fast path first,
+/// which returns before the prelude runs when it can decide alone.
 macro_rules! lease_script {
     ($op:literal) => {
         concat!(
@@ -29,9 +31,16 @@ macro_rules! lease_script {
             include_str!(concat!("lua/", $op, ".lua"))
         )
     };
+    (fast $op:literal) => {
+        concat!(
+            include_str!(concat!("lua/", $op, "_fast.lua")),
+            include_str!("lua/common.lua"),
+            include_str!(concat!("lua/", $op, ".lua"))
+        )
+    };
 }
 
-/// The five scripts, each the shared prelude plus one operation.
+/// The scripts, one per operation.
 pub struct Scripts {
     pub acquire: Script,
     pub heartbeat: Script,
@@ -44,8 +53,8 @@ pub struct Scripts {
 impl Scripts {
     pub fn new() -> Self {
         Scripts {
-            acquire: Script::new(lease_script!("acquire")),
-            heartbeat: Script::new(lease_script!("heartbeat")),
+            acquire: Script::new(lease_script!(fast "acquire")),
+            heartbeat: Script::new(lease_script!(fast "heartbeat")),
             release: Script::new(lease_script!("release")),
             force_stop: Script::new(lease_script!("force_stop")),
             list: Script::new(lease_script!("list")),
@@ -56,8 +65,8 @@ impl Scripts {
     /// The source of every script by operation name, for tools such as the benchmark.
     pub fn sources() -> [(&'static str, &'static str); 6] {
         [
-            ("acquire", lease_script!("acquire")),
-            ("heartbeat", lease_script!("heartbeat")),
+            ("acquire", lease_script!(fast "acquire")),
+            ("heartbeat", lease_script!(fast "heartbeat")),
             ("release", lease_script!("release")),
             ("force_stop", lease_script!("force_stop")),
             ("list", lease_script!("list")),

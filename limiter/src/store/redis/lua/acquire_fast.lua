@@ -1,0 +1,95 @@
+-- acquire, fast path: decide a play on a new account, or on a version-2 account whose plan is
+-- unchanged, with no take-over, without the shared prelude and without indexing records. An
+-- admission appends one record (dropping the caller's own earlier one, as the general code
+-- does); a denial writes nothing. When an admission would also have to forget records past their
+-- time, and in every case this path does not take, the general code after common.lua runs; it
+-- applies the same rules (model.rs), so both give the same answer.
+do
+  local byte, find, sub, char, pack = string.byte, string.find, string.sub, string.char, struct.pack
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local ttl, device, details, plan = tonumber(ARGV[1]), ARGV[7], ARGV[9], ARGV[3]
+  local kind = 5
+  if #details > 1 then kind = byte(details, 2) end
+  local cap = byte(ARGV[12], kind + 1) or 0
+  local ends = now + ttl
+  local v = redis.call('GET', KEYS[1])
+  if not v then
+    local limit = tonumber(ARGV[4])
+    if plan == '' then plan, limit = ARGV[5], tonumber(ARGV[6]) end
+    if limit >= 1 then
+      redis.call('SET', KEYS[1], char(2, limit, #plan) .. plan .. '\0\0\0\0\0\0\0' .. char(0)
+        .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device .. details, 'PX', ARGV[2])
+      return { 1, limit, 1, ends, plan, limit }
+    end
+  elseif byte(v, 1) == 2 and ARGV[10] == '' then
+    local plan_limit, planlen = byte(v, 2, 3)
+    if plan == '' or (planlen == #plan and plan_limit == tonumber(ARGV[4])
+          and find(v, plan, 4, true) == 4) then
+      local o = 4 + planlen -- override limit, then its end
+      local a, b, c, d, e, f = byte(v, o + 1, o + 6)
+      local override_left = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f - now
+      local limit = plan_limit
+      if override_left > 0 then limit = byte(v, o) end
+      -- One pass: count the live leases of other devices (and those of the caller's type when it
+      -- is capped), find the caller's own record and notice records past their time.
+      local first, n = o + 7, #v
+      local active, same_kind, own, own_stop, stale, p = 0, 0, nil, nil, false, first
+      while p <= n do
+        local state = byte(v, p)
+        a, b, c, d, e, f = byte(v, p + 1, p + 6)
+        local rec_ends = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
+        local len = byte(v, p + 29)
+        local q = p + 30 + len
+        local stop = q + byte(v, q)
+        if state == 0 then
+          stale = stale or rec_ends + ttl <= now
+        else
+          stale = stale or rec_ends <= now
+        end
+        if len == #device and find(v, device, p + 30, true) == p + 30 then
+          own, own_stop = p, stop
+        elseif state == 0 and rec_ends > now then
+          active = active + 1
+          if cap > 0 then
+            local rec_kind = 5 -- other, when the record has no details
+            if byte(v, q) > 0 then rec_kind = byte(v, q + 1) end
+            if rec_kind == kind then same_kind = same_kind + 1 end
+          end
+        end
+        p = stop + 1
+      end
+      local rule = -1
+      if active >= limit then
+        rule = 0
+      elseif cap > 0 and same_kind >= cap then
+        rule = 1 + kind
+      end
+      if rule >= 0 then -- denied: the other devices' live records, as the general code lists them
+        local out = { 0, limit, rule, cap, sub(v, 4, 3 + planlen), plan_limit }
+        p = first
+        while p <= n do
+          local q = p + 30 + byte(v, p + 29)
+          local stop = q + byte(v, q)
+          if p ~= own and byte(v, p) == 0 then
+            a, b, c, d, e, f = byte(v, p + 1, p + 6)
+            if ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f > now then
+              out[#out + 1] = sub(v, p, stop)
+            end
+          end
+          p = stop + 1
+        end
+        return out
+      end
+      if not stale then
+        local keep = ARGV[2]
+        if override_left > tonumber(keep) then keep = override_left end
+        local plan_name = sub(v, 4, 3 + planlen)
+        if own then v = sub(v, 1, own - 1) .. sub(v, own_stop + 1) end
+        redis.call('SET', KEYS[1], v .. char(0) .. pack('>I6I6', ends, now) .. ARGV[8]
+          .. char(#device) .. device .. details, 'PX', keep)
+        return { 1, limit, active + 1, ends, plan_name, plan_limit }
+      end
+    end
+  end
+end

@@ -1,0 +1,306 @@
+//! The fast paths in front of the acquire and heartbeat scripts must answer exactly as the general
+//! code behind them. A seeded random history of plays (own device again, take-overs, plan changes,
+//! device-type caps), renewals with good and stale nonces, stops, force-stops, overrides and clock
+//! jumps is run twice in one Redis: on one account through the scripts the limiter loads, on its
+//! twin through the general code alone. Both read the same frozen clock (`TIME` is swapped for a
+//! key the test advances), so every reply must be equal, and so must every listing.
+
+mod support;
+
+use redis::{Script, Value};
+use support::RedisServer;
+
+const LUA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/store/redis/lua/");
+const TTL_MS: u64 = 1_000;
+const DEVICES: [&str; 6] = ["tv", "phone-1", "phone-2", "tablet", "laptop", "console"];
+const PLANS: [(&str, u8); 3] = [("basic", 1), ("standard", 2), ("premium", 4)];
+
+/// A script from its parts, reading the test's clock instead of the server's.
+fn script(parts: &[&str]) -> Script {
+    let source: String = parts
+        .iter()
+        .map(|part| std::fs::read_to_string(format!("{LUA}{part}.lua")).unwrap())
+        .collect();
+    let frozen = source.replace(
+        "redis.call('TIME')",
+        "redis.call('LRANGE', 'test:clock', 0, 1)",
+    );
+    assert!(frozen.contains("test:clock"), "{parts:?} reads no clock");
+    Script::new(&frozen)
+}
+
+/// xorshift64*: the history must be the same on every run so that a failure can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn nonce(&mut self) -> Vec<u8> {
+        (0..16).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// Details as record.rs encodes them: length, type, then length-prefixed meta, profile, title.
+fn details(kind: u8, device: &str) -> Vec<u8> {
+    let fields = [device, "profile-1", "title:tt0111161"];
+    let mut out = vec![0, kind];
+    for field in fields {
+        out.push(field.len() as u8);
+        out.extend_from_slice(field.as_bytes());
+    }
+    out[0] = (out.len() - 1) as u8;
+    out
+}
+
+struct Scripts {
+    acquire_fast: Script,
+    acquire_general: Script,
+    heartbeat_fast: Script,
+    heartbeat_general: Script,
+    release: Script,
+    force_stop: Script,
+    set_override: Script,
+    list: Script,
+}
+
+#[test]
+fn the_fast_paths_answer_exactly_as_the_general_code() {
+    let server = RedisServer::start();
+    let mut redis = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let scripts = Scripts {
+        acquire_fast: script(&["acquire_fast", "common", "acquire"]),
+        acquire_general: script(&["common", "acquire"]),
+        heartbeat_fast: script(&["heartbeat_fast", "common", "heartbeat"]),
+        heartbeat_general: script(&["common", "heartbeat"]),
+        release: script(&["common", "release"]),
+        force_stop: script(&["common", "force_stop"]),
+        set_override: script(&["common", "set_override"]),
+        list: script(&["common", "list"]),
+    };
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut clock_ms: u64 = 1_800_000_000_000;
+    // The nonce each (account, device) was last granted, to renew, stop or take over with.
+    let mut granted: std::collections::HashMap<(u64, usize), Vec<u8>> = Default::default();
+    let (mut fast_admits, mut denials, mut renewals) = (0, 0, 0);
+    // Per account, the times where something it holds ends: a live lease (from its listing), a
+    // lease's memory (one TTL later), a tombstone's memory, an override.
+    let mut edges: [Vec<u64>; 3] = Default::default();
+
+    for step in 0..5_000 {
+        // Mostly small steps inside a TTL; sometimes exactly onto (or one ms beside) an edge of
+        // one account, where `<` and `<=` differ, and then the step acts on that account; now
+        // and then past every edge.
+        let account = rng.below(3);
+        clock_ms = match rng.below(100) {
+            0..=1 => clock_ms + TTL_MS + rng.below(2 * TTL_MS),
+            2..=9 => {
+                let ahead: Vec<u64> = edges[account as usize]
+                    .iter()
+                    .copied()
+                    .filter(|&t| t > clock_ms + 1)
+                    .collect();
+                match ahead.is_empty() {
+                    true => clock_ms,
+                    false => ahead[rng.below(ahead.len() as u64) as usize] + rng.below(3) - 1,
+                }
+            }
+            _ => clock_ms + rng.below(TTL_MS / 50),
+        };
+        edges[account as usize].retain(|&t| t >= clock_ms);
+        let clock = [
+            (clock_ms / 1000).to_string(),
+            ((clock_ms % 1000) * 1000).to_string(),
+        ];
+        redis::pipe()
+            .del("test:clock")
+            .rpush("test:clock", &clock)
+            .query::<()>(&mut redis)
+            .unwrap();
+
+        let op = rng.below(100);
+        // Renewals mostly come from devices that were granted a lease on this account.
+        let playing: Vec<usize> = (0..DEVICES.len())
+            .filter(|&d| granted.contains_key(&(account, d)))
+            .collect();
+        let device = match (op, playing.is_empty()) {
+            (45..80, false) if rng.chance(80) => playing[rng.below(playing.len() as u64) as usize],
+            _ => rng.below(DEVICES.len() as u64) as usize,
+        };
+        let known = granted.get(&(account, device)).cloned();
+        let nonce = match (&known, rng.chance(85)) {
+            (Some(nonce), true) => nonce.clone(),
+            _ => rng.nonce(),
+        };
+        let on = |twin: &str| format!("sl:{{{twin}-{account}}}");
+        let call =
+            |script: &Script, twin: &str, args: &[Vec<u8>], redis: &mut redis::Connection| {
+                let mut invocation = script.prepare_invoke();
+                invocation.key(on(twin));
+                if std::ptr::eq(script, &scripts.force_stop) {
+                    invocation.key(format!("sl:audit:{{{twin}-{account}}}"));
+                    invocation.key(format!("sl:audit:{twin}"));
+                }
+                for arg in args {
+                    invocation.arg(arg.as_slice());
+                }
+                invocation.invoke::<Value>(redis).unwrap()
+            };
+        let ttl = TTL_MS.to_string().into_bytes();
+        let keep = (2 * TTL_MS).to_string().into_bytes();
+        let device_id = DEVICES[device].as_bytes().to_vec();
+
+        let (name, ours, theirs) = if op < 45 {
+            let (plan, limit) = match rng.chance(15) {
+                true => PLANS[rng.below(3) as usize],
+                false => ("", 0),
+            };
+            let caps: Vec<u8> = match rng.chance(30) {
+                true => (0..6).map(|_| rng.below(3) as u8).collect(),
+                false => vec![],
+            };
+            let (replace_device, replace_nonce) = match rng.chance(15) {
+                true => {
+                    let target = rng.below(DEVICES.len() as u64) as usize;
+                    let nonce = granted.get(&(account, target)).cloned();
+                    (
+                        DEVICES[target].as_bytes().to_vec(),
+                        nonce.unwrap_or_else(|| rng.nonce()),
+                    )
+                }
+                false => (vec![], vec![]),
+            };
+            let nonce = rng.nonce();
+            let args = [
+                ttl.clone(),
+                keep.clone(),
+                plan.as_bytes().to_vec(),
+                limit.to_string().into_bytes(),
+                b"standard".to_vec(),
+                b"2".to_vec(),
+                device_id.clone(),
+                nonce.clone(),
+                details(rng.below(6) as u8, DEVICES[device]),
+                replace_device,
+                replace_nonce,
+                caps,
+            ];
+            let ours = call(&scripts.acquire_fast, "fast", &args, &mut redis);
+            let theirs = call(&scripts.acquire_general, "general", &args, &mut redis);
+            match &ours {
+                Value::Array(reply) if reply.first() == Some(&Value::Int(1)) => {
+                    granted.insert((account, device), nonce);
+                    fast_admits += 1;
+                }
+                _ => denials += 1,
+            }
+            ("acquire", ours, theirs)
+        } else if op < 80 {
+            let plan = PLANS[rng.below(3) as usize];
+            let args = [
+                ttl.clone(),
+                keep.clone(),
+                plan.0.as_bytes().to_vec(),
+                plan.1.to_string().into_bytes(),
+                device_id.clone(),
+                nonce,
+            ];
+            let ours = call(&scripts.heartbeat_fast, "fast", &args, &mut redis);
+            let theirs = call(&scripts.heartbeat_general, "general", &args, &mut redis);
+            if matches!(&ours, Value::Array(reply) if reply.first() == Some(&Value::Int(1))) {
+                renewals += 1;
+            }
+            ("heartbeat", ours, theirs)
+        } else if op < 90 {
+            let args = [ttl.clone(), keep.clone(), device_id.clone(), nonce];
+            edges[account as usize].push(clock_ms + 2 * TTL_MS);
+            let ours = call(&scripts.release, "fast", &args, &mut redis);
+            let theirs = call(&scripts.release, "general", &args, &mut redis);
+            ("release", ours, theirs)
+        } else if op < 96 {
+            let args = [
+                ttl.clone(),
+                keep.clone(),
+                device_id.clone(),
+                nonce,
+                account.to_string().into_bytes(),
+                b"stream".to_vec(),
+                b"support@example.com".to_vec(),
+                b"test".to_vec(),
+                b"50".to_vec(),
+                b"1000".to_vec(),
+                b"60000".to_vec(),
+            ];
+            edges[account as usize].push(clock_ms + 2 * TTL_MS);
+            let ours = call(&scripts.force_stop, "fast", &args, &mut redis);
+            let theirs = call(&scripts.force_stop, "general", &args, &mut redis);
+            ("force_stop", ours, theirs)
+        } else {
+            let limit = rng.below(6);
+            let duration = rng.below(10 * TTL_MS) + 1;
+            edges[account as usize].push(clock_ms + duration);
+            let args = [
+                ttl.clone(),
+                keep.clone(),
+                b"standard".to_vec(),
+                b"2".to_vec(),
+                limit.to_string().into_bytes(),
+                duration.to_string().into_bytes(),
+            ];
+            let ours = call(&scripts.set_override, "fast", &args, &mut redis);
+            let theirs = call(&scripts.set_override, "general", &args, &mut redis);
+            ("set_override", ours, theirs)
+        };
+        assert_eq!(ours, theirs, "step {step}: {name} answers differently");
+
+        let list_args = [ttl.clone(), b"standard".to_vec(), b"2".to_vec()];
+        let ours = call(&scripts.list, "fast", &list_args, &mut redis);
+        let theirs = call(&scripts.list, "general", &list_args, &mut redis);
+        assert_eq!(
+            ours, theirs,
+            "step {step}: the accounts differ after {name}"
+        );
+        if let Value::Array(listing) = &theirs {
+            for record in &listing[5..] {
+                let Value::BulkString(record) = record else {
+                    panic!("a raw record, not {record:?}")
+                };
+                let ends = record[1..7]
+                    .iter()
+                    .fold(0, |acc, &b| (acc << 8) | u64::from(b));
+                edges[account as usize].extend([ends, ends + TTL_MS]);
+            }
+            edges[account as usize].sort_unstable();
+            edges[account as usize].dedup();
+        }
+        // Key lifetimes are real time, set from the frozen clock a moment apart.
+        let pttl = |twin: &str, redis: &mut redis::Connection| {
+            redis::cmd("PTTL")
+                .arg(on(twin))
+                .query::<i64>(redis)
+                .unwrap()
+        };
+        let (ours, theirs) = (pttl("fast", &mut redis), pttl("general", &mut redis));
+        assert!(
+            (ours - theirs).abs() < 500,
+            "step {step}: after {name} the key lives {ours} ms against {theirs} ms"
+        );
+    }
+    // The history must have exercised what it claims to compare.
+    assert!(fast_admits > 300, "{fast_admits} admissions");
+    assert!(denials > 150, "{denials} denials");
+    assert!(renewals > 300, "{renewals} renewals");
+    eprintln!("{fast_admits} admissions, {denials} denials, {renewals} renewals");
+}
