@@ -2,8 +2,9 @@
 # Instructions per call of the lease scripts, counted by callgrind inside redis-server: unlike
 # microseconds, the counts repeat exactly for the same binary and inputs, whatever else the machine
 # is doing, so they show the effect of a Lua change at once. Compares SET, a floor script that only
-# calls TIME + GET + SET, acquire, heartbeat and release (EVALSHA), and heartbeat as a Redis
-# Function (FCALL), whose prelude runs once at load instead of on every call.
+# calls TIME + GET + SET on an account's value, and acquire (a play on an account with room, a
+# denial on a full one), heartbeat and release, each as the limiter loads it (fast path first)
+# and, for acquire and heartbeat, the general code alone.
 # Needs redis-server, redis-cli, redis-benchmark and valgrind. N=5000 calls per phase by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,32 +19,30 @@ trap 'kill $vg 2>/dev/null; wait $vg 2>/dev/null; rm -rf "$work"' EXIT
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
 cli() { redis-cli -p "$port" "$@"; }
 
-acquire=$(cli SCRIPT LOAD "$(cat $LUA/common.lua $LUA/acquire.lua)")
-heartbeat=$(cli SCRIPT LOAD "$(cat $LUA/common.lua $LUA/heartbeat.lua)")
-release=$(cli SCRIPT LOAD "$(cat $LUA/common.lua $LUA/release.lua)")
-floor=$(cli SCRIPT LOAD "redis.call('TIME') local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], v or 'x', 'PX', ARGV[2]) return 1")
-python3 - "$LUA" > "$work/fn.lua" <<'PY'
-import sys
-lua = sys.argv[1] + '/'
-common = open(lua + 'common.lua').read()
-# Library load time has no string/struct globals: bind them on first call instead.
-common = common.replace(
-    "local byte, sub, char, find, pack = string.byte, string.sub, string.char, string.find, struct.pack",
-    "local byte, sub, char, find, pack")
-body = open(lua + 'heartbeat.lua').read().replace('KEYS[', 'keys[').replace('ARGV[', 'args[')
-print("#!lua name=screenlimit_bench\n" + common + "\nredis.register_function('heartbeat', function(keys, args)\n"
-      "if not byte then byte, sub, char, find, pack = string.byte, string.sub, string.char, string.find, struct.pack end\n"
-      + body + "\nend)")
-PY
-cli FUNCTION LOAD "$(cat "$work/fn.lua")" >/dev/null
+ld() { cli SCRIPT LOAD "$(cat "$@")"; }
+acquire=$(ld $LUA/acquire_fast.lua $LUA/common.lua $LUA/acquire.lua)
+acquire_general=$(ld $LUA/common.lua $LUA/acquire.lua)
+heartbeat=$(ld $LUA/heartbeat_fast.lua $LUA/common.lua $LUA/heartbeat.lua)
+heartbeat_general=$(ld $LUA/common.lua $LUA/heartbeat.lua)
+release=$(ld $LUA/common.lua $LUA/release.lua)
+floor=$(cli SCRIPT LOAD "redis.call('TIME') local v = redis.call('GET', KEYS[1]) if v then redis.call('SET', KEYS[1], v, 'PX', ARGV[2]) end return 1")
 
 # Details as record.rs builds them: length, type, then length + bytes of meta, profile, title.
 tv=$(printf '\x2a\x05\x0eLiving Room TV\x09profile-1\x0ftitle:tt0111161')
 phone=$(printf '\x28\x01\x0cMom-s iPhone\x09profile-2\x0ftitle:tt0068646')
 nonce=0123456789abcdef
 bench() { redis-benchmark -p "$port" -q -n "$1" -c 4 -r "$N" "${@:2}" >/dev/null 2>&1; }
-# Households: every account gets a tv (and most a phone) before anything is counted.
-bench $((N * 3)) EVALSHA "$acquire" 1 'sl:{acct-__rand_int__}' 90000 180000 '' 0 premium 4 tv-living-room-01 "$nonce" "$tv" '' '' ''
+# Households: every account of `full` gets a tv and phones up to its limit of 4 (and some
+# denials); every account of `room` only a tv, so the measured plays there are granted.
+play() { # play CALLS SCRIPT KEY DEVICE DETAILS [PHASE]: acquire with the limiter's ARGV layout
+  local args=(EVALSHA "$2" 1 "$3" 90000 180000 '' 0 premium 4 "$4" "$nonce" "$5" '' '' '')
+  if [[ -n ${6:-} ]]; then phase "$6" "${args[@]}"; else bench "$1" "${args[@]}"; fi
+}
+play $((N * 5)) "$acquire" 'sl:{full-__rand_int__}' tv-living-room-01 "$tv"
+play $((N * 5)) "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone"
+for room in room room_general; do
+  play $((N * 5)) "$acquire" "sl:{$room-__rand_int__}" tv-living-room-01 "$tv"
+done
 
 phase() {
   local name=$1; shift
@@ -52,11 +51,14 @@ phase() {
   callgrind_control -i off $vg >/dev/null 2>&1; callgrind_control -d "$name" $vg >/dev/null 2>&1
 }
 phase set SET 'k:__rand_int__' 'Living Room TV 0123456789abcdef0123456789abcdef01234567'
-phase floor EVALSHA "$floor" 1 'sl:{floor-__rand_int__}' 90000 180000
-phase acquire EVALSHA "$acquire" 1 'sl:{acct-__rand_int__}' 90000 180000 '' 0 premium 4 phone-__rand_int__ "$nonce" "$phone" '' '' ''
-phase heartbeat EVALSHA "$heartbeat" 1 'sl:{acct-__rand_int__}' 90000 180000 premium 4 tv-living-room-01 "$nonce"
-phase heartbeat_fcall FCALL heartbeat 1 'sl:{acct-__rand_int__}' 90000 180000 premium 4 tv-living-room-01 "$nonce"
-phase release EVALSHA "$release" 1 'sl:{acct-__rand_int__}' 90000 180000 tv-living-room-01 "$nonce"
+phase floor EVALSHA "$floor" 1 'sl:{full-__rand_int__}' 90000 180000
+phase heartbeat EVALSHA "$heartbeat" 1 'sl:{full-__rand_int__}' 90000 180000 premium 4 tv-living-room-01 "$nonce"
+phase heartbeat_general EVALSHA "$heartbeat_general" 1 'sl:{full-__rand_int__}' 90000 180000 premium 4 tv-living-room-01 "$nonce"
+play "$N" "$acquire" 'sl:{room-__rand_int__}' phone-__rand_int__ "$phone" acquire_room
+play "$N" "$acquire_general" 'sl:{room_general-__rand_int__}' phone-__rand_int__ "$phone" acquire_room_general
+play "$N" "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" acquire_denied
+play "$N" "$acquire_general" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" acquire_denied_general
+phase release EVALSHA "$release" 1 'sl:{full-__rand_int__}' 90000 180000 tv-living-room-01 "$nonce"
 
 python3 - "$work" "$N" <<'PY'
 import glob, re, sys
@@ -67,6 +69,7 @@ for f in glob.glob(work + '/cg.out.*'):
     rows[re.search(r'desc: Trigger: dump (\S+)', text).group(1)] = int(re.search(r'totals: (\d+)', text).group(1)) / n
 set_cost = rows['set']
 print(f"| phase | instructions per call | x SET |\n|---|---|---|")
-for name in ['set', 'floor', 'acquire', 'heartbeat', 'heartbeat_fcall', 'release']:
+for name in ['set', 'floor', 'heartbeat', 'heartbeat_general', 'acquire_room', 'acquire_room_general',
+             'acquire_denied', 'acquire_denied_general', 'release']:
     print(f"| {name} | {rows[name]:,.0f} | {rows[name] / set_cost:.1f} |")
 PY

@@ -94,8 +94,8 @@ log "load average at start: $LOAD_START (the CPU figures mean something only on 
 log "redis-server $(redis-server --version | sed -E 's/.* v=([^ ]+).*/\1/') on 127.0.0.1:$PORT (pid $REDIS_PID), $(nproc) CPUs"
 
 # ---------------------------------------------------------------- scripts
-# Exactly what the service loads: common.lua followed by the operation (see lease_script! in
-# limiter/src/store/redis/mod.rs).
+# Exactly what the service loads: the operation's fast path if it has one, common.lua, then the
+# operation (see lease_script! in limiter/src/store/redis/mod.rs).
 lua_src() { # lua_src NAME: one Lua file, from the working tree or from LUA_REF
   if [[ -n ${LUA_REF:-} ]]; then
     git -C "$ROOT" show "$LUA_REF:limiter/src/store/redis/lua/$1.lua"
@@ -105,7 +105,10 @@ lua_src() { # lua_src NAME: one Lua file, from the working tree or from LUA_REF
 }
 # `git show` and `cat` give the same bytes, so a script's SHA is the one the service loads.
 lua_src common >"$WORK/common.lua"
-for op in acquire heartbeat release list; do lua_src "$op" >"$WORK/$op.src"; done
+for op in acquire heartbeat release list; do
+  lua_src "$op" >"$WORK/$op.src"
+  lua_src "${op}_fast" >"$WORK/$op.fast" 2>/dev/null || : >"$WORK/$op.fast"
+done
 CAPS=0
 if grep -q 'ARGV\[14\]' "$WORK/acquire.src"; then
   LAYOUT=fields
@@ -131,7 +134,7 @@ log "Lua scripts from $LUA_FROM; acquire layout: $LAYOUT_NAME"
 
 declare -A SHA
 for op in acquire heartbeat release list; do
-  cat "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
+  cat "$WORK/$op.fast" "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
   SHA[$op]=$(rc -x SCRIPT LOAD <"$WORK/$op.lua")
   expected=$(sha1sum "$WORK/$op.lua" | cut -d' ' -f1)
   [[ ${SHA[$op]} == "$expected" ]] || { echo "store-cost: SHA mismatch for $op" >&2; exit 1; }
