@@ -2,9 +2,10 @@
 # Instructions per call of the lease scripts, counted by callgrind inside redis-server: unlike
 # microseconds, the counts repeat exactly for the same binary and inputs, whatever else the machine
 # is doing, so they show the effect of a Lua change at once. Compares SET, a floor script that only
-# calls TIME + GET + SET on an account's value, and acquire (a play on an account with room, a
-# denial on a full one), heartbeat and release, each as the limiter loads it (fast path first)
-# and, for acquire and heartbeat, the general code alone.
+# calls TIME + GET + SET on an account's value, the batch renewal the limiter sends for heartbeats
+# (one stream, and eight per call, counted per stream), the full heartbeat script, acquire as the
+# limiter loads it (fast path first) and its general code alone (a play on an account with room,
+# a denial on a full one), and release.
 # Needs redis-server, redis-cli, redis-benchmark and valgrind. N=5000 calls per phase by default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +23,8 @@ cli() { redis-cli -p "$port" "$@"; }
 ld() { cli SCRIPT LOAD "$(cat "$@")"; }
 acquire=$(ld $LUA/acquire_fast.lua $LUA/common.lua $LUA/acquire.lua)
 acquire_general=$(ld $LUA/common.lua $LUA/acquire.lua)
-heartbeat=$(ld $LUA/heartbeat_fast.lua $LUA/common.lua $LUA/heartbeat.lua)
-heartbeat_general=$(ld $LUA/common.lua $LUA/heartbeat.lua)
+renew=$(ld $LUA/renew.lua)
+heartbeat=$(ld $LUA/common.lua $LUA/heartbeat.lua)
 release=$(ld $LUA/common.lua $LUA/release.lua)
 floor=$(cli SCRIPT LOAD "redis.call('TIME') local v = redis.call('GET', KEYS[1]) if v then redis.call('SET', KEYS[1], v, 'PX', ARGV[2]) end return 1")
 
@@ -52,8 +53,11 @@ phase() {
 }
 phase set SET 'k:__rand_int__' 'Living Room TV 0123456789abcdef0123456789abcdef01234567'
 phase floor EVALSHA "$floor" 1 'sl:{full-__rand_int__}' 90000 180000
-phase heartbeat EVALSHA "$heartbeat" 1 'sl:{full-__rand_int__}' 90000 180000 premium 4 tv-living-room-01 "$nonce"
-phase heartbeat_general EVALSHA "$heartbeat_general" 1 'sl:{full-__rand_int__}' 90000 180000 premium 4 tv-living-room-01 "$nonce"
+k='sl:{full-__rand_int__}' d=tv-living-room-01
+phase renew EVALSHA "$renew" 1 "$k" 90000 180000 "$d" "$nonce"
+phase renew_batch8 EVALSHA "$renew" 8 "$k" "$k" "$k" "$k" "$k" "$k" "$k" "$k" 90000 180000 \
+  "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce"
+phase heartbeat EVALSHA "$heartbeat" 1 "$k" 90000 180000 premium 4 "$d" "$nonce"
 play "$N" "$acquire" 'sl:{room-__rand_int__}' phone-__rand_int__ "$phone" acquire_room
 play "$N" "$acquire_general" 'sl:{room_general-__rand_int__}' phone-__rand_int__ "$phone" acquire_room_general
 play "$N" "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" acquire_denied
@@ -67,9 +71,10 @@ rows = {}
 for f in glob.glob(work + '/cg.out.*'):
     text = open(f).read()
     rows[re.search(r'desc: Trigger: dump (\S+)', text).group(1)] = int(re.search(r'totals: (\d+)', text).group(1)) / n
+rows['renew_batch8'] /= 8  # per stream
 set_cost = rows['set']
 print(f"| phase | instructions per call | x SET |\n|---|---|---|")
-for name in ['set', 'floor', 'heartbeat', 'heartbeat_general', 'acquire_room', 'acquire_room_general',
+for name in ['set', 'floor', 'renew', 'renew_batch8', 'heartbeat', 'acquire_room', 'acquire_room_general',
              'acquire_denied', 'acquire_denied_general', 'release']:
     print(f"| {name} | {rows[name]:,.0f} | {rows[name] / set_cost:.1f} |")
 PY

@@ -139,6 +139,10 @@ for op in acquire heartbeat release list; do
   expected=$(sha1sum "$WORK/$op.lua" | cut -d' ' -f1)
   [[ ${SHA[$op]} == "$expected" ]] || { echo "store-cost: SHA mismatch for $op" >&2; exit 1; }
 done
+# The batch renewal the limiter sends for heartbeats stands alone (no prelude); older trees lack it.
+if lua_src renew >"$WORK/renew.lua" 2>/dev/null; then
+  SHA[renew]=$(rc -x SCRIPT LOAD <"$WORK/renew.lua")
+fi
 # Diagnostic floors: an empty script, and a script making the same Redis calls as a heartbeat
 # renewal (TIME, GET, SET ... PX) with no decoding or encoding.
 SHA[noop]=$(rc SCRIPT LOAD 'return 1')
@@ -218,6 +222,10 @@ chk=$(rc EVALSHA "${SHA[acquire]}" 1 'sl:{check}' "${ACQ[@]}" | head -1)
 chk=$(rc EVALSHA "${SHA[heartbeat]}" 1 'sl:{check}' "$TTL_MS" "$REV_MS" premium 4 \
   tv-check-0000001 0123456789abcdef | head -1)
 [[ $chk == 1 ]] || { echo "store-cost: heartbeat did not renew (got $chk)" >&2; exit 1; }
+if [[ -n ${SHA[renew]:-} ]]; then
+  chk=$(rc EVALSHA "${SHA[renew]}" 1 'sl:{check}' "$TTL_MS" "$REV_MS" tv-check-0000001 0123456789abcdef)
+  ((chk > 0)) || { echo "store-cost: renew did not renew (got $chk)" >&2; exit 1; }
+fi
 chk=$(rc EVALSHA "${SHA[release]}" 1 'sl:{check}' "$TTL_MS" "$REV_MS" tv-check-0000001 0123456789abcdef)
 [[ $chk == 1 ]] || { echo "store-cost: release did not release (got $chk)" >&2; exit 1; }
 chk=$(rc EVALSHA "${SHA[heartbeat]}" 1 'sl:{check}' "$TTL_MS" "$REV_MS" premium 4 \
@@ -347,11 +355,11 @@ VALUE=$(printf 'v%.0s' $(seq 60))
 
 # Phases are registered first, then run REPEAT rounds round-robin (so a burst of other load on the
 # machine spreads over all of them); each run is alone between CONFIG RESETSTAT and INFO.
-declare -A USEC CALLS RPS FAILED STAT RANGE CMD
+declare -A USEC CALLS RPS FAILED STAT RANGE CMD PER
 PHASES=()
-phase() { # phase NAME CMDSTAT KEYRANGE COMMAND...
+phase() { # phase NAME CMDSTAT KEYRANGE COMMAND...; PER_CALL=n: each call does n operations
   local name=$1
-  STAT[$name]=$2 RANGE[$name]=$3
+  STAT[$name]=$2 RANGE[$name]=$3 PER[$name]=${PER_CALL:-1}
   shift 3
   CMD[$name]=$(printf '%q ' "$@") # args may hold any byte but NUL; %q round-trips them
   PHASES+=("$name")
@@ -404,8 +412,23 @@ phase 'acquire, re-acquire (1 stream)'   evalsha "$BENCH_KEYS" EVALSHA "${SHA[ac
 # replace the bench device's own record): 1-2 records read, 2 written. Grant.
 phase 'acquire, 2nd stream'              evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 'sl:{acqo-__rand_int__}' "${ACQ_TAIL[@]}"
 # Heartbeat renewals: every key was pre-filled with the benchmark device, so every call renews.
-phase 'heartbeat renew, 2-stream acct'   evalsha "$BENCH_KEYS" EVALSHA "${SHA[heartbeat]}" 1 'sl:{hb2-__rand_int__}' "${HB_TAIL[@]}"
-phase 'heartbeat renew, 4-stream acct'   evalsha "$BENCH_KEYS" EVALSHA "${SHA[heartbeat]}" 1 'sl:{hb4-__rand_int__}' "${HB_TAIL[@]}"
+phase 'full heartbeat script, 2-stream acct' evalsha "$BENCH_KEYS" EVALSHA "${SHA[heartbeat]}" 1 'sl:{hb2-__rand_int__}' "${HB_TAIL[@]}"
+phase 'full heartbeat script, 4-stream acct' evalsha "$BENCH_KEYS" EVALSHA "${SHA[heartbeat]}" 1 'sl:{hb4-__rand_int__}' "${HB_TAIL[@]}"
+# What the limiter sends for heartbeats: renew, one stream per call when the shard is quiet, and
+# when heartbeats arrive together a batch of them (here 8, each on a random account).
+if [[ -n ${SHA[renew]:-} ]]; then
+  renew_batch() { # renew_batch PREFIX N: EVALSHA renew with N random accounts of PREFIX
+    local keys=() args=() i
+    for ((i = 0; i < $2; i++)); do keys+=("sl:{$1__rand_int__}"); args+=("$BENCH_DEVICE" "$BENCH_NONCE"); done
+    RENEW=(EVALSHA "${SHA[renew]}" "$2" "${keys[@]}" "$TTL_MS" "$REV_MS" "${args[@]}")
+  }
+  renew_batch hb2- 1
+  phase 'renew, 2-stream acct, 1 per call'  evalsha "$BENCH_KEYS" "${RENEW[@]}"
+  renew_batch hb2- 8
+  PER_CALL=8 phase 'renew, 2-stream acct, 8 per call' evalsha "$BENCH_KEYS" "${RENEW[@]}"
+  renew_batch hb4- 8
+  PER_CALL=8 phase 'renew, 4-stream acct, 8 per call' evalsha "$BENCH_KEYS" "${RENEW[@]}"
+fi
 for ((round = 1; round <= REPEAT; round++)); do
   log "round $round of $REPEAT"
   for name in "${PHASES[@]}"; do run_once "$name"; done
@@ -484,12 +507,16 @@ echo "usec/call is server-side (INFO commandstats); TTL ${TTL_MS} ms;"
 echo "load average at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "Lua from $LUA_FROM ($LAYOUT_NAME layout); acquire ${SHA[acquire]:0:12}, heartbeat ${SHA[heartbeat]:0:12}."
 echo
-echo "| operation | usec/call | x SET | calls | failed | redis-benchmark req/s |"
+echo "usec/op is usec/call divided by the operations in a call (1, or 8 for a batch of renewals)."
+echo
+echo "| operation | usec/op | x SET | calls | failed | redis-benchmark calls/s |"
 echo "|---|---:|---:|---:|---:|---:|"
+per_op() { python3 -c "import sys; print(' '.join(f'{float(v) / $2:.2f}' for v in sys.argv[1:]))" $1; }
 for name in "${PHASES[@]}"; do
-  usec=$(median "${USEC[$name]}")
+  usecs=$(per_op "${USEC[$name]}" "${PER[$name]}")
+  usec=$(median "$usecs")
   ratio=$(python3 -c "print(f'{$usec / $SET_USEC:.1f}')")
-  echo "| $name | $usec ($(spread "${USEC[$name]}")) | ${ratio} | $(total "${CALLS[$name]}") |"\
+  echo "| $name | $usec ($(spread "$usecs")) | ${ratio} | $(total "${CALLS[$name]}") |"\
 " $(total "${FAILED[$name]}") | $(median "${RPS[$name]}" | cut -d. -f1) |"
 done
 echo

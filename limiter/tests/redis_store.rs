@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
-    AcquireCmd, AcquireOutcome, Device, HeartbeatOutcome, Plan, Timing,
+    AcquireCmd, AcquireOutcome, Device, ForceStopCmd, HeartbeatOutcome, Plan, Timing,
 };
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
@@ -112,6 +112,76 @@ async fn every_operation_is_one_evalsha_and_lost_scripts_are_reloaded() {
     };
     let beat = store.heartbeat("acct", &replay).await.unwrap();
     assert!(matches!(beat, HeartbeatOutcome::Renewed { .. }), "{beat:?}");
+}
+
+/// Heartbeats that reach a shard together are renewed in shared `renew` calls; the ones only the
+/// full script can answer (a revoked stream, a released one) still get their own answer.
+#[tokio::test]
+async fn heartbeats_arriving_together_share_calls_and_each_gets_its_own_answer() {
+    let server = RedisServer::start();
+    let store = store_on(&[&server], Duration::from_secs(30));
+    let mut streams = Vec::new();
+    for i in 0..200 {
+        let account = format!("acct-{i}");
+        let cmd = play(&account, "tv");
+        store.acquire(&cmd).await.unwrap();
+        let stream = StreamRef {
+            device_id: "tv".into(),
+            nonce: cmd.nonce,
+            plan: Default::default(),
+        };
+        streams.push((account, stream));
+    }
+    for (account, stream) in &streams[..10] {
+        let cmd = ForceStopCmd {
+            account_id: account.clone(),
+            stream: stream.clone(),
+            stream_id: "stream".into(),
+            actor: "support@example.com".into(),
+            reason: "test".into(),
+        };
+        store.force_stop(&cmd).await.unwrap();
+    }
+    for (account, stream) in &streams[10..20] {
+        store.release(account, stream).await.unwrap();
+    }
+
+    server.command("CONFIG RESETSTAT").unwrap();
+    let beats = streams
+        .iter()
+        .map(|(account, stream)| store.heartbeat(account, stream));
+    let outcomes = futures::future::join_all(beats).await;
+    let count = |want: fn(&HeartbeatOutcome) -> bool| {
+        outcomes
+            .iter()
+            .filter(|o| want(o.as_ref().unwrap()))
+            .count()
+    };
+    assert_eq!(count(|o| matches!(o, HeartbeatOutcome::Revoked)), 10);
+    assert_eq!(count(|o| matches!(o, HeartbeatOutcome::Expired)), 10);
+    assert_eq!(
+        count(|o| matches!(o, HeartbeatOutcome::Renewed { .. })),
+        180
+    );
+    assert!(
+        outcomes[..20]
+            .iter()
+            .all(|o| !matches!(o, Ok(HeartbeatOutcome::Renewed { .. })))
+    );
+
+    // Unbatched, that would be 220 calls: 200 renewals and 20 full scripts. Batches here hold
+    // about 8-32 (the futures are polled 32 at a time), so allow up to 80 batches.
+    let stats = server.command("INFO commandstats").unwrap();
+    let calls: u64 = stats
+        .split("cmdstat_evalsha:calls=")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert!(
+        (21..=100).contains(&calls),
+        "{calls} EVALSHA calls for 200 heartbeats"
+    );
 }
 
 #[tokio::test]

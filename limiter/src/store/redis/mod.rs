@@ -4,15 +4,17 @@
 
 mod breaker;
 mod record;
+mod renewals;
 pub mod ring;
 mod shard;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, Script, ScriptInvocation, Value};
 
+use self::renewals::{Renewal, RenewalQueue};
 use self::shard::Shard;
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::{PlanTag, StreamRef};
@@ -22,8 +24,8 @@ use crate::model::{
     OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
 
-/// A script is the shared prelude plus one operation; the hot operations put a fast path first,
-/// which returns before the prelude runs when it can decide alone.
+/// A script is the shared prelude plus one operation; acquire puts a fast path first, which
+/// returns before the prelude runs when it can decide alone.
 macro_rules! lease_script {
     ($op:literal) => {
         concat!(
@@ -40,9 +42,10 @@ macro_rules! lease_script {
     };
 }
 
-/// The scripts, one per operation.
+/// The scripts, one per operation, and `renew`: the common heartbeat for a batch of streams.
 pub struct Scripts {
     pub acquire: Script,
+    pub renew: Script,
     pub heartbeat: Script,
     pub release: Script,
     pub force_stop: Script,
@@ -54,7 +57,8 @@ impl Scripts {
     pub fn new() -> Self {
         Scripts {
             acquire: Script::new(lease_script!(fast "acquire")),
-            heartbeat: Script::new(lease_script!(fast "heartbeat")),
+            renew: Script::new(include_str!("lua/renew.lua")),
+            heartbeat: Script::new(lease_script!("heartbeat")),
             release: Script::new(lease_script!("release")),
             force_stop: Script::new(lease_script!("force_stop")),
             list: Script::new(lease_script!("list")),
@@ -63,10 +67,11 @@ impl Scripts {
     }
 
     /// The source of every script by operation name, for tools such as the benchmark.
-    pub fn sources() -> [(&'static str, &'static str); 6] {
+    pub fn sources() -> [(&'static str, &'static str); 7] {
         [
             ("acquire", lease_script!(fast "acquire")),
-            ("heartbeat", lease_script!(fast "heartbeat")),
+            ("renew", include_str!("lua/renew.lua")),
+            ("heartbeat", lease_script!("heartbeat")),
             ("release", lease_script!("release")),
             ("force_stop", lease_script!("force_stop")),
             ("list", lease_script!("list")),
@@ -99,6 +104,10 @@ const AUDIT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 pub struct RedisStore {
     shards: Vec<Arc<Shard>>,
+    /// Per shard, the heartbeats waiting for the next `renew` batch.
+    renewals: Vec<RenewalQueue>,
+    /// The store itself, for the task that sends a batch (it must outlive any one request).
+    me: Weak<RedisStore>,
     scripts: Scripts,
     default_plan: Plan,
     timing: Timing,
@@ -156,7 +165,9 @@ impl RedisStore {
                 *poll_interval,
             ),
         };
-        let store = Arc::new(RedisStore {
+        let store = Arc::new_cyclic(|me| RedisStore {
+            renewals: shards.iter().map(|_| RenewalQueue::default()).collect(),
+            me: me.clone(),
             shards,
             scripts: Scripts::new(),
             default_plan,
@@ -247,6 +258,64 @@ impl RedisStore {
             .iter()
             .filter_map(|json| serde_json::from_str(json).ok())
             .collect())
+    }
+
+    /// Renews a stream through its shard's next batch: its new lease end, or 0 when only the
+    /// full heartbeat script can answer.
+    async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<u64, StoreError> {
+        let index = ring::shard_for(account_id, self.shards.len());
+        let (answer, renewed) = tokio::sync::oneshot::channel();
+        let renewal = Renewal {
+            key: account_key(account_id),
+            device: stream.device_id.clone(),
+            nonce: stream.nonce,
+            answer,
+        };
+        if self.renewals[index].push(renewal) {
+            // A task of its own, so that a request that goes away cannot strand the batch.
+            let store = self.me.upgrade().expect("the store outlives its requests");
+            tokio::spawn(store.send_renewals(index));
+        }
+        renewed.await.unwrap_or_else(|_| {
+            Err(StoreError::Backend {
+                shard: index,
+                message: "the renewal batch was dropped".into(),
+            })
+        })
+    }
+
+    /// Sends shard `index`'s waiting heartbeats, batch after batch, until none wait.
+    async fn send_renewals(self: Arc<Self>, index: usize) {
+        loop {
+            let batch = self.renewals[index].take_batch();
+            let mut invocation = self.scripts.renew.prepare_invoke();
+            for renewal in &batch {
+                invocation.key(&renewal.key);
+            }
+            self.timing_args(&mut invocation);
+            for renewal in &batch {
+                invocation.arg(&renewal.device).arg(&renewal.nonce[..]);
+            }
+            let invocation = &invocation;
+            let reply: Result<Vec<u64>, StoreError> = self
+                .guarded(index, |mut connection| async move {
+                    invocation.invoke_async(&mut connection).await
+                })
+                .await
+                .and_then(|ends: Vec<u64>| match ends.len() == batch.len() {
+                    true => Ok(ends),
+                    false => Err(malformed("renew")),
+                });
+            for (i, renewal) in batch.into_iter().enumerate() {
+                // A heartbeat whose request went away no longer listens; that is fine.
+                let _ = renewal
+                    .answer
+                    .send(reply.as_ref().map(|ends| ends[i]).map_err(Clone::clone));
+            }
+            if !self.renewals[index].finish_batch() {
+                return;
+            }
+        }
     }
 
     fn timing_args<'a, 's>(
@@ -353,6 +422,11 @@ impl LeaseStore for RedisStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
+        // The common case, a renewal, goes in a batch; the full script answers everything else.
+        match self.renew(account_id, stream).await? {
+            0 => {}
+            expires_at => return Ok(HeartbeatOutcome::Renewed { expires_at }),
+        }
         let mut invocation = self.scripts.heartbeat.key(account_key(account_id));
         let plan = if stream.plan.limit > 0 {
             &stream.plan
