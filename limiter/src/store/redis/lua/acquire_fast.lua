@@ -1,7 +1,7 @@
 -- acquire, fast path: decide a play on a new account, or on a version-2 account whose plan is
 -- unchanged, with no take-over, without the shared prelude and without indexing records. An
--- admission appends one record (dropping the caller's own earlier one, as the general code
--- does); a denial writes nothing. When an admission would also have to forget records past their
+-- admission appends one record (or drops the caller's own earlier one and rewrites, as the
+-- general code does); a denial writes nothing. When an admission would also have to forget records past their
 -- time, and in every case this path does not take, the general code after common.lua runs; it
 -- applies the same rules (model.rs), so both give the same answer.
 do
@@ -13,7 +13,9 @@ do
   if #details > 1 then kind = byte(details, 2) end
   local cap = byte(ARGV[12], kind + 1) or 0
   local ends = now + ttl
-  local v = redis.call('GET', KEYS[1])
+  -- Reading the key also extends it to 2 TTLs (an override that lasts longer is restored below),
+  -- so that a new record can simply be appended.
+  local v = redis.call('GETEX', KEYS[1], 'PX', ARGV[2])
   if not v then
     local limit = tonumber(ARGV[4])
     if plan == '' then plan, limit = ARGV[5], tonumber(ARGV[6]) end
@@ -22,13 +24,14 @@ do
         .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device .. details, 'PX', ARGV[2])
       return { 1, limit, 1, ends, plan, limit }
     end
-  elseif byte(v, 1) == 2 and ARGV[10] == '' then
+  elseif byte(v, 1) == 2 then
     local plan_limit, planlen = byte(v, 2, 3)
-    if plan == '' or (planlen == #plan and plan_limit == tonumber(ARGV[4])
-          and find(v, plan, 4, true) == 4) then
-      local o = 4 + planlen -- override limit, then its end
-      local a, b, c, d, e, f = byte(v, o + 1, o + 6)
-      local override_left = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f - now
+    local o = 4 + planlen -- override limit, then its end
+    local a, b, c, d, e, f = byte(v, o + 1, o + 6)
+    local override_left = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f - now
+    if override_left > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], override_left) end
+    if ARGV[10] == '' and (plan == '' or (planlen == #plan and plan_limit == tonumber(ARGV[4])
+          and find(v, plan, 4, true) == 4)) then
       local limit = plan_limit
       if override_left > 0 then limit = byte(v, o) end
       -- One pass: count the live leases of other devices (and those of the caller's type when it
@@ -82,12 +85,14 @@ do
         return out
       end
       if not stale then
-        local keep = ARGV[2]
-        if override_left > tonumber(keep) then keep = override_left end
         local plan_name = sub(v, 4, 3 + planlen)
-        if own then v = sub(v, 1, own - 1) .. sub(v, own_stop + 1) end
-        redis.call('SET', KEYS[1], v .. char(0) .. pack('>I6I6', ends, now) .. ARGV[8]
-          .. char(#device) .. device .. details, 'PX', keep)
+        local record = char(0) .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device
+          .. details
+        if own then -- the caller's earlier record goes; the key keeps the lifetime set above
+          redis.call('SET', KEYS[1], sub(v, 1, own - 1) .. sub(v, own_stop + 1) .. record, 'KEEPTTL')
+        else
+          redis.call('APPEND', KEYS[1], record)
+        end
         return { 1, limit, active + 1, ends, plan_name, plan_limit }
       end
     end
