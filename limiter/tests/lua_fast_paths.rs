@@ -1,5 +1,6 @@
-//! The fast paths must answer exactly as the general code: acquire's, in front of the general
-//! acquire, and the batch renewal, which the limiter tries before the full heartbeat script. A seeded random history of plays (own device again, take-overs, plan changes,
+//! The fast paths must answer exactly as the general code: acquire's and release's, in front of
+//! their general code, and the batch renewal, which the limiter tries before the full heartbeat
+//! script. A seeded random history of plays (own device again, take-overs, plan changes,
 //! device-type caps), renewals with good and stale nonces, stops, force-stops, overrides and clock
 //! jumps is run twice in one Redis: on one account through the scripts the limiter loads, on its
 //! twin through the general code alone. Both read the same frozen clock (`TIME` is swapped for a
@@ -67,6 +68,7 @@ struct Scripts {
     acquire_general: Script,
     renew: Script,
     heartbeat: Script,
+    release_fast: Script,
     release: Script,
     force_stop: Script,
     set_override: Script,
@@ -85,6 +87,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
         acquire_general: script(&["common", "acquire"]),
         renew: script(&["renew"]),
         heartbeat: script(&["common", "heartbeat"]),
+        release_fast: script(&["release_fast", "common", "release"]),
         release: script(&["common", "release"]),
         force_stop: script(&["common", "force_stop"]),
         set_override: script(&["common", "set_override"]),
@@ -234,7 +237,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
         } else if op < 90 {
             let args = [ttl.clone(), keep.clone(), device_id.clone(), nonce];
             edges[account as usize].push(clock_ms + 2 * TTL_MS);
-            let ours = call(&scripts.release, "fast", &args, &mut redis);
+            let ours = call(&scripts.release_fast, "fast", &args, &mut redis);
             let theirs = call(&scripts.release, "general", &args, &mut redis);
             ("release", ours, theirs)
         } else if op < 96 {

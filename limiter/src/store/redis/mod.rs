@@ -24,8 +24,8 @@ use crate::model::{
     OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
 
-/// A script is the shared prelude plus one operation; acquire puts a fast path first, which
-/// returns before the prelude runs when it can decide alone.
+/// A script is the shared prelude plus one operation; acquire and release put a fast path first,
+/// which returns before the prelude runs when it can decide alone.
 macro_rules! lease_script {
     ($op:literal) => {
         concat!(
@@ -59,7 +59,7 @@ impl Scripts {
             acquire: Script::new(lease_script!(fast "acquire")),
             renew: Script::new(include_str!("lua/renew.lua")),
             heartbeat: Script::new(lease_script!("heartbeat")),
-            release: Script::new(lease_script!("release")),
+            release: Script::new(lease_script!(fast "release")),
             force_stop: Script::new(lease_script!("force_stop")),
             list: Script::new(lease_script!("list")),
             set_override: Script::new(lease_script!("set_override")),
@@ -72,7 +72,7 @@ impl Scripts {
             ("acquire", lease_script!(fast "acquire")),
             ("renew", include_str!("lua/renew.lua")),
             ("heartbeat", lease_script!("heartbeat")),
-            ("release", lease_script!("release")),
+            ("release", lease_script!(fast "release")),
             ("force_stop", lease_script!("force_stop")),
             ("list", lease_script!("list")),
             ("set_override", lease_script!("set_override")),

@@ -1,5 +1,5 @@
 -- screenlimit: the prelude of every lease script (each script is this file + one operation;
--- acquire puts a fast path, acquire_fast.lua, in front of it; renew.lua stands alone).
+-- acquire and release put a fast path, <op>_fast.lua, in front of it; renew.lua stands alone).
 -- Rules mirror limiter/src/model.rs; the byte layout mirrors limiter/src/store/redis/record.rs.
 --
 -- One STRING per account, KEYS[1] = "sl:{<account_id>}": an operation is TIME, GET, SET at most.
