@@ -23,6 +23,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_STREAM_ID_SECRET_FILE", "stream_id_secret_file"),
     ("SCREENLIMIT_AUTH_TOKEN_FILE", "auth_token_file"),
     ("SCREENLIMIT_PLAN_DB_URL", "plan_source.postgres_url"),
+    ("SCREENLIMIT_THREADS", "threads"),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -50,7 +51,13 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Where each account's plan comes from.
     pub plan_source: PlanSourceConfig,
+    /// Threads serving the API, each a single-threaded event loop with its own connections;
+    /// 0 = one per CPU the process may use.
+    pub threads: usize,
 }
+
+/// Most `threads` a config may ask for.
+pub const MAX_THREADS: usize = 256;
 
 /// `request`: the play-start names its plan. `postgres`: the subscription database says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -258,6 +265,7 @@ impl Default for Config {
             auth_token_file: None,
             max_body_bytes: 8 * 1024,
             plan_source: PlanSourceConfig::default(),
+            threads: 0,
         }
     }
 }
@@ -403,6 +411,12 @@ impl Config {
         if let Some(file) = env("SCREENLIMIT_AUTH_TOKEN_FILE") {
             self.auth_token_file = Some(file.into());
         }
+        if let Some(threads) = env("SCREENLIMIT_THREADS") {
+            self.threads = threads
+                .trim()
+                .parse()
+                .map_err(|e| invalid("threads", format!("SCREENLIMIT_THREADS={threads:?}: {e}")))?;
+        }
         Ok(())
     }
 
@@ -497,7 +511,24 @@ impl Config {
         if self.max_body_bytes < 512 {
             return Err(invalid("max_body_bytes", "must be at least 512"));
         }
+        if self.threads > MAX_THREADS {
+            return Err(invalid(
+                "threads",
+                format!(
+                    "{} is too many; use 0 (one per CPU) to {MAX_THREADS}",
+                    self.threads
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// How many threads serve the API: `threads`, or one per CPU the process may use.
+    pub fn threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
     }
 
     fn validate_store(&self) -> Result<(), ConfigError> {
@@ -722,6 +753,45 @@ stream_id_secret: "0123456789abcdef0123"
         assert_eq!(config.lease.ttl, Duration::from_secs(90));
         assert_eq!(config.store.timeout, Duration::from_millis(25));
         assert_eq!(config.store.backend, Backend::Memory);
+    }
+
+    #[test]
+    fn threads_default_to_one_per_cpu_and_can_be_set() {
+        let config = Config::load(None, no_env).unwrap();
+        assert_eq!(config.threads, 0);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(config.threads(), cpus);
+        let config = Config::from_yaml("threads: 3\n").unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.threads(), 3);
+        let env = |name: &str| (name == "SCREENLIMIT_THREADS").then(|| "1".to_owned());
+        assert_eq!(Config::load(None, env).unwrap().threads(), 1);
+        let bad_env = |name: &str| (name == "SCREENLIMIT_THREADS").then(|| "many".to_owned());
+        let err = Config::load(None, bad_env).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ConfigError::Invalid {
+                    field: "threads",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = Config::from_yaml("threads: 100000\n")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ConfigError::Invalid {
+                    field: "threads",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

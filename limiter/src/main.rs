@@ -44,8 +44,7 @@ fn init_tracing(format: &str) {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.log_format);
     let config = match Config::load(cli.config.as_deref(), |name| std::env::var(name).ok()) {
@@ -60,7 +59,8 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match screenlimit_limiter::server::run(config).await {
+    // `server::run` builds its own runtimes: one single-threaded runtime per `threads`.
+    match screenlimit_limiter::server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("screenlimit-limiter: {error:#}");

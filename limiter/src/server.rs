@@ -1,33 +1,225 @@
 //! Wires config, service and router together and serves until SIGTERM or Ctrl-C.
+//!
+//! The limiter runs one single-threaded Tokio runtime per thread ("lane", `threads` in the
+//! config). One listener accepts connections and deals them out to the lanes in turn; a lane
+//! serves each of its connections to the end, on its own thread, with its own Redis connection
+//! per shard (see `store/redis/shard.rs`). A request, its store call and the driver of that
+//! call's Redis connection thus run on one thread: no cross-thread wake-ups, no work stealing.
+//! Lane 0 is the thread that called [`run`]; it also accepts, runs the background tasks (shard
+//! maintenance, plan listener, sweeper) and handles the shutdown signal.
 
+use std::cell::Cell;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
 use crate::service::StreamService;
 
-/// Binds the configured address and serves the API until a shutdown signal.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+thread_local! {
+    static LANE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// How many lanes this process serves on (1 until [`run`] starts more).
+static LANES: AtomicUsize = AtomicUsize::new(1);
+
+/// The lane the calling thread serves (0 for any thread that is not a lane).
+pub fn current_lane() -> usize {
+    LANE.with(Cell::get)
+}
+
+/// How many lanes this process serves on.
+pub fn lanes() -> usize {
+    LANES.load(Ordering::Relaxed)
+}
+
+/// Serves the API until a shutdown signal; blocks the calling thread, which becomes lane 0.
+pub fn run(config: Config) -> anyhow::Result<()> {
+    let lanes = config.threads();
+    LANES.store(lanes, Ordering::Relaxed);
+    let runtime = lane_runtime()?;
+    runtime.block_on(serve(config, lanes))
+}
+
+fn lane_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the Tokio runtime: {e}"))
+}
+
+type Incoming = (std::net::TcpStream, SocketAddr);
+
+async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     let auth_token = config.resolve_auth_token()?;
     let service = Arc::new(StreamService::from_config(&config)?);
-    let router = crate::api::router(service, config.max_body_bytes, auth_token.clone());
+    let router = crate::api::router(service.clone(), config.max_body_bytes, auth_token.clone());
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {} (`listen`): {e}", config.listen))?;
+    let local = listener.local_addr()?;
     tracing::info!(
-        listen = %listener.local_addr()?,
+        listen = %local,
         backend = ?config.store.backend,
         shards = config.store.redis_shards.len(),
         failure_policy = ?config.failure_policy,
         authentication = auth_token.is_some(),
+        threads = lanes,
         "screenlimit limiter serving"
     );
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    let (stop, stopping) = watch::channel(false);
+    let mut to_lanes = Vec::with_capacity(lanes);
+    let (to_own, own) = mpsc::unbounded_channel();
+    to_lanes.push(to_own);
+    let mut others = Vec::with_capacity(lanes.saturating_sub(1));
+    for lane in 1..lanes {
+        let (to_lane, incoming) = mpsc::unbounded_channel();
+        to_lanes.push(to_lane);
+        let (service, router, stopping) = (service.clone(), router.clone(), stopping.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("screenlimit-lane-{lane}"))
+            .spawn(move || -> anyhow::Result<()> {
+                LANE.with(|l| l.set(lane));
+                lane_runtime()?.block_on(async move {
+                    warm_up(service);
+                    serve_lane(incoming, local, router, stopping).await
+                })
+            })
+            .map_err(|e| anyhow::anyhow!("cannot start lane thread {lane}: {e}"))?;
+        others.push(thread);
+    }
+    let accepting = tokio::spawn(accept(listener, to_lanes, stopping.clone()));
+    let signal = tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    warm_up(service);
+    let served = serve_lane(own, local, router, stopping).await;
+    accepting.abort();
+    signal.abort();
+    // The other lanes may still finish requests that need lane 0's tasks: wait here for them.
+    let joined = tokio::task::spawn_blocking(move || {
+        others
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a lane thread panicked")))
+            })
+            .collect::<anyhow::Result<Vec<()>>>()
+    })
+    .await?;
+    served?;
+    joined?;
     tracing::info!("screenlimit limiter stopped");
     Ok(())
+}
+
+/// Opens this lane's store connections in the background (a health check makes each shard
+/// connect), so that the lane's first requests do not pay for it.
+fn warm_up(service: Arc<StreamService>) {
+    tokio::spawn(async move {
+        service.health().await;
+    });
+}
+
+/// Accepts connections and deals them out to the lanes in turn, until the stop signal.
+async fn accept(
+    listener: TcpListener,
+    lanes: Vec<mpsc::UnboundedSender<Incoming>>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut next = 0;
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopping.wait_for(|stop| *stop) => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                // Deregister from this lane's reactor; the receiving lane registers it with its own.
+                let mut handed = match stream.into_std() {
+                    Ok(stream) => (stream, peer),
+                    Err(error) => {
+                        tracing::debug!(%error, "dropping an accepted connection");
+                        continue;
+                    }
+                };
+                // A lane that is gone (it could not start) is skipped; lane 0 is always there.
+                for _ in 0..lanes.len() {
+                    let lane = next;
+                    next = (next + 1) % lanes.len();
+                    match lanes[lane].send(handed) {
+                        Ok(()) => break,
+                        Err(mpsc::error::SendError(back)) => handed = back,
+                    }
+                }
+            }
+            // The peer gave up before we accepted it: nothing to do.
+            Err(error) if is_connection_error(&error) => {}
+            // Out of file descriptors and the like: wait instead of spinning.
+            Err(error) => {
+                tracing::error!(%error, "accept failed; retrying in 1 s");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+fn is_connection_error(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        error.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
+
+/// Serves the connections handed to this lane until the stop signal, then finishes in-flight
+/// requests.
+async fn serve_lane(
+    incoming: mpsc::UnboundedReceiver<Incoming>,
+    local: SocketAddr,
+    router: axum::Router,
+    mut stopping: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = LaneListener { incoming, local };
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+        })
+        .await?;
+    Ok(())
+}
+
+/// The connections lane 0 accepted for this lane, as an `axum::serve` listener.
+struct LaneListener {
+    incoming: mpsc::UnboundedReceiver<Incoming>,
+    local: SocketAddr,
+}
+
+impl axum::serve::Listener for LaneListener {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Some((stream, peer)) = self.incoming.recv().await else {
+                // Lane 0 stopped accepting: shutdown is under way.
+                return std::future::pending().await;
+            };
+            match TcpStream::from_std(stream) {
+                Ok(stream) => return (stream, peer),
+                Err(error) => tracing::debug!(%error, "dropping a handed-over connection"),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
 }
 
 async fn shutdown_signal() {

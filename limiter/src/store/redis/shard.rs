@@ -1,8 +1,11 @@
 //! One Redis shard: where its master is (a fixed URL, or whatever its Sentinels say), the
 //! connection to it, and its circuit breaker. A background task per shard follows Sentinel
 //! failovers and probes an open circuit.
+//!
+//! Each serving thread ("lane", see `server.rs`) gets its own connection to the master, made and
+//! driven on that thread, so a store call never wakes another thread.
 
-use std::sync::{RwLock, Weak};
+use std::sync::{OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -19,10 +22,49 @@ enum Locator {
     },
 }
 
-#[derive(Clone)]
 struct Current {
     endpoint: String,
-    connection: ConnectionManager,
+    client: redis::Client,
+    /// One connection per lane, each made on first use by its lane. Slot 0 is made at once; it
+    /// also serves any thread that is not a lane (the background tasks run on lane 0).
+    lanes: Box<[OnceLock<ConnectionManager>]>,
+}
+
+impl Current {
+    fn new(url: &str, config: &ConnectionManagerConfig) -> Result<Current, String> {
+        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+        let endpoint = client.get_connection_info().addr().to_string();
+        let first = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+            .map_err(|e| e.to_string())?;
+        let lanes: Box<[OnceLock<ConnectionManager>]> = (0..crate::server::lanes().max(1))
+            .map(|_| OnceLock::new())
+            .collect();
+        let _ = lanes[0].set(first);
+        Ok(Current {
+            endpoint,
+            client,
+            lanes,
+        })
+    }
+
+    /// The first lane's connection (made at once).
+    fn first(&self) -> &ConnectionManager {
+        self.lanes[0].get().expect("slot 0 is filled at creation")
+    }
+
+    /// The calling lane's connection, made on its first call (lazily: it connects on first use).
+    fn for_this_lane(&self, config: &ConnectionManagerConfig) -> ConnectionManager {
+        let Some(slot) = self.lanes.get(crate::server::current_lane()) else {
+            return self.first().clone();
+        };
+        if let Some(connection) = slot.get() {
+            return connection.clone();
+        }
+        match ConnectionManager::new_lazy_with_config(self.client.clone(), config.clone()) {
+            Ok(connection) => slot.get_or_init(|| connection).clone(),
+            Err(_) => self.first().clone(),
+        }
+    }
 }
 
 pub struct Shard {
@@ -62,15 +104,12 @@ impl Shard {
         failure_threshold: u32,
     ) -> Result<Shard, String> {
         let config = manager_config(deadline);
-        let (endpoint, connection) =
-            lazy_manager(url, &config).map_err(|e| format!("store.redis_shards[{index}]: {e}"))?;
+        let current =
+            Current::new(url, &config).map_err(|e| format!("store.redis_shards[{index}]: {e}"))?;
         Ok(Shard {
             index,
             locator: Locator::Fixed,
-            current: RwLock::new(Some(Current {
-                endpoint,
-                connection,
-            })),
+            current: RwLock::new(Some(current)),
             breaker: Breaker::new(failure_threshold),
             config,
         })
@@ -101,13 +140,13 @@ impl Shard {
         })
     }
 
-    /// The connection to the shard's master, if one is known.
+    /// The calling lane's connection to the shard's master, if one is known.
     pub fn connection(&self) -> Option<ConnectionManager> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(|c| c.connection.clone())
+            .map(|c| c.for_this_lane(&self.config))
     }
 
     /// Where the shard's master is, for health views (no credentials).
@@ -142,21 +181,19 @@ impl Shard {
         {
             return false;
         }
-        let Ok((_, connection)) = lazy_manager(&format!("redis://{endpoint}"), &self.config) else {
+        let Ok(mut next) = Current::new(&format!("redis://{endpoint}"), &self.config) else {
             return false;
         };
+        next.endpoint.clone_from(&endpoint);
         // Never write to a replica: switch only once the new address answers as master.
-        if !is_master(&connection, deadline).await {
+        if !is_master(next.first(), deadline).await {
             return false;
         }
         let previous = self
             .current
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .replace(Current {
-                endpoint: endpoint.clone(),
-                connection,
-            });
+            .replace(next);
         let from = previous.map_or_else(|| "none".to_owned(), |c| c.endpoint);
         tracing::warn!(
             shard = self.index,
