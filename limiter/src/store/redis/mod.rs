@@ -104,8 +104,9 @@ const AUDIT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 pub struct RedisStore {
     shards: Vec<Arc<Shard>>,
-    /// Per shard, the heartbeats waiting for the next `renew` batch.
-    renewals: Vec<RenewalQueue>,
+    /// Per serving lane, per shard, the heartbeats waiting for the next `renew` batch: a lane
+    /// batches its own heartbeats on its own connection, so no batch wakes another thread.
+    renewals: Vec<Vec<RenewalQueue>>,
     /// The store itself, for the task that sends a batch (it must outlive any one request).
     me: Weak<RedisStore>,
     scripts: Scripts,
@@ -166,7 +167,9 @@ impl RedisStore {
             ),
         };
         let store = Arc::new_cyclic(|me| RedisStore {
-            renewals: shards.iter().map(|_| RenewalQueue::default()).collect(),
+            renewals: (0..crate::server::lanes().max(1))
+                .map(|_| shards.iter().map(|_| RenewalQueue::default()).collect())
+                .collect(),
             me: me.clone(),
             shards,
             scripts: Scripts::new(),
@@ -271,7 +274,7 @@ impl RedisStore {
             nonce: stream.nonce,
             answer,
         };
-        if self.renewals[index].push(renewal) {
+        if self.renewal_queue(index).push(renewal) {
             // A task of its own, so that a request that goes away cannot strand the batch.
             let store = self.me.upgrade().expect("the store outlives its requests");
             tokio::spawn(store.send_renewals(index));
@@ -284,10 +287,17 @@ impl RedisStore {
         })
     }
 
-    /// Sends shard `index`'s waiting heartbeats, batch after batch, until none wait.
+    /// The calling lane's queue for shard `index` (lane 0's for a thread that is not a lane).
+    fn renewal_queue(&self, index: usize) -> &RenewalQueue {
+        let lane = self.renewals.get(crate::server::current_lane());
+        &lane.unwrap_or(&self.renewals[0])[index]
+    }
+
+    /// Sends the calling lane's waiting heartbeats for shard `index`, batch after batch, until
+    /// none wait. It runs as a task of that lane, so it stays on the lane's thread.
     async fn send_renewals(self: Arc<Self>, index: usize) {
         loop {
-            let batch = self.renewals[index].take_batch();
+            let batch = self.renewal_queue(index).take_batch();
             let mut invocation = self.scripts.renew.prepare_invoke();
             for renewal in &batch {
                 invocation.key(&renewal.key);
@@ -312,7 +322,7 @@ impl RedisStore {
                     .answer
                     .send(reply.as_ref().map(|ends| ends[i]).map_err(Clone::clone));
             }
-            if !self.renewals[index].finish_batch() {
+            if !self.renewal_queue(index).finish_batch() {
                 return;
             }
         }
