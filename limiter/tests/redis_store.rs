@@ -184,6 +184,49 @@ async fn heartbeats_arriving_together_share_calls_and_each_gets_its_own_answer()
     );
 }
 
+/// Scripts write an account's value so that Redis holds it without slack: `APPEND`, for one,
+/// would let the allocation grow greedily (it once cost 35 B per stream at 1 M streams).
+#[tokio::test]
+async fn an_account_value_is_stored_without_slack() {
+    let server = RedisServer::start();
+    let store = store_on(&[&server], Duration::from_secs(30));
+    let key = account_key("family");
+    let usage = |key: &str| -> i64 {
+        let reply = server.command(&format!("MEMORY USAGE {key}")).unwrap();
+        reply.trim().trim_start_matches(':').parse().unwrap()
+    };
+    // COPY duplicates the value into an allocation of exactly its size (same key length).
+    let assert_tight = |after: &str| {
+        server
+            .command(&format!("COPY {key} tl:{{family}} REPLACE"))
+            .unwrap();
+        let (stored, tight) = (usage(&key), usage("tl:{family}"));
+        assert!(
+            stored <= tight,
+            "after {after}: {stored} B, its exact copy {tight} B"
+        );
+    };
+    let mut streams = Vec::new();
+    for device in ["tv", "phone", "tablet", "laptop"] {
+        let mut cmd = play("family", device);
+        cmd.plan = Some(Plan::new("premium", 4));
+        assert!(matches!(
+            store.acquire(&cmd).await.unwrap(),
+            AcquireOutcome::Granted { .. }
+        ));
+        assert_tight(device);
+        streams.push(StreamRef {
+            device_id: device.into(),
+            nonce: cmd.nonce,
+            plan: Default::default(),
+        });
+    }
+    store.heartbeat("family", &streams[0]).await.unwrap();
+    assert_tight("a heartbeat");
+    store.release("family", &streams[1]).await.unwrap();
+    assert_tight("a stop");
+}
+
 #[tokio::test]
 async fn an_idle_account_key_expires_by_itself() {
     let server = RedisServer::start();
