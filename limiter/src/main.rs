@@ -6,6 +6,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use screenlimit_limiter::config::Config;
 
+// A play-start allocates in hyper, serde and the Redis client; mimalloc took 10 % off the
+// limiter's CPU per request against the system allocator (BENCHMARKS.md, "Profile").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// screenlimit's stream limiter: per-account concurrent-stream leases over HTTP.
 ///
 /// With no config it runs on the embedded in-memory store on 127.0.0.1:8080 with the plans
