@@ -958,8 +958,14 @@ async fn churn_client(
                             .unwrap_or_else(|e| e.into_inner())
                             .record((delay.as_micros() as u64).max(1));
                         api.rec.checked("slot_not_freed_before_ttl", 1);
-                        if now - last_sent < ttl {
+                        // Lease ends are whole milliseconds of the store's clock, truncated:
+                        // a lease may end up to 1 ms before `sent + TTL` by this clock.
+                        if now - last_sent + Duration::from_millis(1) < ttl {
                             api.rec.violated("slot_not_freed_before_ttl");
+                            eprintln!(
+                                "VIOLATION: {account}: slot reusable {:?} before the TTL from the last renewal sent",
+                                ttl - (now - last_sent)
+                            );
                         }
                         api.rec.checked("crashed_slot_reusable_within_ttl", 1);
                         if delay > ttl + args.probe_every + args.slack {
