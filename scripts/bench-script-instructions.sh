@@ -21,11 +21,11 @@ until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
 cli() { redis-cli -p "$port" "$@"; }
 
 ld() { cli SCRIPT LOAD "$(cat "$@")"; }
-acquire=$(ld $LUA/acquire_fast.lua $LUA/common.lua $LUA/acquire.lua)
+acquire=$(ld $LUA/fast.lua $LUA/acquire_fast.lua $LUA/common.lua $LUA/acquire.lua)
 acquire_general=$(ld $LUA/common.lua $LUA/acquire.lua)
-renew=$(ld $LUA/renew.lua)
+renew=$(ld $LUA/fast.lua $LUA/renew.lua)
 heartbeat=$(ld $LUA/common.lua $LUA/heartbeat.lua)
-release=$(ld $LUA/release_fast.lua $LUA/common.lua $LUA/release.lua)
+release=$(ld $LUA/fast.lua $LUA/release_fast.lua $LUA/common.lua $LUA/release.lua)
 floor=$(cli SCRIPT LOAD "redis.call('TIME') local v = redis.call('GET', KEYS[1]) if v then redis.call('SET', KEYS[1], v, 'PX', ARGV[2]) end return 1")
 
 # Details as record.rs builds them: length, type, then length + bytes of meta, profile, title.

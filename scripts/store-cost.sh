@@ -105,9 +105,17 @@ lua_src() { # lua_src NAME: one Lua file, from the working tree or from LUA_REF
 }
 # `git show` and `cat` give the same bytes, so a script's SHA is the one the service loads.
 lua_src common >"$WORK/common.lua"
+# The fast paths' shared helpers (fast.lua) come first wherever a fast path does; older trees
+# have no fast.lua.
+lua_src fast >"$WORK/helpers.lua" 2>/dev/null || : >"$WORK/helpers.lua"
 for op in acquire heartbeat release list; do
   lua_src "$op" >"$WORK/$op.src"
-  lua_src "${op}_fast" >"$WORK/$op.fast" 2>/dev/null || : >"$WORK/$op.fast"
+  if lua_src "${op}_fast" >"$WORK/$op.fast" 2>/dev/null; then
+    cat "$WORK/helpers.lua" "$WORK/$op.fast" >"$WORK/$op.fast.full"
+    mv "$WORK/$op.fast.full" "$WORK/$op.fast"
+  else
+    : >"$WORK/$op.fast"
+  fi
 done
 CAPS=0
 if grep -q 'ARGV\[14\]' "$WORK/acquire.src"; then
@@ -139,8 +147,10 @@ for op in acquire heartbeat release list; do
   expected=$(sha1sum "$WORK/$op.lua" | cut -d' ' -f1)
   [[ ${SHA[$op]} == "$expected" ]] || { echo "store-cost: SHA mismatch for $op" >&2; exit 1; }
 done
-# The batch renewal the limiter sends for heartbeats stands alone (no prelude); older trees lack it.
-if lua_src renew >"$WORK/renew.lua" 2>/dev/null; then
+# The batch renewal the limiter sends for heartbeats: fast.lua + renew.lua (no prelude); older
+# trees lack it.
+if lua_src renew >"$WORK/renew.src" 2>/dev/null; then
+  cat "$WORK/helpers.lua" "$WORK/renew.src" >"$WORK/renew.lua"
   SHA[renew]=$(rc -x SCRIPT LOAD <"$WORK/renew.lua")
 fi
 # Diagnostic floors: an empty script, and a script making the same Redis calls as a heartbeat

@@ -83,11 +83,11 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
         .get_connection()
         .unwrap();
     let scripts = Scripts {
-        acquire_fast: script(&["acquire_fast", "common", "acquire"]),
+        acquire_fast: script(&["fast", "acquire_fast", "common", "acquire"]),
         acquire_general: script(&["common", "acquire"]),
-        renew: script(&["renew"]),
+        renew: script(&["fast", "renew"]),
         heartbeat: script(&["common", "heartbeat"]),
-        release_fast: script(&["release_fast", "common", "release"]),
+        release_fast: script(&["fast", "release_fast", "common", "release"]),
         release: script(&["common", "release"]),
         force_stop: script(&["common", "force_stop"]),
         set_override: script(&["common", "set_override"]),

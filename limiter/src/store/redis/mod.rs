@@ -24,8 +24,9 @@ use crate::model::{
     OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
 
-/// A script is the shared prelude plus one operation; acquire and release put a fast path first,
-/// which returns before the prelude runs when it can decide alone.
+/// A script is the shared prelude plus one operation; acquire and release put a fast path first
+/// (after `fast.lua`, its few helpers), which returns before the prelude runs when it can decide
+/// alone.
 macro_rules! lease_script {
     ($op:literal) => {
         concat!(
@@ -35,6 +36,7 @@ macro_rules! lease_script {
     };
     (fast $op:literal) => {
         concat!(
+            include_str!("lua/fast.lua"),
             include_str!(concat!("lua/", $op, "_fast.lua")),
             include_str!("lua/common.lua"),
             include_str!(concat!("lua/", $op, ".lua"))
@@ -57,7 +59,10 @@ impl Scripts {
     pub fn new() -> Self {
         Scripts {
             acquire: Script::new(lease_script!(fast "acquire")),
-            renew: Script::new(include_str!("lua/renew.lua")),
+            renew: Script::new(concat!(
+                include_str!("lua/fast.lua"),
+                include_str!("lua/renew.lua")
+            )),
             heartbeat: Script::new(lease_script!("heartbeat")),
             release: Script::new(lease_script!(fast "release")),
             force_stop: Script::new(lease_script!("force_stop")),
@@ -70,7 +75,10 @@ impl Scripts {
     pub fn sources() -> [(&'static str, &'static str); 7] {
         [
             ("acquire", lease_script!(fast "acquire")),
-            ("renew", include_str!("lua/renew.lua")),
+            (
+                "renew",
+                concat!(include_str!("lua/fast.lua"), include_str!("lua/renew.lua")),
+            ),
             ("heartbeat", lease_script!("heartbeat")),
             ("release", lease_script!(fast "release")),
             ("force_stop", lease_script!("force_stop")),

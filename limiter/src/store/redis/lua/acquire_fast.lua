@@ -3,20 +3,18 @@
 -- admission adds one record at the end (dropping the caller's own earlier one, as the general
 -- code does); a denial writes nothing. When an admission would also have to forget records past their
 -- time, and in every case this path does not take, the general code after common.lua runs; it
--- applies the same rules (model.rs), so both give the same answer.
+-- applies the same rules (model.rs), so both give the same answer. Runs after fast.lua.
 do
   local byte, find, sub, char, pack = string.byte, string.find, string.sub, string.char, struct.pack
-  local t = redis.call('TIME')
-  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local now = clock()
   local ttl, device, details, plan = tonumber(ARGV[1]), ARGV[7], ARGV[9], ARGV[3]
   local kind = 5
   if #details > 1 then kind = byte(details, 2) end
   local cap = byte(ARGV[12], kind + 1) or 0
   local ends = now + ttl
-  -- Reading the key also extends it to 2 TTLs (an override that lasts longer is restored below),
-  -- so that a write need not set it again.
-  local v = redis.call('GETEX', KEYS[1], 'PX', ARGV[2])
-  if not v then
+  -- Reading the key also extends its lifetime, so that a write need not set it again.
+  local v, first, override_left = read_extending(KEYS[1], ARGV[2], now)
+  if v == nil then
     local limit = tonumber(ARGV[4])
     if plan == '' then plan, limit = ARGV[5], tonumber(ARGV[6]) end
     if limit >= 1 then
@@ -24,23 +22,19 @@ do
         .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device .. details, 'PX', ARGV[2])
       return { 1, limit, 1, ends, plan, limit }
     end
-  elseif byte(v, 1) == 2 then
+  elseif v then
     local plan_limit, planlen = byte(v, 2, 3)
-    local o = 4 + planlen -- override limit, then its end
-    local a, b, c, d, e, f = byte(v, o + 1, o + 6)
-    local override_left = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f - now
-    if override_left > tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], override_left) end
     if ARGV[10] == '' and (plan == '' or (planlen == #plan and plan_limit == tonumber(ARGV[4])
           and find(v, plan, 4, true) == 4)) then
       local limit = plan_limit
-      if override_left > 0 then limit = byte(v, o) end
+      if override_left > 0 then limit = byte(v, first - 7) end
       -- One pass: count the live leases of other devices (and those of the caller's type when it
       -- is capped), find the caller's own record and notice records past their time.
-      local first, n = o + 7, #v
+      local n = #v
       local active, same_kind, own, own_stop, stale, p = 0, 0, nil, nil, false, first
       while p <= n do
         local state = byte(v, p)
-        a, b, c, d, e, f = byte(v, p + 1, p + 6)
+        local a, b, c, d, e, f = byte(v, p + 1, p + 6)
         local rec_ends = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
         local len = byte(v, p + 29)
         local q = p + 30 + len
@@ -75,7 +69,7 @@ do
           local q = p + 30 + byte(v, p + 29)
           local stop = q + byte(v, q)
           if p ~= own and byte(v, p) == 0 then
-            a, b, c, d, e, f = byte(v, p + 1, p + 6)
+            local a, b, c, d, e, f = byte(v, p + 1, p + 6)
             if ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f > now then
               out[#out + 1] = sub(v, p, stop)
             end
