@@ -44,7 +44,10 @@ macro_rules! lease_script {
     };
 }
 
-/// The scripts, one per operation, and `renew`: the common heartbeat for a batch of streams.
+/// `renew`, the common heartbeat for a batch of streams: the fast paths' helpers and its loop.
+const RENEW_SCRIPT: &str = concat!(include_str!("lua/fast.lua"), include_str!("lua/renew.lua"));
+
+/// The scripts, one per operation, and `renew`.
 pub struct Scripts {
     pub acquire: Script,
     pub renew: Script,
@@ -59,10 +62,7 @@ impl Scripts {
     pub fn new() -> Self {
         Scripts {
             acquire: Script::new(lease_script!(fast "acquire")),
-            renew: Script::new(concat!(
-                include_str!("lua/fast.lua"),
-                include_str!("lua/renew.lua")
-            )),
+            renew: Script::new(RENEW_SCRIPT),
             heartbeat: Script::new(lease_script!("heartbeat")),
             release: Script::new(lease_script!(fast "release")),
             force_stop: Script::new(lease_script!("force_stop")),
@@ -75,10 +75,7 @@ impl Scripts {
     pub fn sources() -> [(&'static str, &'static str); 7] {
         [
             ("acquire", lease_script!(fast "acquire")),
-            (
-                "renew",
-                concat!(include_str!("lua/fast.lua"), include_str!("lua/renew.lua")),
-            ),
+            ("renew", RENEW_SCRIPT),
             ("heartbeat", lease_script!("heartbeat")),
             ("release", lease_script!(fast "release")),
             ("force_stop", lease_script!("force_stop")),
