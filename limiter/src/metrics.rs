@@ -55,6 +55,8 @@ pub struct Metrics {
     latency: HistogramVec,
     store_errors: IntCounterVec,
     circuit_open: IntGaugeVec,
+    renew_calls: IntCounterVec,
+    renew_heartbeats: IntCounterVec,
 }
 
 impl Metrics {
@@ -93,11 +95,29 @@ impl Metrics {
             &["shard"],
         )
         .expect("valid metric");
+        let renew_calls = IntCounterVec::new(
+            Opts::new(
+                "renew_calls_total",
+                "Heartbeat batches (renew script calls) sent to a shard",
+            ),
+            &["shard"],
+        )
+        .expect("valid metric");
+        let renew_heartbeats = IntCounterVec::new(
+            Opts::new(
+                "renew_heartbeats_total",
+                "Heartbeats sent in those batches; divided by renew_calls_total, the mean batch size",
+            ),
+            &["shard"],
+        )
+        .expect("valid metric");
         for metric in [
             Box::new(decisions.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
             Box::new(store_errors.clone()),
             Box::new(circuit_open.clone()),
+            Box::new(renew_calls.clone()),
+            Box::new(renew_heartbeats.clone()),
         ] {
             registry.register(metric).expect("metric registered once");
         }
@@ -107,6 +127,8 @@ impl Metrics {
             latency,
             store_errors,
             circuit_open,
+            renew_calls,
+            renew_heartbeats,
         }
     }
 
@@ -150,6 +172,18 @@ impl Metrics {
             .set(i64::from(open));
     }
 
+    /// Brings the heartbeat-batch counters up to the store's running totals.
+    pub fn sync_renewals(&self, shard: usize, calls: u64, heartbeats: u64) {
+        let shard = shard.to_string();
+        for (counter, total) in [
+            (&self.renew_calls, calls),
+            (&self.renew_heartbeats, heartbeats),
+        ] {
+            let counter = counter.with_label_values(&[&shard]);
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
@@ -163,5 +197,31 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeat_batch_counters_follow_the_store_totals() {
+        let metrics = Metrics::new();
+        metrics.sync_renewals(0, 5, 20);
+        metrics.sync_renewals(0, 7, 30);
+        metrics.sync_renewals(1, 1, 1);
+        let text = metrics.render();
+        assert!(
+            text.contains("screenlimit_renew_calls_total{shard=\"0\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("screenlimit_renew_heartbeats_total{shard=\"0\"} 30"),
+            "{text}"
+        );
+        assert!(
+            text.contains("screenlimit_renew_heartbeats_total{shard=\"1\"} 1"),
+            "{text}"
+        );
     }
 }

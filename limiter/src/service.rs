@@ -464,6 +464,9 @@ impl StreamService {
         for (shard, open) in self.store.circuits() {
             self.metrics.set_circuit(shard, open);
         }
+        for (shard, calls, heartbeats) in self.store.renew_totals() {
+            self.metrics.sync_renewals(shard, calls, heartbeats);
+        }
         self.metrics.render()
     }
 

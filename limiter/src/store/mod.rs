@@ -110,6 +110,15 @@ impl AnyStore {
             AnyStore::Redis(store) => store.circuits(),
         }
     }
+
+    /// Per shard, heartbeat batches sent and the heartbeats in them: (shard, calls, heartbeats).
+    /// The embedded store has none.
+    pub fn renew_totals(&self) -> Vec<(usize, u64, u64)> {
+        match self {
+            AnyStore::Memory(_) => Vec::new(),
+            AnyStore::Redis(store) => store.renew_totals(),
+        }
+    }
 }
 
 macro_rules! delegate {
