@@ -1,9 +1,9 @@
 -- acquire, fast path: decide a play on a new account, or on a version-2 account whose plan is
 -- unchanged, with no take-over, without the shared prelude and without indexing records. An
 -- admission adds one record at the end (dropping the caller's own earlier one, as the general
--- code does); a denial writes nothing. When an admission would also have to forget records past their
--- time, and in every case this path does not take, the general code after common.lua runs; it
--- applies the same rules (model.rs), so both give the same answer. Runs after fast.lua.
+-- code does); a denial writes nothing. When an admission would also have to forget records past
+-- their time, and in every case this path does not take, the general code after common.lua runs;
+-- it applies the same rules (model.rs), so both give the same answer. Runs after fast.lua.
 do
   local byte, find, sub, char, pack = string.byte, string.find, string.sub, string.char, struct.pack
   local now = clock()
