@@ -65,6 +65,33 @@ pub struct PlayArgs<'a> {
     pub replace: Option<&'a str>,
 }
 
+impl<'a> PlayArgs<'a> {
+    /// A play from `device` of the given `(device_type, meta)` kind (see [`DEVICE_KINDS`]).
+    pub fn new(
+        account: &'a str,
+        device: &'a str,
+        plan: Option<&'a str>,
+        (device_type, meta): (&'a str, &'a str),
+    ) -> Self {
+        PlayArgs {
+            account,
+            device,
+            plan,
+            device_type,
+            meta,
+            replace: None,
+        }
+    }
+
+    /// The same play, taking over the stream `stream_id`.
+    pub fn replacing(self, stream_id: &'a str) -> Self {
+        PlayArgs {
+            replace: Some(stream_id),
+            ..self
+        }
+    }
+}
+
 pub const DEVICE_KINDS: [(&str, &str); 5] = [
     ("tv", "Living Room TV"),
     ("mobile", "Samsung Galaxy S23"),

@@ -168,14 +168,13 @@ pub async fn overhead(args: &OverheadArgs) -> anyhow::Result<Report> {
                     while Instant::now() < end {
                         let a = random_range(0..accounts);
                         // One device per account, as redis-benchmark's calls do.
-                        let play = PlayArgs {
-                            account: &format!("ov-{a:08}"),
-                            device: "mobile-7f3a9c2e1b4d",
-                            plan: Some("premium"),
-                            device_type: "mobile",
-                            meta: "Samsung Galaxy S23",
-                            replace: None,
-                        };
+                        let account = format!("ov-{a:08}");
+                        let play = PlayArgs::new(
+                            &account,
+                            "mobile-7f3a9c2e1b4d",
+                            Some("premium"),
+                            ("mobile", "Samsung Galaxy S23"),
+                        );
                         match api.play("play_start", &play, Instant::now()).await {
                             Play::Granted { .. } => done.fetch_add(1, Ordering::Relaxed),
                             _ => failures.fetch_add(1, Ordering::Relaxed),
@@ -512,15 +511,13 @@ async fn closed_loop(
                 while Instant::now() < end {
                     let a = random_range(0..accounts);
                     let d = random_range(0..4usize);
-                    let (device_type, meta) = DEVICE_KINDS[d];
-                    let play = PlayArgs {
-                        account: &format!("pc-{a:08}"),
-                        device: &format!("dev-{d}"),
-                        plan: named_plan.then_some("premium"),
-                        device_type,
-                        meta,
-                        replace: None,
-                    };
+                    let (account, device) = (format!("pc-{a:08}"), format!("dev-{d}"));
+                    let play = PlayArgs::new(
+                        &account,
+                        &device,
+                        named_plan.then_some("premium"),
+                        DEVICE_KINDS[d],
+                    );
                     let t = Instant::now();
                     let out = api.play("play_start", &play, t).await;
                     if matches!(out, Play::Granted { .. }) {
@@ -588,14 +585,8 @@ pub async fn plan_cache(args: &PlanCacheArgs) -> anyhow::Result<Report> {
                     if a >= accounts {
                         return;
                     }
-                    let play = PlayArgs {
-                        account: &format!("pc-{a:08}"),
-                        device: "dev-0",
-                        plan: None,
-                        device_type: "tv",
-                        meta: "Living Room TV",
-                        replace: None,
-                    };
+                    let account = format!("pc-{a:08}");
+                    let play = PlayArgs::new(&account, "dev-0", None, ("tv", "Living Room TV"));
                     if !matches!(
                         api.play("warm", &play, Instant::now()).await,
                         Play::Granted { limit: 4, .. }

@@ -365,14 +365,7 @@ async fn load(
                     }
                     let (account, device, plan) = args(i);
                     let (device_type, meta) = kind(i);
-                    let play = PlayArgs {
-                        account: &account,
-                        device: &device,
-                        plan: Some(plan),
-                        device_type,
-                        meta,
-                        replace: None,
-                    };
+                    let play = PlayArgs::new(&account, &device, Some(plan), (device_type, meta));
                     match api.play("load", &play, Instant::now()).await {
                         Play::Granted { stream_id, .. } => {
                             out.lock().unwrap_or_else(|e| e.into_inner())[i] = stream_id
@@ -473,15 +466,10 @@ async fn max(
                             } else {
                                 let a = random_range(0..accounts);
                                 let d = random_range(0..4usize);
-                                let (device_type, meta) = kind(a + d);
-                                let play = PlayArgs {
-                                    account: &format!("mp-{tag}-{a}"),
-                                    device: &format!("dev-{d}"),
-                                    plan: Some("premium"),
-                                    device_type,
-                                    meta,
-                                    replace: None,
-                                };
+                                let account = format!("mp-{tag}-{a}");
+                                let device = format!("dev-{d}");
+                                let play =
+                                    PlayArgs::new(&account, &device, Some("premium"), kind(a + d));
                                 let out = api.play("play_start", &play, Instant::now()).await;
                                 if !matches!(out, Play::Granted { .. }) {
                                     api.rec.fail(&format!("play_start: {}", short(&out)));
@@ -688,14 +676,7 @@ async fn steady(
                 let generation = s.generation.fetch_add(1, Ordering::AcqRel) + 1;
                 let (device_type, meta) = kind(idx + generation as usize);
                 let device = format!("d{}-g{generation}", idx % per);
-                let play = PlayArgs {
-                    account: &acct,
-                    device: &device,
-                    plan: Some("standard"),
-                    device_type,
-                    meta,
-                    replace: None,
-                };
+                let play = PlayArgs::new(&acct, &device, Some("standard"), (device_type, meta));
                 match api.play("play_start", &play, Instant::now()).await {
                     Play::Granted { stream_id, .. } => {
                         *s.stream.lock().unwrap_or_else(|e| e.into_inner()) = stream_id
@@ -734,14 +715,12 @@ async fn race(args: &RaceArgs, api: &Api, report: &mut Report) -> anyhow::Result
     let limit = match api
         .play(
             "probe",
-            &PlayArgs {
-                account: &format!("rc-{tag}-probe"),
-                device: "probe",
-                plan: Some(&args.plan),
-                device_type: "tv",
-                meta: "probe",
-                replace: None,
-            },
+            &PlayArgs::new(
+                &format!("rc-{tag}-probe"),
+                "probe",
+                Some(&args.plan),
+                ("tv", "probe"),
+            ),
             Instant::now(),
         )
         .await
@@ -771,15 +750,8 @@ async fn race(args: &RaceArgs, api: &Api, report: &mut Report) -> anyhow::Result
                 let account = format!("rc-{tag}-{a}");
                 tasks.push(tokio::spawn(async move {
                     barrier.wait().await;
-                    let (device_type, meta) = kind(d);
-                    let play = PlayArgs {
-                        account: &account,
-                        device: &format!("racer-{d}"),
-                        plan: Some(&plan),
-                        device_type,
-                        meta,
-                        replace: None,
-                    };
+                    let device = format!("racer-{d}");
+                    let play = PlayArgs::new(&account, &device, Some(&plan), kind(d));
                     match api.play("play_start", &play, Instant::now()).await {
                         Play::Granted { .. } => {
                             granted.fetch_add(1, Ordering::AcqRel);
@@ -887,14 +859,7 @@ async fn churn_client(
             None => {
                 generation += 1;
                 let device = format!("c{c}-g{generation}");
-                let play = PlayArgs {
-                    account,
-                    device: &device,
-                    plan: Some("basic"),
-                    device_type,
-                    meta,
-                    replace: None,
-                };
+                let play = PlayArgs::new(account, &device, Some("basic"), (device_type, meta));
                 match api.play("play_start", &play, Instant::now()).await {
                     Play::Granted {
                         stream_id,
@@ -941,14 +906,7 @@ async fn churn_client(
             let give_up = last_acked + ttl * 3 + Duration::from_secs(2);
             loop {
                 tokio::time::sleep(args.probe_every).await;
-                let play = PlayArgs {
-                    account,
-                    device: &device,
-                    plan: Some("basic"),
-                    device_type,
-                    meta,
-                    replace: None,
-                };
+                let play = PlayArgs::new(account, &device, Some("basic"), (device_type, meta));
                 match api.play("probe", &play, Instant::now()).await {
                     Play::Granted { stream_id, .. } => {
                         let now = Instant::now();
@@ -991,14 +949,7 @@ async fn churn_client(
             if !api.release(account, &stream, Instant::now()).await {
                 api.rec.fail("release: not 200");
             }
-            let play = PlayArgs {
-                account,
-                device: &device,
-                plan: Some("basic"),
-                device_type,
-                meta,
-                replace: None,
-            };
+            let play = PlayArgs::new(account, &device, Some("basic"), (device_type, meta));
             api.rec.checked("slot_free_right_after_stop", 1);
             match api.play("play_start", &play, Instant::now()).await {
                 Play::Granted { stream_id, .. } => held = Some(stream_id),
@@ -1006,14 +957,8 @@ async fn churn_client(
                 other => api.rec.fail(&format!("play_start: {}", short(&other))),
             }
         } else {
-            let play = PlayArgs {
-                account,
-                device: &device,
-                plan: Some("basic"),
-                device_type,
-                meta,
-                replace: Some(&stream),
-            };
+            let play = PlayArgs::new(account, &device, Some("basic"), (device_type, meta))
+                .replacing(&stream);
             api.rec.checked("takeover_granted", 1);
             match api.play("takeover", &play, Instant::now()).await {
                 Play::Granted { stream_id, .. } => {
