@@ -111,17 +111,6 @@ enum Command {
     },
 }
 
-fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 fn read_secret_file(path: &Path, flag: &str) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{flag}: cannot read {}", path.display()))?;
@@ -300,7 +289,7 @@ async fn main() -> ExitCode {
             }
         };
     }
-    init_tracing(&cli.log_format);
+    screenlimit_limiter::lifecycle::init_tracing(&cli.log_format);
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

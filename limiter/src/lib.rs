@@ -14,6 +14,7 @@
 pub mod api;
 pub mod config;
 pub mod ids;
+pub mod lifecycle;
 pub mod metrics;
 pub mod model;
 pub mod plans;

@@ -38,20 +38,9 @@ fn env_help() -> String {
     help
 }
 
-fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log_format);
+    screenlimit_limiter::lifecycle::init_tracing(&cli.log_format);
     let config = match Config::load(cli.config.as_deref(), |name| std::env::var(name).ok()) {
         Ok(mut config) => {
             if let Some(listen) = cli.listen {
