@@ -8,7 +8,6 @@ mod renewals;
 pub mod ring;
 mod shard;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -113,9 +112,6 @@ pub struct RedisStore {
     /// Per serving lane, per shard, the heartbeats waiting for the next `renew` batch: a lane
     /// batches its own heartbeats on its own connection, so no batch wakes another thread.
     renewals: Vec<Vec<RenewalQueue>>,
-    /// Per shard: `renew` calls sent and the heartbeats they carried (their ratio is the mean
-    /// batch size, exported as metrics).
-    renew_totals: Vec<[AtomicU64; 2]>,
     /// The store itself, for the task that sends a batch (it must outlive any one request).
     me: Weak<RedisStore>,
     scripts: Scripts,
@@ -179,7 +175,6 @@ impl RedisStore {
             renewals: (0..crate::server::lanes().max(1))
                 .map(|_| shards.iter().map(|_| RenewalQueue::default()).collect())
                 .collect(),
-            renew_totals: shards.iter().map(|_| Default::default()).collect(),
             me: me.clone(),
             shards,
             scripts: Scripts::new(),
@@ -200,12 +195,11 @@ impl RedisStore {
 
     /// Per shard, `renew` calls so far and the heartbeats they carried: (shard, calls, heartbeats).
     pub fn renew_totals(&self) -> Vec<(usize, u64, u64)> {
-        self.renew_totals
-            .iter()
-            .enumerate()
-            .map(|(i, [calls, beats])| {
-                let calls = calls.load(Ordering::Relaxed);
-                (i, calls, beats.load(Ordering::Relaxed))
+        (0..self.shards.len())
+            .map(|shard| {
+                let lanes = self.renewals.iter().map(|lane| lane[shard].totals());
+                let (calls, beats) = lanes.fold((0, 0), |(c, b), (lc, lb)| (c + lc, b + lb));
+                (shard, calls, beats)
             })
             .collect()
     }
@@ -320,9 +314,6 @@ impl RedisStore {
     async fn send_renewals(self: Arc<Self>, index: usize) {
         loop {
             let batch = self.renewal_queue(index).take_batch();
-            let [calls, beats] = &self.renew_totals[index];
-            calls.fetch_add(1, Ordering::Relaxed);
-            beats.fetch_add(batch.len() as u64, Ordering::Relaxed);
             let mut invocation = self.scripts.renew.prepare_invoke();
             for renewal in &batch {
                 invocation.key(&renewal.key);

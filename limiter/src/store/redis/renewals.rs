@@ -33,6 +33,9 @@ pub struct RenewalQueue {
 struct QueueState {
     waiting: Vec<Renewal>,
     in_flight: bool,
+    /// Batches taken so far and the heartbeats in them, for the metrics.
+    batches: u64,
+    batched: u64,
 }
 
 impl RenewalQueue {
@@ -48,7 +51,15 @@ impl RenewalQueue {
     pub fn take_batch(&self) -> Vec<Renewal> {
         let mut state = self.state.lock().expect("renewal queue poisoned");
         let n = state.waiting.len().min(MAX_BATCH);
+        state.batches += 1;
+        state.batched += n as u64;
         state.waiting.drain(..n).collect()
+    }
+
+    /// Batches taken so far and the heartbeats they carried.
+    pub fn totals(&self) -> (u64, u64) {
+        let state = self.state.lock().expect("renewal queue poisoned");
+        (state.batches, state.batched)
     }
 
     /// After a batch: true when more heartbeats wait and the caller must send the next batch
@@ -87,6 +98,7 @@ mod tests {
         assert_eq!(next, ["b", "c"]);
         assert!(!queue.finish_batch(), "nothing waits: idle");
         assert!(queue.push(renewal("d").0), "idle again: send at once");
+        assert_eq!(queue.totals(), (2, 3), "two batches, three heartbeats");
     }
 
     #[test]
