@@ -2,15 +2,13 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PodSpec, PodTemplateSpec, SecretVolumeSource, Service, ServicePort,
-    ServiceSpec, Volume,
+    Container, EnvVar, PodSpec, PodTemplateSpec, SecretVolumeSource, Service, ServiceSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{
     container_security, http_probe, meta, mount, pod_security, port, resources, secret_file_volume,
-    selector,
+    selector, service_port,
 };
 use super::limiter::NONROOT_UID;
 use crate::crd::StreamLimiter;
@@ -31,13 +29,7 @@ pub fn service(names: &Names, ns: &str, owner: &OwnerReference) -> Service {
         ),
         spec: Some(ServiceSpec {
             selector: Some(names.selector_labels(Component::AdminUi)),
-            ports: Some(vec![ServicePort {
-                name: Some("http".to_owned()),
-                port: ADMIN_UI_PORT,
-                target_port: Some(IntOrString::String("http".to_owned())),
-                protocol: Some("TCP".to_owned()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(vec![service_port("http", ADMIN_UI_PORT)]),
             ..ServiceSpec::default()
         }),
         ..Service::default()

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Capabilities, ContainerPort, HTTPGetAction, KeyToPath, PodSecurityContext, Probe,
-    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, ServicePort, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -80,6 +81,17 @@ pub fn port(name: &str, port: i32) -> ContainerPort {
         container_port: port,
         protocol: Some("TCP".to_owned()),
         ..ContainerPort::default()
+    }
+}
+
+/// A TCP Service port `name` that targets the container port of the same name.
+pub fn service_port(name: &str, port: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name.to_owned()),
+        port,
+        target_port: Some(IntOrString::String(name.to_owned())),
+        protocol: Some("TCP".to_owned()),
+        ..ServicePort::default()
     }
 }
 

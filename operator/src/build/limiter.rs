@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodSpec,
-    PodTemplateSpec, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume,
+    PodTemplateSpec, SecretKeySelector, Service, ServiceSpec, Volume,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{
     container_security, http_probe, meta, mount, pod_security, port, resources, secret_file_volume,
-    selector,
+    selector, service_port,
 };
 use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, PLAN_DB_DIR, STREAM_ID_SECRET_DIR};
 use crate::crd::{PlanSourceKind, SecretKeyRef, StreamLimiter};
@@ -40,13 +40,7 @@ pub fn service(names: &Names, ns: &str, owner: &OwnerReference) -> Service {
         metadata: meta(names.limiter(), ns, names.labels(Component::Limiter), owner),
         spec: Some(ServiceSpec {
             selector: Some(names.selector_labels(Component::Limiter)),
-            ports: Some(vec![ServicePort {
-                name: Some("http".to_owned()),
-                port: LIMITER_PORT,
-                target_port: Some(IntOrString::String("http".to_owned())),
-                protocol: Some("TCP".to_owned()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(vec![service_port("http", LIMITER_PORT)]),
             ..ServiceSpec::default()
         }),
         ..Service::default()

@@ -10,13 +10,14 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Container, ExecAction, Lifecycle, LifecycleHandler, PodSpec, PodTemplateSpec, Probe, Service,
-    ServicePort, ServiceSpec,
+    ServiceSpec,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::common::{container_security, meta, pod_security, port, resources, selector};
+use super::common::{
+    container_security, meta, pod_security, port, resources, selector, service_port,
+};
 use super::limiter_config::sentinel_enabled;
 use super::sentinel::{
     MAX_SENTINELS, REDIS_UID, SCRIPTS_DIR, data_volume, env, keys, max_unavailable_one, ping_probe,
@@ -39,13 +40,7 @@ pub fn service(names: &Names, ns: &str, index: i32, owner: &OwnerReference) -> S
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".to_owned()),
             selector: Some(names.shard_selector_labels(index)),
-            ports: Some(vec![ServicePort {
-                name: Some("redis".to_owned()),
-                port: REDIS_PORT,
-                target_port: Some(IntOrString::String("redis".to_owned())),
-                protocol: Some("TCP".to_owned()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(vec![service_port("redis", REDIS_PORT)]),
             publish_not_ready_addresses: Some(true),
             ..ServiceSpec::default()
         }),

@@ -12,13 +12,15 @@ use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
     ExecAction, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, Service,
-    ServicePort, ServiceSpec, Volume, VolumeMount, WeightedPodAffinityTerm,
+    ServiceSpec, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::common::{container_security, meta, pod_security, port, resources, selector};
+use super::common::{
+    container_security, meta, pod_security, port, resources, selector, service_port,
+};
 use super::limiter_config::config_hash;
 use crate::crd::StreamLimiter;
 use crate::names::{Component, Names, SCRIPTS_HASH_ANNOTATION, SENTINEL_PORT};
@@ -106,13 +108,7 @@ pub fn service(names: &Names, ns: &str, owner: &OwnerReference) -> Service {
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".to_owned()),
             selector: Some(names.selector_labels(Component::Sentinel)),
-            ports: Some(vec![ServicePort {
-                name: Some("sentinel".to_owned()),
-                port: SENTINEL_PORT,
-                target_port: Some(IntOrString::String("sentinel".to_owned())),
-                protocol: Some("TCP".to_owned()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(vec![service_port("sentinel", SENTINEL_PORT)]),
             publish_not_ready_addresses: Some(true),
             ..ServiceSpec::default()
         }),
