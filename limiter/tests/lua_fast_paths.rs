@@ -9,6 +9,7 @@
 mod support;
 
 use redis::{Script, Value};
+use screenlimit_limiter::store::redis::Scripts;
 use support::RedisServer;
 
 const LUA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/store/redis/lua/");
@@ -16,17 +17,33 @@ const TTL_MS: u64 = 1_000;
 const DEVICES: [&str; 6] = ["tv", "phone-1", "phone-2", "tablet", "laptop", "console"];
 const PLANS: [(&str, u8); 3] = [("basic", 1), ("standard", 2), ("premium", 4)];
 
-/// A script from its parts, reading the test's clock instead of the server's.
-fn script(parts: &[&str]) -> Script {
-    let source: String = parts
+/// The general code of an operation alone: the prelude and the operation, from their files.
+fn general(op: &str) -> String {
+    ["common", op]
         .iter()
         .map(|part| std::fs::read_to_string(format!("{LUA}{part}.lua")).unwrap())
-        .collect();
+        .collect()
+}
+
+/// The script the limiter loads for an operation (with its fast path where it has one).
+fn shipped(op: &str) -> String {
+    let (_, source) = Scripts::sources()
+        .into_iter()
+        .find(|(name, _)| *name == op)
+        .unwrap();
+    source.to_owned()
+}
+
+/// A script reading the test's clock instead of the server's.
+fn frozen(source: String) -> Script {
     let frozen = source.replace(
         "redis.call('TIME')",
         "redis.call('LRANGE', 'test:clock', 0, 1)",
     );
-    assert!(frozen.contains("test:clock"), "{parts:?} reads no clock");
+    assert!(
+        frozen.contains("test:clock"),
+        "a script that reads no clock"
+    );
     Script::new(&frozen)
 }
 
@@ -63,7 +80,8 @@ fn details(kind: u8, device: &str) -> Vec<u8> {
     out
 }
 
-struct Scripts {
+/// Each operation as the limiter loads it and, where that has a fast path, as the general code.
+struct Twins {
     acquire_fast: Script,
     acquire_general: Script,
     renew: Script,
@@ -82,16 +100,16 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
         .unwrap()
         .get_connection()
         .unwrap();
-    let scripts = Scripts {
-        acquire_fast: script(&["fast", "acquire_fast", "common", "acquire"]),
-        acquire_general: script(&["common", "acquire"]),
-        renew: script(&["fast", "renew"]),
-        heartbeat: script(&["common", "heartbeat"]),
-        release_fast: script(&["fast", "release_fast", "common", "release"]),
-        release: script(&["common", "release"]),
-        force_stop: script(&["common", "force_stop"]),
-        set_override: script(&["common", "set_override"]),
-        list: script(&["common", "list"]),
+    let scripts = Twins {
+        acquire_fast: frozen(shipped("acquire")),
+        acquire_general: frozen(general("acquire")),
+        renew: frozen(shipped("renew")),
+        heartbeat: frozen(general("heartbeat")),
+        release_fast: frozen(shipped("release")),
+        release: frozen(general("release")),
+        force_stop: frozen(general("force_stop")),
+        set_override: frozen(general("set_override")),
+        list: frozen(general("list")),
     };
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut clock_ms: u64 = 1_800_000_000_000;
