@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{
     ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, ServicePort, Volume,
     VolumeMount,
 };
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -24,6 +25,26 @@ pub fn meta(
         labels: Some(labels),
         owner_references: Some(vec![owner.clone()]),
         ..ObjectMeta::default()
+    }
+}
+
+/// `maxUnavailable: 1` over the pods `pod_selector` selects: a drain always proceeds, one pod
+/// at a time.
+pub fn max_unavailable_one(
+    name: String,
+    ns: &str,
+    labels: BTreeMap<String, String>,
+    pod_selector: BTreeMap<String, String>,
+    owner: &OwnerReference,
+) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: meta(name, ns, labels, owner),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(selector(pod_selector)),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        ..PodDisruptionBudget::default()
     }
 }
 

@@ -9,13 +9,13 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodSpec,
     PodTemplateSpec, SecretKeySelector, Service, ServiceSpec, Volume,
 };
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{
-    container_security, http_probe, meta, mount, pod_security, port, resources, secret_file_volume,
-    selector, service_port,
+    container_security, http_probe, max_unavailable_one, meta, mount, pod_security, port,
+    resources, secret_file_volume, selector, service_port,
 };
 use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, PLAN_DB_DIR, STREAM_ID_SECRET_DIR};
 use crate::crd::{PlanSourceKind, SecretKeyRef, StreamLimiter};
@@ -49,15 +49,13 @@ pub fn service(names: &Names, ns: &str, owner: &OwnerReference) -> Service {
 
 /// `maxUnavailable: 1`: a drain can always proceed, one limiter pod at a time.
 pub fn pdb(names: &Names, ns: &str, owner: &OwnerReference) -> PodDisruptionBudget {
-    PodDisruptionBudget {
-        metadata: meta(names.limiter(), ns, names.labels(Component::Limiter), owner),
-        spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(1)),
-            selector: Some(selector(names.selector_labels(Component::Limiter))),
-            ..PodDisruptionBudgetSpec::default()
-        }),
-        ..PodDisruptionBudget::default()
-    }
+    max_unavailable_one(
+        names.limiter(),
+        ns,
+        names.labels(Component::Limiter),
+        names.selector_labels(Component::Limiter),
+        owner,
+    )
 }
 
 /// The Secret key holding the plan database's connection string, when plans come from it.

@@ -14,12 +14,12 @@ use k8s_openapi::api::core::v1::{
     ExecAction, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, Service,
     ServiceSpec, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{
-    container_security, meta, pod_security, port, resources, selector, service_port,
+    container_security, max_unavailable_one, meta, pod_security, port, resources, selector,
+    service_port,
 };
 use super::limiter_config::config_hash;
 use crate::crd::StreamLimiter;
@@ -126,24 +126,6 @@ pub fn pdb(names: &Names, ns: &str, owner: &OwnerReference) -> PodDisruptionBudg
         names.selector_labels(Component::Sentinel),
         owner,
     )
-}
-
-pub fn max_unavailable_one(
-    name: String,
-    ns: &str,
-    labels: BTreeMap<String, String>,
-    pod_selector: BTreeMap<String, String>,
-    owner: &OwnerReference,
-) -> PodDisruptionBudget {
-    PodDisruptionBudget {
-        metadata: meta(name, ns, labels, owner),
-        spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(1)),
-            selector: Some(selector(pod_selector)),
-            ..PodDisruptionBudgetSpec::default()
-        }),
-        ..PodDisruptionBudget::default()
-    }
 }
 
 /// Prefer spreading the pods `labels` selects over nodes (preferred, not required: a small
