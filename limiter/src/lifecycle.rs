@@ -1,4 +1,5 @@
-//! Process setup the binaries share (the limiter's and the admin UI's): logging.
+//! Process setup the binaries share (the limiter's and the admin UI's): logging and the
+//! shutdown signal.
 
 /// Installs the global tracing subscriber: the filter from `RUST_LOG` (default `info`), lines
 /// as JSON when `format` is `"json"` and as text otherwise.
@@ -10,5 +11,16 @@ pub fn init_tracing(format: &str) {
         builder.json().init();
     } else {
         builder.init();
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM. Logs nothing: each caller says what shutting down means.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
     }
 }

@@ -94,7 +94,8 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     }
     let accepting = tokio::spawn(accept(listener, to_lanes, stopping.clone()));
     let signal = tokio::spawn(async move {
-        shutdown_signal().await;
+        crate::lifecycle::shutdown_signal().await;
+        tracing::info!("shutdown signal received; finishing in-flight requests");
         let _ = stop.send(true);
     });
     warm_up(service);
@@ -220,15 +221,4 @@ impl axum::serve::Listener for LaneListener {
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Ok(self.local)
     }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing the SIGTERM handler");
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutdown signal received; finishing in-flight requests");
 }
