@@ -2,12 +2,12 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PodSpec, PodTemplateSpec, SecretVolumeSource, Service, ServiceSpec, Volume,
+    Container, EnvVar, PodTemplateSpec, SecretVolumeSource, Service, ServiceSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::common::{
-    container_security, http_probe, meta, mount, pod_security, port, resources, secret_file_volume,
+    container_security, http_probe, meta, mount, pod_spec, port, resources, secret_file_volume,
     selector, service_port,
 };
 use super::limiter::NONROOT_UID;
@@ -115,13 +115,7 @@ pub fn deployment(
                     labels: Some(names.labels(Component::AdminUi)),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    security_context: Some(pod_security(NONROOT_UID)),
-                    automount_service_account_token: Some(false),
-                    volumes: Some(volumes),
-                    ..PodSpec::default()
-                }),
+                spec: Some(pod_spec(container, NONROOT_UID, volumes)),
             },
             ..DeploymentSpec::default()
         }),

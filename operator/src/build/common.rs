@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ContainerPort, HTTPGetAction, KeyToPath, PodSecurityContext, Probe,
-    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, ServicePort, Volume,
-    VolumeMount,
+    Capabilities, Container, ContainerPort, HTTPGetAction, KeyToPath, PodSecurityContext, PodSpec,
+    Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, ServicePort,
+    Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -79,6 +79,17 @@ pub fn pod_security(fs_group: i64) -> PodSecurityContext {
             ..SeccompProfile::default()
         }),
         ..PodSecurityContext::default()
+    }
+}
+
+/// The pod of an owned workload: one container, hardened, no service account token.
+pub fn pod_spec(container: Container, uid: i64, volumes: Vec<Volume>) -> PodSpec {
+    PodSpec {
+        containers: vec![container],
+        security_context: Some(pod_security(uid)),
+        automount_service_account_token: Some(false),
+        volumes: Some(volumes),
+        ..PodSpec::default()
     }
 }
 

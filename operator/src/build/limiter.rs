@@ -6,16 +6,16 @@ use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodSpec,
-    PodTemplateSpec, SecretKeySelector, Service, ServiceSpec, Volume,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodTemplateSpec,
+    SecretKeySelector, Service, ServiceSpec, Volume,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{
-    container_security, http_probe, max_unavailable_one, meta, mount, pod_security, port,
-    resources, secret_file_volume, selector, service_port,
+    container_security, http_probe, max_unavailable_one, meta, mount, pod_spec, port, resources,
+    secret_file_volume, selector, service_port,
 };
 use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, PLAN_DB_DIR, STREAM_ID_SECRET_DIR};
 use crate::crd::{PlanSourceKind, SecretKeyRef, StreamLimiter};
@@ -183,13 +183,7 @@ pub fn deployment(
                     )])),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    security_context: Some(pod_security(NONROOT_UID)),
-                    automount_service_account_token: Some(false),
-                    volumes: Some(volumes),
-                    ..PodSpec::default()
-                }),
+                spec: Some(pod_spec(container, NONROOT_UID, volumes)),
             },
             ..DeploymentSpec::default()
         }),

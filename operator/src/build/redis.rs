@@ -16,7 +16,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::common::{
-    container_security, max_unavailable_one, meta, pod_security, port, resources, selector,
+    container_security, max_unavailable_one, meta, pod_spec, port, resources, selector,
     service_port,
 };
 use super::limiter_config::sentinel_enabled;
@@ -155,13 +155,9 @@ pub fn stateful_set(
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
-                    containers: vec![container],
                     affinity: ha.then(|| spread(names.shard_selector_labels(index))),
                     termination_grace_period_seconds: ha.then_some(TERMINATION_GRACE_SECONDS),
-                    security_context: Some(pod_security(REDIS_UID)),
-                    automount_service_account_token: Some(false),
-                    volumes: Some(volumes),
-                    ..PodSpec::default()
+                    ..pod_spec(container, REDIS_UID, volumes)
                 }),
             },
             ..StatefulSetSpec::default()

@@ -18,7 +18,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::common::{
-    container_security, max_unavailable_one, meta, pod_security, port, resources, selector,
+    container_security, max_unavailable_one, meta, pod_spec, port, resources, selector,
     service_port,
 };
 use super::limiter_config::config_hash;
@@ -271,12 +271,12 @@ pub fn stateful_set(
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
-                    containers: vec![container],
                     affinity: Some(spread(names.selector_labels(Component::Sentinel))),
-                    security_context: Some(pod_security(REDIS_UID)),
-                    automount_service_account_token: Some(false),
-                    volumes: Some(vec![scripts_volume(names), data_volume()]),
-                    ..PodSpec::default()
+                    ..pod_spec(
+                        container,
+                        REDIS_UID,
+                        vec![scripts_volume(names), data_volume()],
+                    )
                 }),
             },
             ..StatefulSetSpec::default()
