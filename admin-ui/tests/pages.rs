@@ -581,14 +581,7 @@ async fn a_limiter_that_hangs_is_cut_off_by_the_deadline() {
 
 /// The account's `limit` and `limit_override` as the limiter reports them.
 async fn limits(limiter: &str, account: &str) -> (u64, serde_json::Value) {
-    let body: serde_json::Value = common::http()
-        .get(format!("{limiter}/v1/accounts/{account}/streams"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = common::account_streams(limiter, account).await;
     (
         body["limit"].as_u64().unwrap(),
         body["limit_override"].clone(),

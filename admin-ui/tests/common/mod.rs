@@ -112,16 +112,20 @@ pub async fn heartbeat(limiter: &str, account: &str, stream_id: &str) -> (u16, S
     (status, body["error"].as_str().unwrap_or("").to_owned())
 }
 
-pub async fn active_devices(limiter: &str, account: &str) -> Vec<String> {
-    let body: Value = http()
+/// The limiter's `GET /v1/accounts/{account}/streams` body.
+pub async fn account_streams(limiter: &str, account: &str) -> Value {
+    http()
         .get(format!("{limiter}/v1/accounts/{account}/streams"))
         .send()
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
-    body["active"]
+        .unwrap()
+}
+
+pub async fn active_devices(limiter: &str, account: &str) -> Vec<String> {
+    account_streams(limiter, account).await["active"]
         .as_array()
         .unwrap()
         .iter()
