@@ -2,13 +2,13 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PodTemplateSpec, SecretVolumeSource, Service, ServiceSpec, Volume,
+    Container, PodTemplateSpec, SecretVolumeSource, Service, ServiceSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::common::{
-    container_security, http_probe, meta, mount, pod_spec, port, resources, secret_file_volume,
-    selector, service_port,
+    container_security, env, http_probe, meta, mount, pod_spec, port, resources,
+    secret_file_volume, selector, service_port,
 };
 use super::limiter::NONROOT_UID;
 use crate::crd::StreamLimiter;
@@ -43,18 +43,16 @@ pub fn deployment(
     owner: &OwnerReference,
 ) -> Deployment {
     let ui = &sl.spec.admin_ui;
-    let mut env = vec![
-        EnvVar {
-            name: "SCREENLIMIT_LIMITER_URL".to_owned(),
-            value: Some(format!("http://{}:{LIMITER_PORT}", names.limiter())),
-            ..EnvVar::default()
-        },
+    let mut vars = vec![
+        env(
+            "SCREENLIMIT_LIMITER_URL",
+            format!("http://{}:{LIMITER_PORT}", names.limiter()),
+        ),
         // The dashboard listens on loopback by default; in a pod it must take the pod's traffic.
-        EnvVar {
-            name: "SCREENLIMIT_ADMIN_LISTEN".to_owned(),
-            value: Some(format!("0.0.0.0:{ADMIN_UI_PORT}")),
-            ..EnvVar::default()
-        },
+        env(
+            "SCREENLIMIT_ADMIN_LISTEN",
+            format!("0.0.0.0:{ADMIN_UI_PORT}"),
+        ),
     ];
     let mut volumes = Vec::new();
     let mut mounts = Vec::new();
@@ -68,11 +66,7 @@ pub fn deployment(
             ..Volume::default()
         });
         mounts.push(mount("admin-auth", ADMIN_AUTH_DIR));
-        env.push(EnvVar {
-            name: "SCREENLIMIT_ADMIN_AUTH_DIR".to_owned(),
-            value: Some(ADMIN_AUTH_DIR.to_owned()),
-            ..EnvVar::default()
-        });
+        vars.push(env("SCREENLIMIT_ADMIN_AUTH_DIR", ADMIN_AUTH_DIR));
     }
     if let Some(token) = &sl.spec.limiter.auth_token_secret {
         volumes.push(secret_file_volume(
@@ -82,16 +76,15 @@ pub fn deployment(
             "token",
         ));
         mounts.push(mount("limiter-auth", LIMITER_TOKEN_DIR));
-        env.push(EnvVar {
-            name: "SCREENLIMIT_LIMITER_TOKEN_FILE".to_owned(),
-            value: Some(format!("{LIMITER_TOKEN_DIR}/token")),
-            ..EnvVar::default()
-        });
+        vars.push(env(
+            "SCREENLIMIT_LIMITER_TOKEN_FILE",
+            format!("{LIMITER_TOKEN_DIR}/token"),
+        ));
     }
     let container = Container {
         name: "admin-ui".to_owned(),
         image: Some(ui.image.clone()),
-        env: Some(env),
+        env: Some(vars),
         ports: Some(vec![port("http", ADMIN_UI_PORT)]),
         readiness_probe: Some(http_probe("/healthz", "http", 10, 3)),
         liveness_probe: Some(http_probe("/healthz", "http", 20, 3)),

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, HTTPGetAction, KeyToPath, PodSecurityContext, PodSpec,
-    Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, ServicePort,
-    Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EnvVar, HTTPGetAction, KeyToPath, PodSecurityContext,
+    PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
+    ServicePort, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -90,6 +90,15 @@ pub fn pod_spec(container: Container, uid: i64, volumes: Vec<Volume>) -> PodSpec
         automount_service_account_token: Some(false),
         volumes: Some(volumes),
         ..PodSpec::default()
+    }
+}
+
+/// An environment variable with a plain value.
+pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        ..EnvVar::default()
     }
 }
 

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{
-    container_security, http_probe, max_unavailable_one, meta, mount, pod_spec, port, resources,
-    secret_file_volume, selector, service_port,
+    container_security, env, http_probe, max_unavailable_one, meta, mount, pod_spec, port,
+    resources, secret_file_volume, selector, service_port,
 };
 use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, PLAN_DB_DIR, STREAM_ID_SECRET_DIR};
 use crate::crd::{PlanSourceKind, SecretKeyRef, StreamLimiter};
@@ -122,18 +122,14 @@ pub fn deployment(
         volumes.push(secret_file_volume("plan-db", &db.name, &db.key, "url"));
         mounts.push(mount("plan-db", PLAN_DB_DIR));
     }
-    let mut env = vec![EnvVar {
-        name: "SCREENLIMIT_LOG_FORMAT".to_owned(),
-        value: Some("json".to_owned()),
-        ..EnvVar::default()
-    }];
+    let mut vars = vec![env("SCREENLIMIT_LOG_FORMAT", "json")];
     if let Some(secret) = spec
         .redis
         .external
         .as_ref()
         .and_then(|ext| ext.urls_secret.as_ref())
     {
-        env.push(EnvVar {
+        vars.push(EnvVar {
             name: "SCREENLIMIT_REDIS_SHARDS".to_owned(),
             value_from: Some(EnvVarSource {
                 secret_key_ref: Some(SecretKeySelector {
@@ -153,7 +149,7 @@ pub fn deployment(
             "--config".to_owned(),
             format!("{CONFIG_DIR}/{LIMITER_CONFIG_KEY}"),
         ]),
-        env: Some(env),
+        env: Some(vars),
         ports: Some(vec![port("http", LIMITER_PORT)]),
         readiness_probe: Some(http_probe("/readyz", "http", 5, 2)),
         liveness_probe: Some(http_probe("/healthz", "http", 10, 3)),

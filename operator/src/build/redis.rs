@@ -16,12 +16,12 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::common::{
-    container_security, max_unavailable_one, meta, pod_spec, port, resources, selector,
+    container_security, env, max_unavailable_one, meta, pod_spec, port, resources, selector,
     service_port,
 };
 use super::limiter_config::sentinel_enabled;
 use super::sentinel::{
-    MAX_SENTINELS, REDIS_UID, SCRIPTS_DIR, data_volume, env, keys, ping_probe, redis_scripts_hash,
+    MAX_SENTINELS, REDIS_UID, SCRIPTS_DIR, data_volume, keys, ping_probe, redis_scripts_hash,
     scripts_volume, spread, startup_probe, volume_mount,
 };
 use crate::crd::StreamLimiter;

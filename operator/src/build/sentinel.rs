@@ -10,15 +10,15 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
-    ExecAction, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, Service,
-    ServiceSpec, Volume, VolumeMount, WeightedPodAffinityTerm,
+    Affinity, ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, ExecAction,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, Service, ServiceSpec,
+    Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::common::{
-    container_security, max_unavailable_one, meta, pod_spec, port, resources, selector,
+    container_security, env, max_unavailable_one, meta, pod_spec, port, resources, selector,
     service_port,
 };
 use super::limiter_config::config_hash;
@@ -146,14 +146,6 @@ pub fn spread(labels: BTreeMap<String, String>) -> Affinity {
             ..PodAntiAffinity::default()
         }),
         ..Affinity::default()
-    }
-}
-
-pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: Some(value.into()),
-        ..EnvVar::default()
     }
 }
 
