@@ -5,6 +5,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::fixture;
+use k8s_openapi::api::core::v1::{PodSpec, Volume};
 use kube::ResourceExt;
 use screenlimit_operator::build::{Desired, build};
 use screenlimit_operator::crd::Plan;
@@ -31,6 +32,36 @@ fn pod_annotation(desired: &Desired) -> String {
         .as_ref()
         .unwrap()[CONFIG_HASH_ANNOTATION]
         .clone()
+}
+
+fn pod_spec(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> &PodSpec {
+    sts.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+}
+
+fn deployment_pod(d: &k8s_openapi::api::apps::v1::Deployment) -> &PodSpec {
+    d.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+}
+
+fn volume<'a>(pod: &'a PodSpec, name: &str) -> &'a Volume {
+    pod.volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == name)
+        .unwrap()
+}
+
+fn secret_name(volume: &Volume) -> Option<&str> {
+    volume.secret.as_ref().unwrap().secret_name.as_deref()
+}
+
+fn env_of(c: &k8s_openapi::api::core::v1::Container) -> BTreeMap<String, String> {
+    c.env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect()
 }
 
 #[test]
@@ -88,14 +119,7 @@ fn managed_mode_renders_a_statefulset_and_service_per_shard() {
     assert!(redis.lifecycle.is_none());
 
     // The limiter: probes, config mount, secret mount, PDB that never blocks a drain.
-    let pod = desired.deployments[0]
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = deployment_pod(&desired.deployments[0]);
     let c = &pod.containers[0];
     assert_eq!(
         c.args.as_ref().unwrap(),
@@ -113,20 +137,8 @@ fn managed_mode_renders_a_statefulset_and_service_per_shard() {
     };
     assert_eq!(path(&c.readiness_probe), "/readyz");
     assert_eq!(path(&c.liveness_probe), "/healthz");
-    let secret_volume = pod
-        .volumes
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|v| v.name == "stream-id-secret")
-        .unwrap();
     assert_eq!(
-        secret_volume
-            .secret
-            .as_ref()
-            .unwrap()
-            .secret_name
-            .as_deref(),
+        secret_name(volume(pod, "stream-id-secret")),
         Some("demo-stream-id")
     );
     assert_eq!(
@@ -173,14 +185,7 @@ fn external_mode_renders_no_redis_and_uses_the_given_urls_and_secrets() {
     assert!(yaml.contains("auth_token_file: /etc/screenlimit/auth/token"));
     assert!(yaml.contains("failure_policy: local_cap"));
     assert!(yaml.contains("timeout: 40ms"));
-    let pod = desired.deployments[0]
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = deployment_pod(&desired.deployments[0]);
     let secret_names: Vec<_> = pod
         .volumes
         .as_ref()
@@ -194,15 +199,7 @@ fn external_mode_renders_no_redis_and_uses_the_given_urls_and_secrets() {
 #[test]
 fn external_urls_from_a_secret_reach_the_limiter_through_the_environment() {
     let desired = build(&fixture("external-secret.yaml")).unwrap();
-    let c = &desired.deployments[0]
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0];
+    let c = &deployment_pod(&desired.deployments[0]).containers[0];
     let env = c
         .env
         .as_ref()
@@ -252,23 +249,10 @@ fn admin_ui_is_rendered_only_when_enabled() {
     let on = build(&fixture("admin-ui.yaml")).unwrap();
     assert_eq!(names(&on.deployments), ["demo-limiter", "demo-admin-ui"]);
     assert!(names(&on.services).contains(&"demo-admin-ui".to_owned()));
-    let pod = on.deployments[1]
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = deployment_pod(&on.deployments[1]);
     let c = &pod.containers[0];
     assert_eq!(c.image.as_deref(), Some("example.com/admin-ui:1"));
-    let env: BTreeMap<_, _> = c
-        .env
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
-        .collect();
+    let env = env_of(c);
     assert_eq!(env["SCREENLIMIT_LIMITER_URL"], "http://demo-limiter:8080");
     assert_eq!(
         env["SCREENLIMIT_ADMIN_LISTEN"], "0.0.0.0:8081",
@@ -276,12 +260,7 @@ fn admin_ui_is_rendered_only_when_enabled() {
     );
     assert_eq!(c.ports.as_ref().unwrap()[0].container_port, 8081);
     assert_eq!(
-        pod.volumes.as_ref().unwrap()[0]
-            .secret
-            .as_ref()
-            .unwrap()
-            .secret_name
-            .as_deref(),
+        secret_name(&pod.volumes.as_ref().unwrap()[0]),
         Some("admin-users")
     );
 
@@ -310,19 +289,6 @@ fn a_resource_without_uid_cannot_be_built() {
     let mut sl = fixture("managed.yaml");
     sl.metadata.uid = None;
     assert!(build(&sl).is_err());
-}
-
-fn pod_spec(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> &k8s_openapi::api::core::v1::PodSpec {
-    sts.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
-}
-
-fn env_of(c: &k8s_openapi::api::core::v1::Container) -> BTreeMap<String, String> {
-    c.env
-        .as_ref()
-        .unwrap()
-        .iter()
-        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
-        .collect()
 }
 
 fn template_annotation(sts: &k8s_openapi::api::apps::v1::StatefulSet, key: &str) -> String {
@@ -597,22 +563,8 @@ fn adding_a_shard_rolls_the_sentinels_but_not_the_existing_shards() {
 #[test]
 fn plan_source_mounts_the_secret_key_and_renders_the_file_path() {
     let desired = build(&fixture("ha.yaml")).unwrap();
-    let pod = desired.deployments[0]
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
-    let volume = pod
-        .volumes
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|v| v.name == "plan-db")
-        .unwrap();
-    let secret = volume.secret.as_ref().unwrap();
+    let pod = deployment_pod(&desired.deployments[0]);
+    let secret = volume(pod, "plan-db").secret.as_ref().unwrap();
     assert_eq!(secret.secret_name.as_deref(), Some("plan-db"));
     let items = secret.items.as_ref().unwrap();
     assert_eq!(
@@ -632,14 +584,7 @@ fn plan_source_mounts_the_secret_key_and_renders_the_file_path() {
 
     // Without a database: no mount, no file path.
     let plain = build(&fixture("managed.yaml")).unwrap();
-    let pod = plain.deployments[0]
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap();
+    let pod = deployment_pod(&plain.deployments[0]);
     assert!(
         !pod.volumes
             .as_ref()
