@@ -54,16 +54,21 @@ fn managed_config_parses_and_validates_in_the_limiter() {
     assert_eq!(config.max_body_bytes, 8192);
 }
 
-#[test]
-fn the_file_has_exactly_the_expected_keys() {
-    let text = rendered("external.yaml");
-    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
-    let keys: Vec<_> = value
+/// The keys of a YAML mapping, in order.
+fn keys_of(value: &serde_yaml_ng::Value) -> Vec<String> {
+    value
         .as_mapping()
         .unwrap()
         .keys()
         .map(|k| k.as_str().unwrap().to_owned())
-        .collect();
+        .collect()
+}
+
+#[test]
+fn the_file_has_exactly_the_expected_keys() {
+    let text = rendered("external.yaml");
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let keys = keys_of(&value);
     assert_eq!(
         keys,
         [
@@ -79,12 +84,7 @@ fn the_file_has_exactly_the_expected_keys() {
             "max_body_bytes"
         ]
     );
-    let store: Vec<_> = value["store"]
-        .as_mapping()
-        .unwrap()
-        .keys()
-        .map(|k| k.as_str().unwrap().to_owned())
-        .collect();
+    let store = keys_of(&value["store"]);
     assert_eq!(
         store,
         [
