@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::fixture;
+use common::{FIXTURES, fixture};
 use kube::CustomResourceExt;
 use kube::core::cel::{ScopeContext, analyze_rule, compile_schema, validate_cel};
 use screenlimit_operator::crd::{Plan, StreamLimiter};
@@ -235,13 +235,7 @@ fn every_cel_rule_compiles_and_fits_the_cost_budget() {
 
 #[test]
 fn valid_fixtures_and_defaults_pass_the_cel_rules() {
-    for name in [
-        "managed.yaml",
-        "external.yaml",
-        "external-secret.yaml",
-        "admin-ui.yaml",
-        "ha.yaml",
-    ] {
+    for name in FIXTURES {
         assert_eq!(
             rule_messages(&fixture(name)),
             Vec::<String>::new(),

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::fixture;
+use common::{FIXTURES, fixture};
 use screenlimit_operator::crd::{Plan, RedisMode};
 use screenlimit_operator::validate::validate;
 
@@ -17,13 +17,7 @@ fn fields(result: Result<(), Vec<screenlimit_operator::validate::FieldError>>) -
 
 #[test]
 fn fixtures_are_valid() {
-    for name in [
-        "managed.yaml",
-        "external.yaml",
-        "external-secret.yaml",
-        "admin-ui.yaml",
-        "ha.yaml",
-    ] {
+    for name in FIXTURES {
         assert_eq!(
             fields(validate(&fixture(name))),
             Vec::<String>::new(),

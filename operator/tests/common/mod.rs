@@ -10,3 +10,12 @@ pub fn fixture(name: &str) -> StreamLimiter {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
+
+/// Every fixture in `tests/fixtures`: each one a valid resource.
+pub const FIXTURES: [&str; 5] = [
+    "managed.yaml",
+    "external.yaml",
+    "external-secret.yaml",
+    "admin-ui.yaml",
+    "ha.yaml",
+];
