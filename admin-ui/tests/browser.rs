@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{SUPPORT, heartbeat, play_title};
+use fantoccini::elements::Element;
+use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use screenlimit_admin_ui::config::Settings;
 use serde_json::json;
@@ -113,6 +115,23 @@ where
     }
 }
 
+/// Waits (up to `WAIT`) for an element to appear.
+async fn wait_for(client: &Client, locator: Locator<'_>) -> Result<Element, CmdError> {
+    client.wait().at_most(WAIT).for_element(locator).await
+}
+
+async fn click(client: &Client, locator: Locator<'_>) -> Result<(), CmdError> {
+    client.find(locator).await?.click().await
+}
+
+async fn type_into(client: &Client, locator: Locator<'_>, text: &str) -> Result<(), CmdError> {
+    client.find(locator).await?.send_keys(text).await
+}
+
+async fn text_of(client: &Client, locator: Locator<'_>) -> Result<String, CmdError> {
+    client.find(locator).await?.text().await
+}
+
 async fn device_names(client: &Client) -> Vec<String> {
     let mut names = Vec::new();
     if let Ok(cells) = client
@@ -176,50 +195,26 @@ async fn run(
     limiter: &str,
     tv: &str,
     tablet: &str,
-) -> Result<(), fantoccini::error::CmdError> {
+) -> Result<(), CmdError> {
     // Signed out: the dashboard sends us to sign in.
     client.goto(&format!("{dashboard}/accounts")).await?;
-    client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Id("user"))
-        .await?;
+    wait_for(client, Locator::Id("user")).await?;
     assert!(client.current_url().await?.path() == "/sign-in");
-    client
-        .find(Locator::Id("user"))
-        .await?
-        .send_keys(SUPPORT.0)
-        .await?;
-    client
-        .find(Locator::Id("password"))
-        .await?
-        .send_keys(SUPPORT.1)
-        .await?;
+    type_into(client, Locator::Id("user"), SUPPORT.0).await?;
+    type_into(client, Locator::Id("password"), SUPPORT.1).await?;
     screenshot(client, "0-sign-in").await;
-    client.find(Locator::Id("sign-in")).await?.click().await?;
+    click(client, Locator::Id("sign-in")).await?;
 
     // Search the account.
-    client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Id("account_id"))
-        .await?;
-    client
-        .find(Locator::Id("account_id"))
-        .await?
-        .send_keys("acct-42")
-        .await?;
-    client.find(Locator::Id("search")).await?.click().await?;
-    client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css("tr.device-row"))
-        .await?;
+    wait_for(client, Locator::Id("account_id")).await?;
+    type_into(client, Locator::Id("account_id"), "acct-42").await?;
+    click(client, Locator::Id("search")).await?;
+    wait_for(client, Locator::Css("tr.device-row")).await?;
     assert_eq!(client.current_url().await?.path(), "/accounts/acct-42");
     let mut names = device_names(client).await;
     names.sort();
     assert_eq!(names, ["Kids Tablet", "Living Room TV"]);
-    let in_use = client.find(Locator::Id("in-use")).await?.text().await?;
+    let in_use = text_of(client, Locator::Id("in-use")).await?;
     assert_eq!(in_use, "2");
     // htmx (the embedded, pinned file) runs under the page's CSP.
     let version = client
@@ -232,48 +227,31 @@ async fn run(
     screenshot(client, "1-account").await;
 
     // Force-stop the tablet: a confirmation that names it, a reason, confirm.
-    client
-        .find(Locator::Css(
-            r#"tr[data-device-id="kids-tablet"] a.force-stop"#,
-        ))
-        .await?
-        .click()
-        .await?;
-    client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Id("confirm-device"))
-        .await?;
+    click(
+        client,
+        Locator::Css(r#"tr[data-device-id="kids-tablet"] a.force-stop"#),
+    )
+    .await?;
+    wait_for(client, Locator::Id("confirm-device")).await?;
     assert_eq!(
-        client
-            .find(Locator::Id("confirm-device"))
-            .await?
-            .text()
-            .await?,
+        text_of(client, Locator::Id("confirm-device")).await?,
         "Kids Tablet"
     );
-    client
-        .find(Locator::Id("reason"))
-        .await?
-        .send_keys("customer on the phone: tablet is off")
-        .await?;
+    type_into(
+        client,
+        Locator::Id("reason"),
+        "customer on the phone: tablet is off",
+    )
+    .await?;
     screenshot(client, "2-confirm").await;
-    client
-        .find(Locator::Id("confirm-force-stop"))
-        .await?
-        .click()
-        .await?;
+    click(client, Locator::Id("confirm-force-stop")).await?;
 
     // Back on the account: a notice, and the tablet is gone.
-    client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Id("notice"))
-        .await?;
-    let notice = client.find(Locator::Id("notice")).await?.text().await?;
+    wait_for(client, Locator::Id("notice")).await?;
+    let notice = text_of(client, Locator::Id("notice")).await?;
     assert!(notice.contains("Force-stopped “Kids Tablet”"), "{notice}");
     assert_eq!(device_names(client).await, ["Living Room TV"]);
-    assert_eq!(client.find(Locator::Id("in-use")).await?.text().await?, "1");
+    assert_eq!(text_of(client, Locator::Id("in-use")).await?, "1");
 
     // The stopped player is told to stop; the other one plays on.
     assert_eq!(
@@ -314,60 +292,32 @@ async fn run(
     client
         .goto(&format!("{dashboard}/audit?account_id=acct-42"))
         .await?;
-    client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css("tr.audit-row"))
-        .await?;
-    let row = client
-        .find(Locator::Css("tr.audit-row"))
-        .await?
-        .text()
-        .await?;
+    wait_for(client, Locator::Css("tr.audit-row")).await?;
+    let row = text_of(client, Locator::Css("tr.audit-row")).await?;
     assert!(
         row.contains("Kids Tablet") && row.contains(SUPPORT.0) && row.contains("tablet is off"),
         "{row}"
     );
     screenshot(client, "4-audit").await;
     client.goto(&format!("{dashboard}/fleet")).await?;
-    client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Css(".instance"))
-        .await?;
+    wait_for(client, Locator::Css(".instance")).await?;
     screenshot(client, "5-fleet").await;
 
     // Grant a temporary extra screen through the form (no JavaScript involved).
     client
         .goto(&format!("{dashboard}/accounts/acct-42"))
         .await?;
-    let field = client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Id("max_streams"))
-        .await?;
+    let field = wait_for(client, Locator::Id("max_streams")).await?;
     field.clear().await?;
     field.send_keys("3").await?;
-    client
-        .find(Locator::Css(r#"#expires_in option[value="86400"]"#))
-        .await?
-        .click()
-        .await?;
-    client
-        .find(Locator::Id("grant-override"))
-        .await?
-        .click()
-        .await?;
-    client
-        .wait()
-        .at_most(WAIT)
-        .for_element(Locator::Id("override-limit"))
-        .await?;
-    let notice = client.find(Locator::Id("notice")).await?.text().await?;
+    click(client, Locator::Css(r#"#expires_in option[value="86400"]"#)).await?;
+    click(client, Locator::Id("grant-override")).await?;
+    wait_for(client, Locator::Id("override-limit")).await?;
+    let notice = text_of(client, Locator::Id("notice")).await?;
     assert!(notice.contains("Temporary limit granted"), "{notice}");
-    let badge = client.find(Locator::Id("override")).await?.text().await?;
+    let badge = text_of(client, Locator::Id("override")).await?;
     assert!(badge.starts_with("temporary limit 3 until "), "{badge}");
-    assert_eq!(client.find(Locator::Id("limit")).await?.text().await?, "3");
+    assert_eq!(text_of(client, Locator::Id("limit")).await?, "3");
     screenshot(client, "6-temporary-limit").await;
     Ok(())
 }
