@@ -75,11 +75,7 @@ async fn sign_in_sets_a_strict_http_only_cookie_and_sign_out_ends_it() {
         .await;
     assert_eq!(page.status, StatusCode::SEE_OTHER);
     assert_eq!(page.location(), "/audit");
-    let cookie = page
-        .set_cookies()
-        .into_iter()
-        .find(|c| c.starts_with("sl_session="))
-        .unwrap();
+    let cookie = page.set_cookie("sl_session");
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"
@@ -113,11 +109,7 @@ async fn cookies_are_secure_behind_tls() {
         )
         .await;
     assert_eq!(page.status, StatusCode::SEE_OTHER);
-    let cookie = page
-        .set_cookies()
-        .into_iter()
-        .find(|c| c.starts_with("sl_session="))
-        .unwrap();
+    let cookie = page.set_cookie("sl_session");
     assert!(cookie.contains("; Secure"), "{cookie}");
 }
 

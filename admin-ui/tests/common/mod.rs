@@ -157,12 +157,15 @@ impl Page {
         self.body[start..end].to_owned()
     }
 
-    pub fn set_cookies(&self) -> Vec<String> {
+    /// The `Set-Cookie` header that sets cookie `name`; panics when there is none.
+    pub fn set_cookie(&self, name: &str) -> String {
+        let prefix = format!("{name}=");
         self.headers
             .get_all("set-cookie")
             .iter()
             .map(|v| v.to_str().unwrap().to_owned())
-            .collect()
+            .find(|c| c.starts_with(&prefix))
+            .unwrap()
     }
 }
 
