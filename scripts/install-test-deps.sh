@@ -12,6 +12,10 @@ command -v redis-cli >/dev/null || need_apt+=(redis-tools)
 # The plan-source tests start throwaway PostgreSQL servers with initdb and postgres.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need_apt+=(postgresql)
 command -v pkill >/dev/null || need_apt+=(procps)
+# The operator's pod tests run rendered pods in namespaces: unshare, nsenter, setpriv and a
+# bridge with veth pairs (ip).
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
 
 if ((${#need_apt[@]})); then
   echo "install-test-deps: installing ${need_apt[*]} from Debian's packages"

@@ -50,8 +50,12 @@ if ! ask_sentinels && ! ask_pods; then
   echo "bootstrap: nobody knows a primary of $MASTER_NAME; pod 0 ($master) is it"
 fi
 
+# Written afresh at every start, beside the live file and then moved over it, so that whatever
+# an earlier start (or Redis's own CONFIG REWRITE) left in /data never blocks this one.
 conf=/data/redis.conf
-cat > "$conf" <<CONF
+next=/data/redis.conf.next
+rm -f "$next"
+cat > "$next" <<CONF
 port 6379
 dir /data
 save ""
@@ -62,9 +66,10 @@ replica-announce-ip $self
 replica-announce-port 6379
 CONF
 if [ "$master" != "$self" ]; then
-  echo "replicaof $master 6379" >> "$conf"
+  echo "replicaof $master 6379" >> "$next"
   echo "starting as a replica of $master"
 else
   echo "starting as the primary"
 fi
+mv -f "$next" "$conf"
 exec redis-server "$conf"

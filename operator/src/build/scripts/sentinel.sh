@@ -1,7 +1,9 @@
 #!/bin/sh
 # Starts one Sentinel (screenlimit-operator, ConfigMap <name>-redis-ha). Sentinel rewrites its
-# config file (it records failovers, replicas and peers there), so the template from the
-# read-only ConfigMap is copied into the writable emptyDir /data first. Each shard is monitored
+# config file (it records failovers, replicas and peers there), so the config is written afresh
+# into the writable emptyDir /data at every start: read from the template (never `cp`, which
+# would keep the ConfigMap's read-only mode), built beside the live file, then moved over
+# whatever an earlier start left there. Each shard is monitored
 # at its current primary as another running Sentinel reports it; when no other Sentinel answers,
 # at the pod that says it is a primary; when none does, at pod 0 (the bootstrap).
 # Env: NAMESPACE, SENTINEL_SERVICE, SENTINELS, QUORUM, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS, MAX_PODS.
@@ -9,13 +11,15 @@ set -eu
 dir=/etc/screenlimit/redis-ha
 self="$HOSTNAME.$SENTINEL_SERVICE.$NAMESPACE.svc"
 conf=/data/sentinel.conf
-cp "$dir/sentinel.conf" "$conf"
+next=/data/sentinel.conf.next
+rm -f "$next"
+cat "$dir/sentinel.conf" > "$next"
 {
   # A stable id per pod name: a restarted Sentinel is the same peer, not one more.
   echo "sentinel myid $(printf '%s' "$self" | sha1sum | cut -c1-40)"
   echo "sentinel announce-ip $self"
   echo "sentinel announce-port 26379"
-} >> "$conf"
+} >> "$next"
 
 peer=""
 k=0
@@ -61,11 +65,12 @@ while read -r name shard; do
     sleep 1
   done
   echo "monitoring $name at $master"
-  cat >> "$conf" <<CONF
+  cat >> "$next" <<CONF
 sentinel monitor $name $master 6379 $QUORUM
 sentinel down-after-milliseconds $name $DOWN_AFTER_MS
 sentinel failover-timeout $name $FAILOVER_TIMEOUT_MS
 sentinel parallel-syncs $name 1
 CONF
 done < "$dir/masters"
+mv -f "$next" "$conf"
 exec redis-server "$conf" --sentinel
