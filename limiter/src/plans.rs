@@ -49,6 +49,18 @@ impl PlanBook {
         PlanBook { plans, default }
     }
 
+    /// A book of `default` and `others` (a plan named twice keeps its last entry).
+    pub fn new(default: Plan, others: impl IntoIterator<Item = Plan>) -> PlanBook {
+        let mut plans: BTreeMap<String, Plan> =
+            others.into_iter().map(|p| (p.name.clone(), p)).collect();
+        plans.insert(default.name.clone(), default.clone());
+        PlanBook { plans, default }
+    }
+
+    pub fn plans(&self) -> impl Iterator<Item = &Plan> {
+        self.plans.values()
+    }
+
     pub fn get(&self, name: &str) -> Option<&Plan> {
         self.plans.get(name)
     }

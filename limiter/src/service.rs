@@ -144,7 +144,7 @@ impl StreamService {
                         failure_threshold: config.store.circuit_failure_threshold,
                         probe_interval: config.store.circuit_probe_interval,
                     },
-                    default_plan.clone(),
+                    plans.book(),
                     timing,
                 )
                 .map_err(anyhow::Error::msg)?,

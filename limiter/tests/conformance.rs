@@ -12,6 +12,7 @@ use screenlimit_limiter::model::{
     AcquireCmd, AcquireOutcome, DenyRule, Device, DeviceCaps, DeviceType, ForceStopCmd,
     ForceStopOutcome, HeartbeatOutcome, OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
+use screenlimit_limiter::plans::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::memory::MemoryStore;
 use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec};
@@ -22,6 +23,20 @@ const TTL: Duration = Duration::from_millis(600);
 
 fn basic() -> Plan {
     Plan::new("basic", 1)
+}
+
+/// Standard (2 streams) with at most one phone.
+fn standard_one_mobile() -> Plan {
+    let mut plan = Plan::new("standard", 2);
+    plan.device_caps = DeviceCaps::default().with(DeviceType::Mobile, 1);
+    plan
+}
+
+/// Premium (4 streams) with at most two phones.
+fn premium_two_mobile() -> Plan {
+    let mut plan = Plan::new("premium", 4);
+    plan.device_caps = DeviceCaps::default().with(DeviceType::Mobile, 2);
+    plan
 }
 
 fn plan(name: &str, limit: u32) -> Option<Plan> {
@@ -445,9 +460,71 @@ mod plan_rule_cases {
     }
 
     fn standard_one_mobile() -> Option<Plan> {
-        let mut plan = Plan::new("standard", 2);
-        plan.device_caps = DeviceCaps::default().with(DeviceType::Mobile, 1);
-        Some(plan)
+        Some(super::standard_one_mobile())
+    }
+
+    /// The second phone is refused by the mobile cap.
+    async fn refused_by_the_mobile_cap<S: LeaseStore>(store: &S, cmd: &AcquireCmd) {
+        match store.acquire(cmd).await.unwrap() {
+            AcquireOutcome::Denied { rule, .. } => assert_eq!(
+                rule,
+                DenyRule::DeviceTypeCap {
+                    kind: DeviceType::Mobile,
+                    cap: 1
+                }
+            ),
+            other => panic!("{} must meet the mobile cap, got {other:?}", cmd.device.id),
+        }
+    }
+
+    pub async fn caps_of_the_remembered_plan_hold_when_a_play_names_none<S: LeaseStore>(store: &S) {
+        granted(
+            store,
+            &on("acct", "phone-1", DeviceType::Mobile, standard_one_mobile()),
+        )
+        .await;
+        refused_by_the_mobile_cap(store, &on("acct", "phone-2", DeviceType::Mobile, None)).await;
+        // The plan's other slot is still there for another kind of device.
+        granted(store, &on("acct", "tv", DeviceType::Tv, None)).await;
+    }
+
+    pub async fn racing_phones_naming_no_plan_get_exactly_the_mobile_cap<S: LeaseStore>(store: &S) {
+        // Premium: four streams, two phones; the TV leaves room for three more streams.
+        granted(
+            store,
+            &on("family", "tv", DeviceType::Tv, Some(premium_two_mobile())),
+        )
+        .await;
+        let attempts: Vec<AcquireCmd> = (0..40)
+            .map(|i| on("family", &format!("phone-{i}"), DeviceType::Mobile, None))
+            .collect();
+        let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
+        let winners = results
+            .iter()
+            .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
+            .count();
+        assert_eq!(
+            winners, 2,
+            "40 phones racing, no plan named, mobile cap of 2"
+        );
+    }
+
+    /// Run on stores whose default plan is `standard_one_mobile`.
+    pub async fn caps_of_the_default_plan_hold_when_no_plan_is_named<S: LeaseStore>(store: &S) {
+        granted(store, &on("new", "phone-1", DeviceType::Mobile, None)).await;
+        refused_by_the_mobile_cap(store, &on("new", "phone-2", DeviceType::Mobile, None)).await;
+        let attempts: Vec<AcquireCmd> = (0..20)
+            .map(|i| on("fresh", &format!("phone-{i}"), DeviceType::Mobile, None))
+            .collect();
+        let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
+        let winners = results
+            .iter()
+            .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
+            .count();
+        assert_eq!(
+            winners, 1,
+            "20 phones racing on a new account of a capped default plan"
+        );
     }
 
     pub async fn a_device_type_cap_holds_inside_the_plan<S: LeaseStore>(store: &S) {
@@ -579,13 +656,25 @@ fn timing() -> Timing {
 }
 
 fn memory_backend() -> Backend<MemoryStore> {
+    memory_backend_with(basic())
+}
+
+fn memory_backend_with(default_plan: Plan) -> Backend<MemoryStore> {
     Backend {
-        store: Arc::new(MemoryStore::new(basic(), timing())),
+        store: Arc::new(MemoryStore::new(default_plan, timing())),
         _redis: None,
     }
 }
 
+/// Basic by default; Standard and Premium with their mobile caps are configured too.
 fn redis_backend() -> Backend<RedisStore> {
+    redis_backend_with(PlanBook::new(
+        basic(),
+        [standard_one_mobile(), premium_two_mobile()],
+    ))
+}
+
+fn redis_backend_with(plans: PlanBook) -> Backend<RedisStore> {
     let redis = RedisServer::start();
     let options = RedisOptions {
         shards: ShardSpec::Urls(vec![redis.url()]),
@@ -594,26 +683,39 @@ fn redis_backend() -> Backend<RedisStore> {
         probe_interval: Duration::from_millis(100),
     };
     Backend {
-        store: RedisStore::new(&options, basic(), timing()).unwrap(),
+        store: RedisStore::new(&options, &plans, timing()).unwrap(),
         _redis: Some(redis),
     }
 }
 
-/// One module of cases from `$cases`, each run on both backends.
+/// Both backends with Standard and its mobile cap as the default plan.
+fn memory_backend_capped_default() -> Backend<MemoryStore> {
+    memory_backend_with(standard_one_mobile())
+}
+
+fn redis_backend_capped_default() -> Backend<RedisStore> {
+    redis_backend_with(PlanBook::new(standard_one_mobile(), [basic()]))
+}
+
+/// One module of cases from `$cases`, each run on both backends (by default `memory_backend`
+/// and `redis_backend`).
 macro_rules! conformance_module {
     ($module:ident, $cases:ident, $($case:ident),* $(,)?) => {
+        conformance_module!($module, $cases, memory_backend, redis_backend; $($case),*);
+    };
+    ($module:ident, $cases:ident, $memory:ident, $redis:ident; $($case:ident),* $(,)?) => {
         mod $module {
             mod memory {
                 $(#[tokio::test]
                 async fn $case() {
-                    let backend = super::super::memory_backend();
+                    let backend = super::super::$memory();
                     super::super::$cases::$case(&*backend.store).await;
                 })*
             }
             mod redis {
                 $(#[tokio::test]
                 async fn $case() {
-                    let backend = super::super::redis_backend();
+                    let backend = super::super::$redis();
                     super::super::$cases::$case(&*backend.store).await;
                 })*
             }
@@ -648,8 +750,18 @@ conformance_module!(
     plan_rule_cases,
     a_device_type_cap_holds_inside_the_plan,
     racing_phones_get_exactly_the_mobile_cap,
+    caps_of_the_remembered_plan_hold_when_a_play_names_none,
+    racing_phones_naming_no_plan_get_exactly_the_mobile_cap,
     an_override_raises_the_limit_until_it_expires,
     an_override_outlives_an_idle_account_and_can_be_cleared,
 );
 
 conformance_module!(audit, audit_cases, force_stops_are_audited_newest_first);
+
+conformance_module!(
+    capped_default_plan,
+    plan_rule_cases,
+    memory_backend_capped_default,
+    redis_backend_capped_default;
+    caps_of_the_default_plan_hold_when_no_plan_is_named,
+);

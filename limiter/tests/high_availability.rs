@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use screenlimit_limiter::ids::StreamIdCodec;
 use screenlimit_limiter::model::{AcquireCmd, AcquireOutcome, Device, Plan, Timing};
+use screenlimit_limiter::plans::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
 use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec};
@@ -244,7 +245,12 @@ async fn ten_thousand_crashed_clients_free_every_slot_within_the_ttl() {
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
     };
-    let store = RedisStore::new(&options, Plan::new("standard", 2), Timing::from_ttl(ttl)).unwrap();
+    let store = RedisStore::new(
+        &options,
+        &PlanBook::new(Plan::new("standard", 2), []),
+        Timing::from_ttl(ttl),
+    )
+    .unwrap();
     let plays: Vec<AcquireCmd> = (0..10_000)
         .map(|i| AcquireCmd {
             account_id: format!("crowd-{}", i / 2),

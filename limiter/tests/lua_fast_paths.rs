@@ -17,9 +17,10 @@ const TTL_MS: u64 = 1_000;
 const DEVICES: [&str; 6] = ["tv", "phone-1", "phone-2", "tablet", "laptop", "console"];
 const PLANS: [(&str, u8); 3] = [("basic", 1), ("standard", 2), ("premium", 4)];
 
-/// The general code of an operation alone: the prelude and the operation, from their files.
+/// The general code of an operation alone: the helpers every script with a fast path starts
+/// with (definitions only), the prelude and the operation, from their files.
 fn general(op: &str) -> String {
-    ["common", op]
+    ["fast", "common", op]
         .iter()
         .map(|part| std::fs::read_to_string(format!("{LUA}{part}.lua")).unwrap())
         .collect()
@@ -188,9 +189,27 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 true => PLANS[rng.below(3) as usize],
                 false => ("", 0),
             };
-            let caps: Vec<u8> = match rng.chance(30) {
-                true => (0..6).map(|_| rng.below(3) as u8).collect(),
-                false => vec![],
+            let mut random_caps = || -> Vec<u8> {
+                match rng.chance(30) {
+                    true => (0..6).map(|_| rng.below(3) as u8).collect(),
+                    false => vec![],
+                }
+            };
+            // The named plan's caps, or with no plan named the book of every plan's caps.
+            let (caps, book) = match plan {
+                "" => {
+                    let mut book = Vec::new();
+                    for (name, _) in PLANS {
+                        let caps = random_caps();
+                        if !caps.is_empty() {
+                            book.push(name.len() as u8);
+                            book.extend_from_slice(name.as_bytes());
+                            book.extend_from_slice(&caps);
+                        }
+                    }
+                    (vec![], book)
+                }
+                _ => (random_caps(), vec![]),
             };
             let (replace_device, replace_nonce) = match rng.chance(15) {
                 true => {
@@ -217,6 +236,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 replace_device,
                 replace_nonce,
                 caps,
+                book,
             ];
             let ours = call(&scripts.acquire_fast, "fast", &args, &mut redis);
             let theirs = call(&scripts.acquire_general, "general", &args, &mut redis);

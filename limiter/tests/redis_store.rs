@@ -10,6 +10,7 @@ use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
     AcquireCmd, AcquireOutcome, Device, ForceStopCmd, HeartbeatOutcome, Plan, Timing,
 };
+use screenlimit_limiter::plans::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
 use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec, account_key};
@@ -22,7 +23,12 @@ fn store_on(servers: &[&RedisServer], ttl: Duration) -> Arc<RedisStore> {
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
     };
-    RedisStore::new(&options, Plan::new("basic", 1), Timing::from_ttl(ttl)).unwrap()
+    RedisStore::new(
+        &options,
+        &PlanBook::new(Plan::new("basic", 1), []),
+        Timing::from_ttl(ttl),
+    )
+    .unwrap()
 }
 
 fn play(account: &str, device: &str) -> AcquireCmd {

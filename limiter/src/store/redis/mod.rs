@@ -23,6 +23,7 @@ use crate::model::{
     DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride,
     OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
+use crate::plans::PlanBook;
 
 /// A script is the shared prelude plus one operation; acquire and release put a fast path first
 /// (after `fast.lua`, its few helpers), which returns before the prelude runs when it can decide
@@ -116,6 +117,8 @@ pub struct RedisStore {
     me: Weak<RedisStore>,
     scripts: Scripts,
     default_plan: Plan,
+    /// The device caps of every configured plan that has some, for plays that name no plan.
+    caps_book: Vec<u8>,
     timing: Timing,
     deadline: Duration,
 }
@@ -144,7 +147,7 @@ impl RedisStore {
     /// its failure policy, even while a shard is down. Must run inside a Tokio runtime.
     pub fn new(
         options: &RedisOptions,
-        default_plan: Plan,
+        plans: &PlanBook,
         timing: Timing,
     ) -> Result<Arc<Self>, String> {
         let (deadline, threshold) = (options.deadline, options.failure_threshold);
@@ -178,7 +181,8 @@ impl RedisStore {
             me: me.clone(),
             shards,
             scripts: Scripts::new(),
-            default_plan,
+            default_plan: plans.default.clone(),
+            caps_book: caps_book(plans),
             timing,
             deadline,
         });
@@ -380,6 +384,19 @@ fn text(value: &Value) -> Result<String, StoreError> {
     String::from_utf8(bytes(value)?.to_vec()).map_err(|_| malformed("expected UTF-8"))
 }
 
+/// The caps book the acquire script reads when a play names no plan: per plan with device
+/// caps, its name's length, its name, its six caps (`caps_of` in `fast.lua`).
+fn caps_book(plans: &PlanBook) -> Vec<u8> {
+    let mut book = Vec::new();
+    for plan in plans.plans().filter(|p| p.device_caps.0 != [0; 6]) {
+        let name = plan.name.as_bytes();
+        book.push(u8::try_from(name.len()).expect("plan names are at most 64 bytes"));
+        book.extend_from_slice(name);
+        book.extend_from_slice(&plan.device_caps.0);
+    }
+    book
+}
+
 /// Decodes the raw live records a script returns.
 fn leases(records: &[Value]) -> Result<Vec<Lease>, StoreError> {
     records
@@ -406,8 +423,12 @@ impl LeaseStore for RedisStore {
             Some(target) => invocation.arg(&target.device_id).arg(&target.nonce[..]),
             None => invocation.arg("").arg(""),
         };
-        let caps = cmd.plan.as_ref().map_or([0; 6], |p| p.device_caps.0);
-        invocation.arg(&caps[..]);
+        // The named plan's caps; with no plan named, the account's remembered plan (or the
+        // default, for a new account) is found in the caps book inside the script.
+        match &cmd.plan {
+            Some(plan) => invocation.arg(&plan.device_caps.0[..]).arg(""),
+            None => invocation.arg("").arg(&self.caps_book[..]),
+        };
         let reply: Vec<Value> = self.run(&cmd.account_id, &invocation).await?;
         match reply.as_slice() {
             [granted, limit, count, expires, plan, plan_limit] if int(granted)? == 1 => {

@@ -1,7 +1,8 @@
 -- acquire: reap, replace the caller's own earlier lease, stop a take-over target, count, admit.
 -- ARGV: ttl, keep (2 TTL: tombstone life and key PX), plan ('' = keep the account's), limit,
 --       default plan, default limit, device, nonce, details, replace device, replace nonce,
---       device caps (6 bytes, one per device type code, 0 = no cap)
+--       the named plan's device caps (6 bytes, one per device type code, 0 = no cap),
+--       the plan book's caps when no plan is named (see caps_of in fast.lua)
 -- Returns {1, limit, active_count, expires_at, plan, plan limit} or
 -- {0, limit, rule, cap, plan, plan limit, active raw records...} where rule is 0 (max streams)
 -- or 1 + the capped device type.
@@ -22,7 +23,10 @@ end
 local details = ARGV[9]
 local kind = 5
 if #details > 1 then kind = byte(details, 2) end
-local cap = byte(ARGV[12], kind + 1) or 0
+-- The caps of the plan the account is held to: the named plan's, else its remembered one's.
+local caps = ARGV[12]
+if ARGV[3] == '' then caps = caps_of(ARGV[13], h.plan) end
+local cap = byte(caps, kind + 1) or 0
 local active, same_kind = 0, 0
 for i = 1, #recs, 4 do
   if not edits[i] and recs[i + 2] == LIVE and recs[i + 3] > now then

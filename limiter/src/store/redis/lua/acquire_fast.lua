@@ -10,7 +10,6 @@ do
   local ttl, device, details, plan = tonumber(ARGV[1]), ARGV[7], ARGV[9], ARGV[3]
   local kind = 5
   if #details > 1 then kind = byte(details, 2) end
-  local cap = byte(ARGV[12], kind + 1) or 0
   local ends = now + ttl
   -- Reading the key also extends its lifetime, so that a write need not set it again.
   local v, first, override_left = read_extending(KEYS[1], ARGV[2], now)
@@ -28,6 +27,10 @@ do
           and find(v, plan, 4, true) == 4)) then
       local limit = plan_limit
       if override_left > 0 then limit = byte(v, first - 7) end
+      -- The caps of the plan the account is held to: the named plan's, else its remembered one's.
+      local caps = ARGV[12]
+      if plan == '' then caps = caps_of(ARGV[13], sub(v, 4, 3 + planlen)) end
+      local cap = byte(caps, kind + 1) or 0
       -- One pass: count the live leases of other devices (and those of the caller's type when it
       -- is capped), find the caller's own record and notice records past their time.
       local n = #v

@@ -1,5 +1,6 @@
--- screenlimit: the few helpers the fast paths share (renew.lua and the <op>_fast.lua): three small
--- functions instead of common.lua's prelude, so a fast path stays cheap to enter.
+-- screenlimit: the few helpers the fast paths share (renew.lua and the <op>_fast.lua): small
+-- functions instead of common.lua's prelude, so a fast path stays cheap to enter. Every script
+-- that has a fast path starts with this file, so its general code may use them too.
 -- Layout as in common.lua; these read version-2 values only.
 
 -- The store's clock in ms.
@@ -37,4 +38,16 @@ local function live_lease(v, p, device, nonce)
     p = q + byte(v, q) + 1
   end
   return nil
+end
+
+-- The device caps of `plan` (6 bytes, one per device type code, 0 = no cap) from `book`: entries
+-- of name length, name, caps, one per configured plan that has caps; '' when it has none.
+local function caps_of(book, plan)
+  local p, n = 1, #book
+  while p <= n do
+    local len = string.byte(book, p)
+    if string.sub(book, p + 1, p + len) == plan then return string.sub(book, p + len + 1, p + len + 6) end
+    p = p + len + 7
+  end
+  return ''
 end
