@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Unexpected, Visitor};
 
 use crate::model::{DeviceCaps, DeviceType, Plan};
 
@@ -189,11 +191,48 @@ pub enum FailurePolicy {
 }
 
 /// A plan: the short form `basic: 1`, or `standard: { max_streams: 2, device_caps: { mobile: 1 } }`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlanRule {
     Streams(u32),
     Detailed(PlanDetail),
+}
+
+/// By hand rather than `untagged`: an error inside the long form (an unknown device type in
+/// `device_caps`, a misspelt field) keeps its own message and path instead of "did not match
+/// any variant".
+impl<'de> Deserialize<'de> for PlanRule {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RuleVisitor;
+
+        impl<'de> Visitor<'de> for RuleVisitor {
+            type Value = PlanRule;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a number of streams (`basic: 1`) or `{ max_streams: 2, device_caps: { mobile: 1 } }`",
+                )
+            }
+
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<PlanRule, E> {
+                u32::try_from(n)
+                    .map(PlanRule::Streams)
+                    .map_err(|_| E::invalid_value(Unexpected::Unsigned(n), &self))
+            }
+
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<PlanRule, E> {
+                u64::try_from(n)
+                    .map_err(|_| E::invalid_value(Unexpected::Signed(n), &self))
+                    .and_then(|n| self.visit_u64(n))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<PlanRule, A::Error> {
+                PlanDetail::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(PlanRule::Detailed)
+            }
+        }
+
+        deserializer.deserialize_any(RuleVisitor)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -305,11 +344,26 @@ pub enum ConfigError {
         field: String,
         message: String,
     },
+    #[error("config field `{field}`: cannot read {path}: {source}")]
+    ReadFile {
+        field: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config field `{field}`: {message}")]
     Invalid {
         field: &'static str,
         message: String,
     },
+}
+
+/// A file the config names in `field`, as text.
+fn read_named_file(field: &'static str, path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+        field,
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
@@ -334,6 +388,32 @@ impl Config {
         Ok(config)
     }
 
+    /// Reads every file the config names (plan database URL, stream id secret, API token) and
+    /// checks what is in it, so that a missing file or a bad value stops the start with the
+    /// field named, like any other config error. The binary calls it after `load`, which stays
+    /// free of these reads: it also checks configs rendered for other machines (the operator's
+    /// tests).
+    pub fn check_named_files(&self) -> Result<(), ConfigError> {
+        self.resolve_stream_id_secret()?;
+        self.resolve_auth_token()?;
+        if self.plan_source.kind == PlanSourceKind::Postgres
+            && let Some(url) = self.resolve_plan_db_url()?
+        {
+            let field = match self.plan_source.postgres_url_file {
+                Some(_) => "plan_source.postgres_url_file",
+                None => "plan_source.postgres_url",
+            };
+            // The parser's message never repeats the connection string (it may hold a password).
+            tokio_postgres::Config::from_str(&url).map_err(|e| {
+                invalid(
+                    field,
+                    format!("not a PostgreSQL connection string (postgres://user:password@host:5432/db or key=value pairs): {e}"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -353,7 +433,9 @@ impl Config {
         }
         let deserializer = serde_yaml_ng::Deserializer::from_str(text);
         serde_path_to_error::deserialize(deserializer).map_err(|err| {
-            let field = err.path().to_string();
+            // A key that could not be read (an unknown device type) shows as `?`: the message
+            // names it.
+            let field = err.path().to_string().trim_end_matches(".?").to_owned();
             (field, err.into_inner().to_string())
         })
     }
@@ -658,10 +740,7 @@ impl Config {
     pub fn resolve_plan_db_url(&self) -> Result<Option<String>, ConfigError> {
         let source = &self.plan_source;
         if let Some(path) = &source.postgres_url_file {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                path: path.clone(),
-                source,
-            })?;
+            let text = read_named_file("plan_source.postgres_url_file", path)?;
             return Ok(Some(text.trim().to_owned()));
         }
         Ok(source.postgres_url.clone())
@@ -670,7 +749,8 @@ impl Config {
     /// The stream id secret, read from the file when one is named.
     pub fn resolve_stream_id_secret(&self) -> Result<Option<Vec<u8>>, ConfigError> {
         if let Some(path) = &self.stream_id_secret_file {
-            let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+            let bytes = std::fs::read(path).map_err(|source| ConfigError::ReadFile {
+                field: "stream_id_secret_file",
                 path: path.clone(),
                 source,
             })?;
@@ -698,10 +778,7 @@ impl Config {
         let Some(path) = &self.auth_token_file else {
             return Ok(None);
         };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.clone(),
-            source,
-        })?;
+        let text = read_named_file("auth_token_file", path)?;
         let token = text.trim().to_owned();
         if token.len() < 16 {
             return Err(invalid(
@@ -836,9 +913,10 @@ stream_id_secret: "0123456789abcdef0123"
         let too_high = "plans:\n  basic: { max_streams: 1, device_caps: { tv: 2 } }\n";
         let err = Config::from_yaml(too_high).unwrap().validate().unwrap_err();
         assert!(err.to_string().contains("caps Tv devices at 2"), "{err}");
-        let (field, _) =
+        let (field, message) =
             Config::from_yaml("plans:\n  basic: { max_streams: 1, caps: {} }\n").unwrap_err();
-        assert_eq!(field, "plans.basic");
+        assert_eq!(field, "plans.basic.caps");
+        assert!(message.contains("unknown field `caps`"), "{message}");
     }
 
     #[test]

@@ -41,7 +41,9 @@ fn env_help() -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     screenlimit_limiter::lifecycle::init_tracing(&cli.log_format);
-    let config = match Config::load(cli.config.as_deref(), |name| std::env::var(name).ok()) {
+    let loaded = Config::load(cli.config.as_deref(), |name| std::env::var(name).ok())
+        .and_then(|config| config.check_named_files().map(|()| config));
+    let config = match loaded {
         Ok(mut config) => {
             if let Some(listen) = cli.listen {
                 config.listen = listen;
