@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use reqwest::StatusCode;
+use reqwest::{StatusCode, Url};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -29,6 +29,21 @@ pub enum LimiterError {
     },
     #[error("the limiter's answer could not be read: {0}")]
     BadBody(String),
+    /// Refused before sending: the segment cannot stand in a URL path as itself.
+    #[error(
+        "“{segment}” cannot be sent to the limiter: an empty or dot-only path segment would be \
+         read as part of the address, not as an id"
+    )]
+    Unaddressable { segment: String },
+    #[error("the limiter URL {url} is not usable: {detail}; check --limiter-url and --fleet-url")]
+    BadUrl { url: String, detail: String },
+}
+
+/// Whether `segment` can be one path segment of a limiter URL as itself. HTTP clients resolve
+/// `.` and `..` (even percent-encoded) as steps in the path, and an empty segment disappears, so
+/// such a segment would address something else.
+pub fn addressable(segment: &str) -> bool {
+    !matches!(segment, "" | "." | "..")
 }
 
 /// `GET /v1/accounts/{id}/streams`.
@@ -179,12 +194,14 @@ impl LimiterClient {
             .timeout(timeout)
             .connect_timeout(timeout)
             .build()?;
-        Ok(LimiterClient {
+        let client = LimiterClient {
             http,
             base: base.trim_end_matches('/').to_owned(),
             token,
             timeout,
-        })
+        };
+        client.endpoint(&[])?;
+        Ok(client)
     }
 
     /// The same client aimed at another instance (the fleet page polls each one).
@@ -200,8 +217,8 @@ impl LimiterClient {
     }
 
     pub async fn account_streams(&self, account_id: &str) -> Result<AccountStreams, LimiterError> {
-        let path = format!("/v1/accounts/{account_id}/streams");
-        self.send(self.http.get(self.url(&path))).await
+        let url = self.endpoint(&["v1", "accounts", account_id, "streams"])?;
+        self.send(self.http.get(url)).await
     }
 
     pub async fn force_stop(
@@ -211,10 +228,17 @@ impl LimiterClient {
         actor: &str,
         reason: &str,
     ) -> Result<ForceStopOutcome, LimiterError> {
-        let path = format!("/v1/accounts/{account_id}/streams/{stream_id}/force-stop");
+        let url = self.endpoint(&[
+            "v1",
+            "accounts",
+            account_id,
+            "streams",
+            stream_id,
+            "force-stop",
+        ])?;
         let body = serde_json::json!({ "actor": actor, "reason": reason });
         match self
-            .send::<serde_json::Value>(self.http.post(self.url(&path)).json(&body))
+            .send::<serde_json::Value>(self.http.post(url).json(&body))
             .await
         {
             Ok(_) => Ok(ForceStopOutcome::Stopped),
@@ -233,16 +257,16 @@ impl LimiterClient {
         max_streams: u32,
         expires_in_sec: u64,
     ) -> Result<LimitOverride, LimiterError> {
-        let path = format!("/v1/accounts/{account_id}/limit-override");
+        let url = self.endpoint(&["v1", "accounts", account_id, "limit-override"])?;
         let body =
             serde_json::json!({ "max_streams": max_streams, "expires_in_sec": expires_in_sec });
-        self.send(self.http.put(self.url(&path)).json(&body)).await
+        self.send(self.http.put(url).json(&body)).await
     }
 
     /// Removes `account_id`'s override (its plan's limit applies again); fine when there is none.
     pub async fn clear_limit_override(&self, account_id: &str) -> Result<(), LimiterError> {
-        let path = format!("/v1/accounts/{account_id}/limit-override");
-        self.send::<serde_json::Value>(self.http.delete(self.url(&path)))
+        let url = self.endpoint(&["v1", "accounts", account_id, "limit-override"])?;
+        self.send::<serde_json::Value>(self.http.delete(url))
             .await
             .map(|_| ())
     }
@@ -254,7 +278,7 @@ impl LimiterClient {
     ) -> Result<Vec<AuditEntry>, LimiterError> {
         let mut request = self
             .http
-            .get(self.url("/v1/audit"))
+            .get(self.endpoint(&["v1", "audit"])?)
             .query(&[("limit", limit.to_string())]);
         if let Some(account_id) = account_id {
             request = request.query(&[("account_id", account_id)]);
@@ -263,11 +287,32 @@ impl LimiterClient {
     }
 
     pub async fn fleet(&self) -> Result<Fleet, LimiterError> {
-        self.send(self.http.get(self.url("/v1/fleet"))).await
+        self.send(self.http.get(self.endpoint(&["v1", "fleet"])?))
+            .await
     }
 
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+    /// The limiter URL of `segments`, each percent-encoded as one path segment (`/`, `?`, `#`
+    /// and `%` inside an id cannot leave it), never spliced into a string; a segment that cannot
+    /// stand as itself ([`addressable`]) is refused.
+    fn endpoint(&self, segments: &[&str]) -> Result<Url, LimiterError> {
+        let bad_url = |detail: &str| LimiterError::BadUrl {
+            url: self.base.clone(),
+            detail: detail.to_owned(),
+        };
+        let mut url = Url::parse(&self.base).map_err(|e| bad_url(&e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") || url.query().is_some() {
+            return Err(bad_url("it must be an http(s) URL without a query"));
+        }
+        if let Some(segment) = segments.iter().find(|s| !addressable(s)) {
+            return Err(LimiterError::Unaddressable {
+                segment: (*segment).to_owned(),
+            });
+        }
+        url.path_segments_mut()
+            .map_err(|()| bad_url("it cannot take a path"))?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
     }
 
     async fn send<T: DeserializeOwned>(
@@ -317,6 +362,72 @@ impl LimiterClient {
                 url: self.base.clone(),
                 detail,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base: &str) -> LimiterClient {
+        LimiterClient::new(base, None, Duration::from_secs(1)).unwrap()
+    }
+
+    #[test]
+    fn every_segment_stays_one_segment() {
+        let limiter = client("http://limiter:8080");
+        let url = limiter
+            .endpoint(&[
+                "v1",
+                "accounts",
+                "a/b",
+                "streams",
+                "x?y#z%2F..",
+                "force-stop",
+            ])
+            .unwrap();
+        assert_eq!(
+            url.as_str(),
+            "http://limiter:8080/v1/accounts/a%2Fb/streams/x%3Fy%23z%252F../force-stop"
+        );
+        let url = client("https://example.com/limiter/")
+            .endpoint(&["v1", "audit"])
+            .unwrap();
+        assert_eq!(url.as_str(), "https://example.com/limiter/v1/audit");
+    }
+
+    #[test]
+    fn segments_that_would_step_through_the_path_are_refused() {
+        let limiter = client("http://limiter:8080");
+        for segment in ["", ".", ".."] {
+            let error = limiter
+                .endpoint(&["v1", "accounts", segment, "streams"])
+                .unwrap_err();
+            assert!(
+                matches!(&error, LimiterError::Unaddressable { segment: s } if s == segment),
+                "{segment:?}: {error}"
+            );
+        }
+        assert!(
+            limiter
+                .endpoint(&["v1", "accounts", "...", "streams"])
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_base_url_that_cannot_take_a_path_stops_the_start() {
+        for bad in [
+            "limiter:8080",
+            "mailto:ops@example.com",
+            "http://l/?x=1",
+            "ftp://l",
+        ] {
+            assert!(
+                LimiterClient::new(bad, None, Duration::from_secs(1)).is_err(),
+                "{bad}"
+            );
         }
     }
 }

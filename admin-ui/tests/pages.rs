@@ -235,6 +235,137 @@ async fn malformed_account_ids_get_a_message() {
     assert!(page.body.contains("“&#60;b&#62;”") && !page.body.contains("<b>"));
 }
 
+// ---- ids taken from the address -------------------------------------------------------------
+
+/// Two accounts with one stream each: `acct-7` (the page's) and `acct-8` (the target of every
+/// trick below). Returns acct-8's stream id.
+async fn two_accounts(stack: &common::Stack) -> String {
+    play(&stack.limiter, "acct-7", "tv", "Seven TV", "tv").await;
+    play(&stack.limiter, "acct-8", "tv", "Eight TV", "tv").await
+}
+
+/// acct-8's stream still plays: listed, and its heartbeat renews it.
+async fn acct_8_still_plays(stack: &common::Stack, stream: &str, after: &str) {
+    assert_eq!(
+        active_devices(&stack.limiter, "acct-8").await,
+        ["tv"],
+        "after {after}"
+    );
+    assert_eq!(
+        heartbeat(&stack.limiter, "acct-8", stream).await.0,
+        200,
+        "after {after}"
+    );
+}
+
+#[tokio::test]
+async fn a_path_traversal_in_a_stream_id_stops_nothing_and_says_why() {
+    let stack = stack().await;
+    let eight = two_accounts(&stack).await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.get("/accounts/acct-7").await.csrf();
+    let path = format!("/accounts/acct-7/streams/..%2F..%2Facct-8%2Fstreams%2F{eight}/force-stop");
+    let page = agent
+        .post(&path, &[("csrf", &csrf), ("reason", "trick")])
+        .await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);
+    assert!(page.body.contains("is not a stream id"), "{}", page.body);
+    assert!(page.body.contains("Nothing was stopped"), "{}", page.body);
+    acct_8_still_plays(&stack, &eight, "the POST").await;
+    let confirm = agent.get(&path).await;
+    assert_eq!(confirm.status, StatusCode::BAD_REQUEST, "{}", confirm.body);
+    assert!(confirm.body.contains("is not a stream id"));
+    assert_eq!(active_devices(&stack.limiter, "acct-7").await, ["tv"]);
+}
+
+#[tokio::test]
+async fn malformed_stream_ids_get_a_4xx_page_not_a_502() {
+    let stack = stack().await;
+    let eight = two_accounts(&stack).await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.get("/accounts/acct-7").await.csrf();
+    // `a/b`, `x?y`, `x#y`, `..`, `.` and an over-long id, each as one path segment; the dot
+    // segments also unencoded (sent by hand: HTTP clients would resolve them before sending).
+    let long = format!("{}.tv", "A".repeat(300));
+    for stream in [
+        "a%2Fb", "x%3Fy", "x%23y", "%2E%2E", "..", ".", "%2E", "a%20b.tv", "tv", &long,
+    ] {
+        let path = format!("/accounts/acct-7/streams/{stream}/force-stop");
+        for method in ["POST", "GET"] {
+            let page = agent
+                .raw(method, &path, &[("csrf", &csrf), ("reason", "x")])
+                .await;
+            assert_eq!(
+                page.status,
+                StatusCode::BAD_REQUEST,
+                "{method} {path}: {}",
+                page.body
+            );
+            assert!(
+                page.body.contains("is not a stream id"),
+                "{method} {path}: {}",
+                page.body
+            );
+        }
+    }
+    acct_8_still_plays(&stack, &eight, "malformed stream ids").await;
+    assert_eq!(active_devices(&stack.limiter, "acct-7").await, ["tv"]);
+}
+
+#[tokio::test]
+async fn a_dot_only_account_id_never_reaches_another_account() {
+    let stack = stack().await;
+    let eight = two_accounts(&stack).await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.get("/accounts/acct-7").await.csrf();
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("reason", "trick"),
+        ("max_streams", "5"),
+        ("expires_in", "3600"),
+    ];
+    for account in [
+        "..",
+        "%2E%2E",
+        ".",
+        "%2e",
+        "acct-7%2F..%2Facct-8",
+        "..%2Facct-8",
+    ] {
+        for (method, path) in [
+            ("GET", format!("/accounts/{account}")),
+            ("GET", format!("/accounts/{account}/devices")),
+            (
+                "GET",
+                format!("/accounts/{account}/streams/{eight}/force-stop"),
+            ),
+            (
+                "POST",
+                format!("/accounts/{account}/streams/{eight}/force-stop"),
+            ),
+            ("POST", format!("/accounts/{account}/limit-override")),
+            ("POST", format!("/accounts/{account}/limit-override/remove")),
+            ("GET", format!("/audit?account_id={account}")),
+        ] {
+            let page = agent.raw(method, &path, &form).await;
+            // Today's id rules may let `..` through to the limiter's own (encoded) address, or
+            // refuse it here; either way a 4xx, never a 5xx, and nothing of acct-8 changes.
+            assert!(
+                page.status.is_client_error(),
+                "{method} {path}: {} {}",
+                page.status,
+                page.body
+            );
+            assert!(!page.body.contains("Eight TV"), "{method} {path}");
+        }
+    }
+    acct_8_still_plays(&stack, &eight, "dot-only account ids").await;
+    assert_eq!(
+        common::account_streams(&stack.limiter, "acct-8").await["limit_override"],
+        serde_json::Value::Null
+    );
+}
+
 #[tokio::test]
 async fn viewer_cannot_force_stop() {
     let stack = stack().await;

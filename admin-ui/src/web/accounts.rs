@@ -15,6 +15,7 @@ use time::OffsetDateTime;
 use super::AppState;
 use super::ctx::{Ctx, Nav};
 use super::error::PageError;
+use crate::ids;
 use crate::limiter::{AccountStreams, ActiveStream, ForceStopOutcome, LimitOverride, LimiterError};
 use crate::view;
 
@@ -264,17 +265,16 @@ struct ForceStopPage {
     error: Option<String>,
 }
 
-/// Why an account id cannot be looked up, in words; `None` when it is fine.
+/// Why an account id from the address cannot be looked up, in words; `None` when it is fine.
 fn malformed(account_id: &str) -> Option<String> {
-    screenlimit_limiter::ids::validate_token(account_id)
+    ids::check_account_id(account_id)
         .err()
-        .map(|_| {
-            format!(
-                "“{account_id}” is not an account id. Account ids are 1 to 64 characters: \
-                 letters A–Z and a–z, digits, and . _ : - (no spaces). Check the id the customer \
-                 read out, or copy it from the customer record."
-            )
-        })
+        .map(|e| e.to_string())
+}
+
+/// A stream id from the address that must not reach the limiter, as a 400 page.
+fn check_stream(ctx: &Ctx, stream_id: &str) -> Result<(), PageError> {
+    ids::check_stream_id(stream_id).map_err(|e| PageError::bad_id(&e).with_nav(ctx.nav("accounts")))
 }
 
 fn bad_account(ctx: &Ctx, account_id: &str, message: String) -> Response {
@@ -451,6 +451,7 @@ async fn confirm_force_stop(
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
+    check_stream(&ctx, &stream_id)?;
     let Some(stream) = find_stream(&state, &ctx, &account_id, &stream_id).await? else {
         return Ok(Redirect::to(&format!("/accounts/{account_id}?gone=1")).into_response());
     };
@@ -499,6 +500,7 @@ async fn force_stop(
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
+    check_stream(&ctx, &stream_id)?;
     let reason = match clean_reason(&form.reason) {
         Ok(reason) => reason,
         Err(message) => {

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::ctx::{Ctx, Nav};
 use super::error::PageError;
+use crate::ids;
 use crate::view;
 
 /// How many entries the page shows.
@@ -53,13 +54,10 @@ async fn audit(
 ) -> Result<Response, PageError> {
     let account_id = query.account_id.unwrap_or_default().trim().to_owned();
     let filter = (!account_id.is_empty()).then_some(account_id.as_str());
-    if filter.is_some_and(|id| screenlimit_limiter::ids::validate_token(id).is_err()) {
+    if let Some(Err(bad)) = filter.map(ids::check_account_id) {
         let page = AuditPage {
             nav: ctx.nav("audit"),
-            error: Some(format!(
-                "“{account_id}” is not an account id: 1 to 64 characters of letters, digits and \
-                 . _ : - (no spaces)."
-            )),
+            error: Some(bad.to_string()),
             account_id,
             rows: Vec::new(),
         };
