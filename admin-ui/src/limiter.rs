@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reqwest::{StatusCode, Url};
+use screenlimit_limiter::model::AuditKind;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -101,11 +102,19 @@ impl ActiveStream {
     }
 }
 
+/// One support action from `GET /v1/audit`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct AuditEntry {
     pub at: String,
+    /// `force_stop`, `limit_granted`, `limit_removed` (older limiters log force-stops only and
+    /// send no kind).
+    #[serde(default = "force_stop")]
+    pub kind: String,
     pub account_id: String,
+    /// Force-stops: the stream, its device and display name.
+    #[serde(default)]
     pub stream_id: String,
+    #[serde(default)]
     pub device_id: String,
     #[serde(default)]
     pub device_meta: String,
@@ -113,6 +122,18 @@ pub struct AuditEntry {
     pub actor: String,
     #[serde(default)]
     pub reason: String,
+    /// Limit changes: the limit in force before and after, and when the granted limit ends (or
+    /// the removed one would have ended), RFC 3339.
+    #[serde(default)]
+    pub limit_from: Option<u32>,
+    #[serde(default)]
+    pub limit_to: Option<u32>,
+    #[serde(default)]
+    pub limit_until: Option<String>,
+}
+
+fn force_stop() -> String {
+    AuditKind::ForceStop.as_str().to_owned()
 }
 
 #[derive(Debug, Deserialize)]
@@ -250,30 +271,41 @@ impl LimiterClient {
     }
 
     /// Grants `account_id` a limit of `max_streams` for `expires_in_sec`, replacing any earlier
-    /// override.
+    /// override; the limiter's audit log records `actor` and `reason`.
     pub async fn set_limit_override(
         &self,
         account_id: &str,
         max_streams: u32,
         expires_in_sec: u64,
+        actor: &str,
+        reason: &str,
     ) -> Result<LimitOverride, LimiterError> {
         let url = self.endpoint(&["v1", "accounts", account_id, "limit-override"])?;
-        let body =
-            serde_json::json!({ "max_streams": max_streams, "expires_in_sec": expires_in_sec });
+        let body = serde_json::json!({ "max_streams": max_streams, "expires_in_sec": expires_in_sec,
+            "actor": actor, "reason": reason });
         self.send(self.http.put(url).json(&body)).await
     }
 
     /// Removes `account_id`'s override (its plan's limit applies again); fine when there is none.
-    pub async fn clear_limit_override(&self, account_id: &str) -> Result<(), LimiterError> {
+    /// The limiter's audit log records `actor` and `reason`.
+    pub async fn clear_limit_override(
+        &self,
+        account_id: &str,
+        actor: &str,
+        reason: &str,
+    ) -> Result<(), LimiterError> {
         let url = self.endpoint(&["v1", "accounts", account_id, "limit-override"])?;
-        self.send::<serde_json::Value>(self.http.delete(url))
+        let body = serde_json::json!({ "actor": actor, "reason": reason });
+        self.send::<serde_json::Value>(self.http.delete(url).json(&body))
             .await
             .map(|_| ())
     }
 
+    /// The newest support actions, of one account and of one kind when given.
     pub async fn audit(
         &self,
         account_id: Option<&str>,
+        kind: Option<AuditKind>,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, LimiterError> {
         let mut request = self
@@ -283,7 +315,13 @@ impl LimiterClient {
         if let Some(account_id) = account_id {
             request = request.query(&[("account_id", account_id)]);
         }
-        Ok(self.send::<AuditBody>(request).await?.entries)
+        if let Some(kind) = kind {
+            request = request.query(&[("kind", kind.as_str())]);
+        }
+        let mut entries = self.send::<AuditBody>(request).await?.entries;
+        // A limiter older than kinds ignores the filter and sends force-stops only.
+        entries.retain(|e| kind.is_none_or(|k| e.kind == k.as_str()));
+        Ok(entries)
     }
 
     pub async fn fleet(&self) -> Result<Fleet, LimiterError> {

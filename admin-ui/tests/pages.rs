@@ -529,9 +529,9 @@ async fn support_force_stops_with_confirmation_and_the_audit_log_records_it() {
     assert_eq!(filtered.body.matches("class=\"audit-row\"").count(), 1);
     let other = agent.get("/audit?account_id=acct-other").await;
     assert!(
-        other
-            .body
-            .contains("No force-stops recorded for this account")
+        other.body.contains("Nothing recorded for this account"),
+        "{}",
+        other.body
     );
 }
 
@@ -833,6 +833,213 @@ async fn support_grants_and_removes_a_temporary_limit() {
     // A typed-in notice says nothing that is not so.
     let fake = agent.get("/accounts/acct-g?limit=granted").await;
     assert!(!fake.body.contains("Temporary limit granted"));
+}
+
+/// The audit rows of `page`: (data-kind, the row's text without tags).
+fn audit_rows(page: &common::Page) -> Vec<(String, String)> {
+    page.body
+        .split(r#"<tr class="audit-row" data-kind=""#)
+        .skip(1)
+        .map(|row| {
+            let (kind, rest) = row.split_once('"').unwrap();
+            let row = &rest[..rest.find("</tr>").unwrap()];
+            let mut text = String::new();
+            let mut in_tag = false;
+            for c in row.chars() {
+                match c {
+                    '<' => in_tag = true,
+                    '>' => {
+                        in_tag = false;
+                        text.push(' ');
+                    }
+                    c if !in_tag => text.push(c),
+                    _ => {}
+                }
+            }
+            let words: Vec<&str> = text.split_whitespace().collect();
+            (kind.to_owned(), words.join(" "))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn temporary_limits_granted_and_removed_are_in_the_audit_log() {
+    let stack = stack().await;
+    let tv = play(&stack.limiter, "acct-al", "tv", "TV", "tv").await;
+    play(&stack.limiter, "acct-other", "tv", "TV", "tv").await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.get("/accounts/acct-al").await.csrf();
+
+    let force_stop = format!("/accounts/acct-al/streams/{tv}/force-stop");
+    let page = agent
+        .post(&force_stop, &[("csrf", &csrf), ("reason", "old TV")])
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    for (account, streams, reason) in [
+        ("acct-al", "3", "family visit"),
+        ("acct-other", "2", "ticket 9"),
+    ] {
+        let form = [
+            ("csrf", csrf.as_str()),
+            ("max_streams", streams),
+            ("expires_in", "86400"),
+            ("reason", reason),
+        ];
+        let page = agent
+            .post(&format!("/accounts/{account}/limit-override"), &form)
+            .await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    }
+    let page = agent
+        .post(
+            "/accounts/acct-al/limit-override/remove",
+            &[("csrf", &csrf), ("reason", "visit over")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+
+    // The limiter's own log has them, with the signed-in user as the actor.
+    let api: serde_json::Value = common::http()
+        .get(format!("{}/v1/audit?account_id=acct-al", stack.limiter))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<_> = api["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), e["actor"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("limit_removed", SUPPORT.0),
+            ("limit_granted", SUPPORT.0),
+            ("force_stop", SUPPORT.0)
+        ]
+    );
+
+    let all = agent.get("/audit?account_id=acct-al").await;
+    assert_eq!(all.status, StatusCode::OK);
+    let rows = audit_rows(&all);
+    let kinds: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["limit_removed", "limit_granted", "force_stop"],
+        "{}",
+        all.body
+    );
+    let (removed, granted) = (&rows[0].1, &rows[1].1);
+    assert!(
+        removed.contains("Temporary limit removed acct-al 3 → 2 screens (the plan&#39;s limit)")
+            && removed.contains(&format!("{} visit over", SUPPORT.0)),
+        "{removed}"
+    );
+    assert!(
+        granted.contains("Temporary limit granted acct-al 2 → 3 screens until 20")
+            && granted.contains(&format!("UTC {} family visit", SUPPORT.0)),
+        "{granted}"
+    );
+    assert!(rows[2].1.contains("Force-stop acct-al TV"), "{}", rows[2].1);
+
+    // Filtered by kind, fleet-wide and per account.
+    let granted = agent.get("/audit?kind=limit_granted").await;
+    let rows = audit_rows(&granted);
+    assert_eq!(rows.len(), 2, "{}", granted.body);
+    assert!(rows.iter().all(|(k, _)| k == "limit_granted"));
+    assert!(granted.body.contains("<h1>Temporary limits granted</h1>"));
+    assert!(
+        granted
+            .body
+            .contains(r#"<option value="limit_granted" selected>"#)
+    );
+    let one = agent
+        .get("/audit?kind=limit_removed&account_id=acct-al")
+        .await;
+    assert_eq!(audit_rows(&one).len(), 1);
+    let none = agent
+        .get("/audit?kind=force_stop&account_id=acct-other")
+        .await;
+    assert!(
+        none.body
+            .contains("Nothing recorded of this kind for this account"),
+        "{}",
+        none.body
+    );
+    for bad in ["grant", "%3Cb%3Ex%3C%2Fb%3E"] {
+        let page = agent.get(&format!("/audit?kind={bad}")).await;
+        assert_eq!(page.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(
+            page.body
+                .contains("is not a kind of audit entry. Choose one in the list: force_stop, limit_granted, limit_removed."),
+            "{}",
+            page.body
+        );
+        assert!(!page.body.contains("<b>x"));
+    }
+}
+
+#[tokio::test]
+async fn an_over_long_limit_reason_changes_nothing() {
+    let stack = stack().await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.csrf().await;
+    let long = "x".repeat(201);
+    let page = agent
+        .post(
+            "/accounts/acct-lr/limit-override",
+            &[
+                ("csrf", &csrf),
+                ("max_streams", "3"),
+                ("expires_in", "3600"),
+                ("reason", &long),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.body.contains("keeps at most 200"), "{}", page.body);
+    assert_eq!(
+        limits(&stack.limiter, "acct-lr").await,
+        (1, serde_json::Value::Null)
+    );
+    let ok = agent
+        .post(
+            "/accounts/acct-lr/limit-override",
+            &[
+                ("csrf", &csrf),
+                ("max_streams", "3"),
+                ("expires_in", "3600"),
+            ],
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    let page = agent
+        .post(
+            "/accounts/acct-lr/limit-override/remove",
+            &[("csrf", &csrf), ("reason", &long)],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        page.body.contains(r#"id="override-error""#),
+        "{}",
+        page.body
+    );
+    assert_eq!(
+        limits(&stack.limiter, "acct-lr").await.0,
+        3,
+        "still in place"
+    );
+    let audit = agent.get("/audit?account_id=acct-lr").await;
+    assert_eq!(
+        audit_rows(&audit).len(),
+        1,
+        "only the grant: {}",
+        audit.body
+    );
 }
 
 #[tokio::test]
