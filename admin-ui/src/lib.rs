@@ -3,7 +3,9 @@
 //!
 //! Map of the crate:
 //! - [`config`]: what the web layer needs (limiter URL and token, sign-in mode, secrets).
-//! - [`limiter`]: the limiter HTTP client, a deadline on every call.
+//! - [`limiter`]: the limiter HTTP client, a deadline on every call, URLs built from encoded
+//!   path segments.
+//! - [`ids`]: ids taken from an address, checked by the limiter's own rules before use.
 //! - [`auth`]: roles, password users (argon2), signed session cookies, CSRF tokens.
 //! - [`web`]: the router; one module per page (`accounts`, `audit`, `fleet`, `signin`),
 //!   the guard middleware, embedded static assets (htmx pinned).
@@ -13,6 +15,7 @@
 pub mod auth;
 pub mod config;
 pub mod dev;
+pub mod ids;
 pub mod limiter;
 pub mod view;
 pub mod web;

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use reqwest::StatusCode;
+use reqwest::{StatusCode, Url};
+use screenlimit_limiter::model::AuditKind;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -29,6 +30,21 @@ pub enum LimiterError {
     },
     #[error("the limiter's answer could not be read: {0}")]
     BadBody(String),
+    /// Refused before sending: the segment cannot stand in a URL path as itself.
+    #[error(
+        "“{segment}” cannot be sent to the limiter: an empty or dot-only path segment would be \
+         read as part of the address, not as an id"
+    )]
+    Unaddressable { segment: String },
+    #[error("the limiter URL {url} is not usable: {detail}; check --limiter-url and --fleet-url")]
+    BadUrl { url: String, detail: String },
+}
+
+/// Whether `segment` can be one path segment of a limiter URL as itself. HTTP clients resolve
+/// `.` and `..` (even percent-encoded) as steps in the path, and an empty segment disappears, so
+/// such a segment would address something else.
+pub fn addressable(segment: &str) -> bool {
+    !matches!(segment, "" | "." | "..")
 }
 
 /// `GET /v1/accounts/{id}/streams`.
@@ -86,11 +102,19 @@ impl ActiveStream {
     }
 }
 
+/// One support action from `GET /v1/audit`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct AuditEntry {
     pub at: String,
+    /// `force_stop`, `limit_granted`, `limit_removed` (older limiters log force-stops only and
+    /// send no kind).
+    #[serde(default = "force_stop")]
+    pub kind: String,
     pub account_id: String,
+    /// Force-stops: the stream, its device and display name.
+    #[serde(default)]
     pub stream_id: String,
+    #[serde(default)]
     pub device_id: String,
     #[serde(default)]
     pub device_meta: String,
@@ -98,6 +122,18 @@ pub struct AuditEntry {
     pub actor: String,
     #[serde(default)]
     pub reason: String,
+    /// Limit changes: the limit in force before and after, and when the granted limit ends (or
+    /// the removed one would have ended), RFC 3339.
+    #[serde(default)]
+    pub limit_from: Option<u32>,
+    #[serde(default)]
+    pub limit_to: Option<u32>,
+    #[serde(default)]
+    pub limit_until: Option<String>,
+}
+
+fn force_stop() -> String {
+    AuditKind::ForceStop.as_str().to_owned()
 }
 
 #[derive(Debug, Deserialize)]
@@ -179,12 +215,14 @@ impl LimiterClient {
             .timeout(timeout)
             .connect_timeout(timeout)
             .build()?;
-        Ok(LimiterClient {
+        let client = LimiterClient {
             http,
             base: base.trim_end_matches('/').to_owned(),
             token,
             timeout,
-        })
+        };
+        client.endpoint(&[])?;
+        Ok(client)
     }
 
     /// The same client aimed at another instance (the fleet page polls each one).
@@ -200,8 +238,8 @@ impl LimiterClient {
     }
 
     pub async fn account_streams(&self, account_id: &str) -> Result<AccountStreams, LimiterError> {
-        let path = format!("/v1/accounts/{account_id}/streams");
-        self.send(self.http.get(self.url(&path))).await
+        let url = self.endpoint(&["v1", "accounts", account_id, "streams"])?;
+        self.send(self.http.get(url)).await
     }
 
     pub async fn force_stop(
@@ -211,10 +249,17 @@ impl LimiterClient {
         actor: &str,
         reason: &str,
     ) -> Result<ForceStopOutcome, LimiterError> {
-        let path = format!("/v1/accounts/{account_id}/streams/{stream_id}/force-stop");
+        let url = self.endpoint(&[
+            "v1",
+            "accounts",
+            account_id,
+            "streams",
+            stream_id,
+            "force-stop",
+        ])?;
         let body = serde_json::json!({ "actor": actor, "reason": reason });
         match self
-            .send::<serde_json::Value>(self.http.post(self.url(&path)).json(&body))
+            .send::<serde_json::Value>(self.http.post(url).json(&body))
             .await
         {
             Ok(_) => Ok(ForceStopOutcome::Stopped),
@@ -226,48 +271,86 @@ impl LimiterClient {
     }
 
     /// Grants `account_id` a limit of `max_streams` for `expires_in_sec`, replacing any earlier
-    /// override.
+    /// override; the limiter's audit log records `actor` and `reason`.
     pub async fn set_limit_override(
         &self,
         account_id: &str,
         max_streams: u32,
         expires_in_sec: u64,
+        actor: &str,
+        reason: &str,
     ) -> Result<LimitOverride, LimiterError> {
-        let path = format!("/v1/accounts/{account_id}/limit-override");
-        let body =
-            serde_json::json!({ "max_streams": max_streams, "expires_in_sec": expires_in_sec });
-        self.send(self.http.put(self.url(&path)).json(&body)).await
+        let url = self.endpoint(&["v1", "accounts", account_id, "limit-override"])?;
+        let body = serde_json::json!({ "max_streams": max_streams, "expires_in_sec": expires_in_sec,
+            "actor": actor, "reason": reason });
+        self.send(self.http.put(url).json(&body)).await
     }
 
     /// Removes `account_id`'s override (its plan's limit applies again); fine when there is none.
-    pub async fn clear_limit_override(&self, account_id: &str) -> Result<(), LimiterError> {
-        let path = format!("/v1/accounts/{account_id}/limit-override");
-        self.send::<serde_json::Value>(self.http.delete(self.url(&path)))
+    /// The limiter's audit log records `actor` and `reason`.
+    pub async fn clear_limit_override(
+        &self,
+        account_id: &str,
+        actor: &str,
+        reason: &str,
+    ) -> Result<(), LimiterError> {
+        let url = self.endpoint(&["v1", "accounts", account_id, "limit-override"])?;
+        let body = serde_json::json!({ "actor": actor, "reason": reason });
+        self.send::<serde_json::Value>(self.http.delete(url).json(&body))
             .await
             .map(|_| ())
     }
 
+    /// The newest support actions, of one account and of one kind when given.
     pub async fn audit(
         &self,
         account_id: Option<&str>,
+        kind: Option<AuditKind>,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, LimiterError> {
         let mut request = self
             .http
-            .get(self.url("/v1/audit"))
+            .get(self.endpoint(&["v1", "audit"])?)
             .query(&[("limit", limit.to_string())]);
         if let Some(account_id) = account_id {
             request = request.query(&[("account_id", account_id)]);
         }
-        Ok(self.send::<AuditBody>(request).await?.entries)
+        if let Some(kind) = kind {
+            request = request.query(&[("kind", kind.as_str())]);
+        }
+        let mut entries = self.send::<AuditBody>(request).await?.entries;
+        // A limiter older than kinds ignores the filter and sends force-stops only.
+        entries.retain(|e| kind.is_none_or(|k| e.kind == k.as_str()));
+        Ok(entries)
     }
 
     pub async fn fleet(&self) -> Result<Fleet, LimiterError> {
-        self.send(self.http.get(self.url("/v1/fleet"))).await
+        self.send(self.http.get(self.endpoint(&["v1", "fleet"])?))
+            .await
     }
 
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+    /// The limiter URL of `segments`, each percent-encoded as one path segment (`/`, `?`, `#`
+    /// and `%` inside an id cannot leave it), never spliced into a string; a segment that cannot
+    /// stand as itself ([`addressable`]) is refused.
+    fn endpoint(&self, segments: &[&str]) -> Result<Url, LimiterError> {
+        let bad_url = |detail: &str| LimiterError::BadUrl {
+            url: self.base.clone(),
+            detail: detail.to_owned(),
+        };
+        let mut url = Url::parse(&self.base).map_err(|e| bad_url(&e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") || url.query().is_some() {
+            return Err(bad_url("it must be an http(s) URL without a query"));
+        }
+        if let Some(segment) = segments.iter().find(|s| !addressable(s)) {
+            return Err(LimiterError::Unaddressable {
+                segment: (*segment).to_owned(),
+            });
+        }
+        url.path_segments_mut()
+            .map_err(|()| bad_url("it cannot take a path"))?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
     }
 
     async fn send<T: DeserializeOwned>(
@@ -317,6 +400,72 @@ impl LimiterClient {
                 url: self.base.clone(),
                 detail,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base: &str) -> LimiterClient {
+        LimiterClient::new(base, None, Duration::from_secs(1)).unwrap()
+    }
+
+    #[test]
+    fn every_segment_stays_one_segment() {
+        let limiter = client("http://limiter:8080");
+        let url = limiter
+            .endpoint(&[
+                "v1",
+                "accounts",
+                "a/b",
+                "streams",
+                "x?y#z%2F..",
+                "force-stop",
+            ])
+            .unwrap();
+        assert_eq!(
+            url.as_str(),
+            "http://limiter:8080/v1/accounts/a%2Fb/streams/x%3Fy%23z%252F../force-stop"
+        );
+        let url = client("https://example.com/limiter/")
+            .endpoint(&["v1", "audit"])
+            .unwrap();
+        assert_eq!(url.as_str(), "https://example.com/limiter/v1/audit");
+    }
+
+    #[test]
+    fn segments_that_would_step_through_the_path_are_refused() {
+        let limiter = client("http://limiter:8080");
+        for segment in ["", ".", ".."] {
+            let error = limiter
+                .endpoint(&["v1", "accounts", segment, "streams"])
+                .unwrap_err();
+            assert!(
+                matches!(&error, LimiterError::Unaddressable { segment: s } if s == segment),
+                "{segment:?}: {error}"
+            );
+        }
+        assert!(
+            limiter
+                .endpoint(&["v1", "accounts", "...", "streams"])
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_base_url_that_cannot_take_a_path_stops_the_start() {
+        for bad in [
+            "limiter:8080",
+            "mailto:ops@example.com",
+            "http://l/?x=1",
+            "ftp://l",
+        ] {
+            assert!(
+                LimiterClient::new(bad, None, Duration::from_secs(1)).is_err(),
+                "{bad}"
+            );
         }
     }
 }

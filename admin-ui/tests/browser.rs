@@ -311,6 +311,7 @@ async fn run(
     field.clear().await?;
     field.send_keys("3").await?;
     click(client, Locator::Css(r#"#expires_in option[value="86400"]"#)).await?;
+    type_into(client, Locator::Id("override-reason"), "family visit").await?;
     click(client, Locator::Id("grant-override")).await?;
     wait_for(client, Locator::Id("override-limit")).await?;
     let notice = text_of(client, Locator::Id("notice")).await?;
@@ -319,5 +320,65 @@ async fn run(
     assert!(badge.starts_with("temporary limit 3 until "), "{badge}");
     assert_eq!(text_of(client, Locator::Id("limit")).await?, "3");
     screenshot(client, "6-temporary-limit").await;
+
+    // The grant is in the audit log, found through the kind filter.
+    client.goto(&format!("{dashboard}/audit")).await?;
+    type_into(client, Locator::Id("audit-account"), "acct-42").await?;
+    click(
+        client,
+        Locator::Css(r#"#audit-kind option[value="limit_granted"]"#),
+    )
+    .await?;
+    click(client, Locator::Id("audit-filter")).await?;
+    wait_for(
+        client,
+        Locator::Css(r#"tr.audit-row[data-kind="limit_granted"]"#),
+    )
+    .await?;
+    let rows = client.find_all(Locator::Css("tr.audit-row")).await?;
+    assert_eq!(rows.len(), 1, "only the grant");
+    let row = rows[0].text().await?;
+    assert!(
+        row.contains("Temporary limit granted")
+            && row.contains("2 → 3 screens until")
+            && row.contains(SUPPORT.0)
+            && row.contains("family visit"),
+        "{row}"
+    );
+    screenshot(client, "7-audit-limits").await;
+
+    // A stream id that tries to climb out of its path segment to another account's stream is
+    // refused with a page saying why, and that stream plays on.
+    let other = play_title(
+        limiter,
+        "acct-43",
+        "tv",
+        "Neighbour TV",
+        "tv",
+        ("main", "title-1"),
+    )
+    .await;
+    let sneaky =
+        format!("/accounts/acct-42/streams/..%2F..%2Facct-43%2Fstreams%2F{other}/force-stop");
+    client.goto(&format!("{dashboard}{sneaky}")).await?;
+    let page = wait_for(client, Locator::Css(".error-page"))
+        .await?
+        .text()
+        .await?;
+    assert!(page.contains("is not a stream id"), "{page}");
+    client
+        .goto(&format!("{dashboard}/accounts/acct-42"))
+        .await?;
+    wait_for(client, Locator::Id("grant-form")).await?;
+    let status = client
+        .execute(
+            "const csrf = document.querySelector('input[name=csrf]').value; \
+             return fetch(arguments[0], {method: 'POST', redirect: 'manual', \
+               body: new URLSearchParams({csrf, reason: 'trick'})}).then(r => r.status);",
+            vec![json!(sneaky)],
+        )
+        .await?;
+    assert_eq!(status, json!(400));
+    assert_eq!(heartbeat(limiter, "acct-43", &other).await.0, 200);
     Ok(())
 }

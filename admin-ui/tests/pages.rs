@@ -235,6 +235,137 @@ async fn malformed_account_ids_get_a_message() {
     assert!(page.body.contains("“&#60;b&#62;”") && !page.body.contains("<b>"));
 }
 
+// ---- ids taken from the address -------------------------------------------------------------
+
+/// Two accounts with one stream each: `acct-7` (the page's) and `acct-8` (the target of every
+/// trick below). Returns acct-8's stream id.
+async fn two_accounts(stack: &common::Stack) -> String {
+    play(&stack.limiter, "acct-7", "tv", "Seven TV", "tv").await;
+    play(&stack.limiter, "acct-8", "tv", "Eight TV", "tv").await
+}
+
+/// acct-8's stream still plays: listed, and its heartbeat renews it.
+async fn acct_8_still_plays(stack: &common::Stack, stream: &str, after: &str) {
+    assert_eq!(
+        active_devices(&stack.limiter, "acct-8").await,
+        ["tv"],
+        "after {after}"
+    );
+    assert_eq!(
+        heartbeat(&stack.limiter, "acct-8", stream).await.0,
+        200,
+        "after {after}"
+    );
+}
+
+#[tokio::test]
+async fn a_path_traversal_in_a_stream_id_stops_nothing_and_says_why() {
+    let stack = stack().await;
+    let eight = two_accounts(&stack).await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.get("/accounts/acct-7").await.csrf();
+    let path = format!("/accounts/acct-7/streams/..%2F..%2Facct-8%2Fstreams%2F{eight}/force-stop");
+    let page = agent
+        .post(&path, &[("csrf", &csrf), ("reason", "trick")])
+        .await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);
+    assert!(page.body.contains("is not a stream id"), "{}", page.body);
+    assert!(page.body.contains("Nothing was stopped"), "{}", page.body);
+    acct_8_still_plays(&stack, &eight, "the POST").await;
+    let confirm = agent.get(&path).await;
+    assert_eq!(confirm.status, StatusCode::BAD_REQUEST, "{}", confirm.body);
+    assert!(confirm.body.contains("is not a stream id"));
+    assert_eq!(active_devices(&stack.limiter, "acct-7").await, ["tv"]);
+}
+
+#[tokio::test]
+async fn malformed_stream_ids_get_a_4xx_page_not_a_502() {
+    let stack = stack().await;
+    let eight = two_accounts(&stack).await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.get("/accounts/acct-7").await.csrf();
+    // `a/b`, `x?y`, `x#y`, `..`, `.` and an over-long id, each as one path segment; the dot
+    // segments also unencoded (sent by hand: HTTP clients would resolve them before sending).
+    let long = format!("{}.tv", "A".repeat(300));
+    for stream in [
+        "a%2Fb", "x%3Fy", "x%23y", "%2E%2E", "..", ".", "%2E", "a%20b.tv", "tv", &long,
+    ] {
+        let path = format!("/accounts/acct-7/streams/{stream}/force-stop");
+        for method in ["POST", "GET"] {
+            let page = agent
+                .raw(method, &path, &[("csrf", &csrf), ("reason", "x")])
+                .await;
+            assert_eq!(
+                page.status,
+                StatusCode::BAD_REQUEST,
+                "{method} {path}: {}",
+                page.body
+            );
+            assert!(
+                page.body.contains("is not a stream id"),
+                "{method} {path}: {}",
+                page.body
+            );
+        }
+    }
+    acct_8_still_plays(&stack, &eight, "malformed stream ids").await;
+    assert_eq!(active_devices(&stack.limiter, "acct-7").await, ["tv"]);
+}
+
+#[tokio::test]
+async fn a_dot_only_account_id_never_reaches_another_account() {
+    let stack = stack().await;
+    let eight = two_accounts(&stack).await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.get("/accounts/acct-7").await.csrf();
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("reason", "trick"),
+        ("max_streams", "5"),
+        ("expires_in", "3600"),
+    ];
+    for account in [
+        "..",
+        "%2E%2E",
+        ".",
+        "%2e",
+        "acct-7%2F..%2Facct-8",
+        "..%2Facct-8",
+    ] {
+        for (method, path) in [
+            ("GET", format!("/accounts/{account}")),
+            ("GET", format!("/accounts/{account}/devices")),
+            (
+                "GET",
+                format!("/accounts/{account}/streams/{eight}/force-stop"),
+            ),
+            (
+                "POST",
+                format!("/accounts/{account}/streams/{eight}/force-stop"),
+            ),
+            ("POST", format!("/accounts/{account}/limit-override")),
+            ("POST", format!("/accounts/{account}/limit-override/remove")),
+            ("GET", format!("/audit?account_id={account}")),
+        ] {
+            let page = agent.raw(method, &path, &form).await;
+            // Today's id rules may let `..` through to the limiter's own (encoded) address, or
+            // refuse it here; either way a 4xx, never a 5xx, and nothing of acct-8 changes.
+            assert!(
+                page.status.is_client_error(),
+                "{method} {path}: {} {}",
+                page.status,
+                page.body
+            );
+            assert!(!page.body.contains("Eight TV"), "{method} {path}");
+        }
+    }
+    acct_8_still_plays(&stack, &eight, "dot-only account ids").await;
+    assert_eq!(
+        common::account_streams(&stack.limiter, "acct-8").await["limit_override"],
+        serde_json::Value::Null
+    );
+}
+
 #[tokio::test]
 async fn viewer_cannot_force_stop() {
     let stack = stack().await;
@@ -398,9 +529,9 @@ async fn support_force_stops_with_confirmation_and_the_audit_log_records_it() {
     assert_eq!(filtered.body.matches("class=\"audit-row\"").count(), 1);
     let other = agent.get("/audit?account_id=acct-other").await;
     assert!(
-        other
-            .body
-            .contains("No force-stops recorded for this account")
+        other.body.contains("Nothing recorded for this account"),
+        "{}",
+        other.body
     );
 }
 
@@ -702,6 +833,213 @@ async fn support_grants_and_removes_a_temporary_limit() {
     // A typed-in notice says nothing that is not so.
     let fake = agent.get("/accounts/acct-g?limit=granted").await;
     assert!(!fake.body.contains("Temporary limit granted"));
+}
+
+/// The audit rows of `page`: (data-kind, the row's text without tags).
+fn audit_rows(page: &common::Page) -> Vec<(String, String)> {
+    page.body
+        .split(r#"<tr class="audit-row" data-kind=""#)
+        .skip(1)
+        .map(|row| {
+            let (kind, rest) = row.split_once('"').unwrap();
+            let row = &rest[..rest.find("</tr>").unwrap()];
+            let mut text = String::new();
+            let mut in_tag = false;
+            for c in row.chars() {
+                match c {
+                    '<' => in_tag = true,
+                    '>' => {
+                        in_tag = false;
+                        text.push(' ');
+                    }
+                    c if !in_tag => text.push(c),
+                    _ => {}
+                }
+            }
+            let words: Vec<&str> = text.split_whitespace().collect();
+            (kind.to_owned(), words.join(" "))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn temporary_limits_granted_and_removed_are_in_the_audit_log() {
+    let stack = stack().await;
+    let tv = play(&stack.limiter, "acct-al", "tv", "TV", "tv").await;
+    play(&stack.limiter, "acct-other", "tv", "TV", "tv").await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.get("/accounts/acct-al").await.csrf();
+
+    let force_stop = format!("/accounts/acct-al/streams/{tv}/force-stop");
+    let page = agent
+        .post(&force_stop, &[("csrf", &csrf), ("reason", "old TV")])
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    for (account, streams, reason) in [
+        ("acct-al", "3", "family visit"),
+        ("acct-other", "2", "ticket 9"),
+    ] {
+        let form = [
+            ("csrf", csrf.as_str()),
+            ("max_streams", streams),
+            ("expires_in", "86400"),
+            ("reason", reason),
+        ];
+        let page = agent
+            .post(&format!("/accounts/{account}/limit-override"), &form)
+            .await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    }
+    let page = agent
+        .post(
+            "/accounts/acct-al/limit-override/remove",
+            &[("csrf", &csrf), ("reason", "visit over")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+
+    // The limiter's own log has them, with the signed-in user as the actor.
+    let api: serde_json::Value = common::http()
+        .get(format!("{}/v1/audit?account_id=acct-al", stack.limiter))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<_> = api["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), e["actor"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("limit_removed", SUPPORT.0),
+            ("limit_granted", SUPPORT.0),
+            ("force_stop", SUPPORT.0)
+        ]
+    );
+
+    let all = agent.get("/audit?account_id=acct-al").await;
+    assert_eq!(all.status, StatusCode::OK);
+    let rows = audit_rows(&all);
+    let kinds: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["limit_removed", "limit_granted", "force_stop"],
+        "{}",
+        all.body
+    );
+    let (removed, granted) = (&rows[0].1, &rows[1].1);
+    assert!(
+        removed.contains("Temporary limit removed acct-al 3 → 2 screens (the plan&#39;s limit)")
+            && removed.contains(&format!("{} visit over", SUPPORT.0)),
+        "{removed}"
+    );
+    assert!(
+        granted.contains("Temporary limit granted acct-al 2 → 3 screens until 20")
+            && granted.contains(&format!("UTC {} family visit", SUPPORT.0)),
+        "{granted}"
+    );
+    assert!(rows[2].1.contains("Force-stop acct-al TV"), "{}", rows[2].1);
+
+    // Filtered by kind, fleet-wide and per account.
+    let granted = agent.get("/audit?kind=limit_granted").await;
+    let rows = audit_rows(&granted);
+    assert_eq!(rows.len(), 2, "{}", granted.body);
+    assert!(rows.iter().all(|(k, _)| k == "limit_granted"));
+    assert!(granted.body.contains("<h1>Temporary limits granted</h1>"));
+    assert!(
+        granted
+            .body
+            .contains(r#"<option value="limit_granted" selected>"#)
+    );
+    let one = agent
+        .get("/audit?kind=limit_removed&account_id=acct-al")
+        .await;
+    assert_eq!(audit_rows(&one).len(), 1);
+    let none = agent
+        .get("/audit?kind=force_stop&account_id=acct-other")
+        .await;
+    assert!(
+        none.body
+            .contains("Nothing recorded of this kind for this account"),
+        "{}",
+        none.body
+    );
+    for bad in ["grant", "%3Cb%3Ex%3C%2Fb%3E"] {
+        let page = agent.get(&format!("/audit?kind={bad}")).await;
+        assert_eq!(page.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(
+            page.body
+                .contains("is not a kind of audit entry. Choose one in the list: force_stop, limit_granted, limit_removed."),
+            "{}",
+            page.body
+        );
+        assert!(!page.body.contains("<b>x"));
+    }
+}
+
+#[tokio::test]
+async fn an_over_long_limit_reason_changes_nothing() {
+    let stack = stack().await;
+    let mut agent = Agent::signed_in(&stack.url, SUPPORT).await;
+    let csrf = agent.csrf().await;
+    let long = "x".repeat(201);
+    let page = agent
+        .post(
+            "/accounts/acct-lr/limit-override",
+            &[
+                ("csrf", &csrf),
+                ("max_streams", "3"),
+                ("expires_in", "3600"),
+                ("reason", &long),
+            ],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.body.contains("keeps at most 200"), "{}", page.body);
+    assert_eq!(
+        limits(&stack.limiter, "acct-lr").await,
+        (1, serde_json::Value::Null)
+    );
+    let ok = agent
+        .post(
+            "/accounts/acct-lr/limit-override",
+            &[
+                ("csrf", &csrf),
+                ("max_streams", "3"),
+                ("expires_in", "3600"),
+            ],
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    let page = agent
+        .post(
+            "/accounts/acct-lr/limit-override/remove",
+            &[("csrf", &csrf), ("reason", &long)],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        page.body.contains(r#"id="override-error""#),
+        "{}",
+        page.body
+    );
+    assert_eq!(
+        limits(&stack.limiter, "acct-lr").await.0,
+        3,
+        "still in place"
+    );
+    let audit = agent.get("/audit?account_id=acct-lr").await;
+    assert_eq!(
+        audit_rows(&audit).len(),
+        1,
+        "only the grant: {}",
+        audit.body
+    );
 }
 
 #[tokio::test]

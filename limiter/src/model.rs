@@ -249,16 +249,115 @@ pub struct ForceStopCmd {
     pub reason: String,
 }
 
-/// One force-stop in the audit log. Stored as JSON (in Redis lists), newest first.
+/// A temporary-limit change as support asks for it: grant `grant`, or with `None` remove the
+/// account's temporary limit; the audit log records who and why.
+#[derive(Debug, Clone)]
+pub struct OverrideCmd {
+    pub account_id: String,
+    pub grant: Option<OverrideGrant>,
+    pub actor: String,
+    pub reason: String,
+}
+
+/// What support did, as the audit log names it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditKind {
+    /// A stream was force-stopped. Entries written before kinds existed are force-stops.
+    #[default]
+    ForceStop,
+    /// A temporary limit was granted (or replaced).
+    LimitGranted,
+    /// A temporary limit was removed before its end.
+    LimitRemoved,
+}
+
+impl AuditKind {
+    pub const ALL: [AuditKind; 3] = [
+        AuditKind::ForceStop,
+        AuditKind::LimitGranted,
+        AuditKind::LimitRemoved,
+    ];
+
+    /// The snake_case name of the API and the stored entries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditKind::ForceStop => "force_stop",
+            AuditKind::LimitGranted => "limit_granted",
+            AuditKind::LimitRemoved => "limit_removed",
+        }
+    }
+
+    /// The kind named `name`, if there is one.
+    pub fn parse(name: &str) -> Option<AuditKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+/// One support action in the audit log. Stored as JSON (in Redis lists), newest first.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AuditEntry {
     pub at: Millis,
+    #[serde(default)]
+    pub kind: AuditKind,
     pub account_id: String,
+    /// Force-stops: the stream, its device and its display name; empty for limit changes.
+    #[serde(default)]
     pub stream_id: String,
+    #[serde(default)]
     pub device_id: String,
+    #[serde(default)]
     pub device_meta: String,
     pub actor: String,
     pub reason: String,
+    /// Limit changes: the limit in force before and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_from: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_to: Option<u32>,
+    /// Limit changes: when the granted limit ends, or when the removed one would have ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_until: Option<Millis>,
+}
+
+/// What a temporary-limit change did to the account, for its audit entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitChange {
+    pub kind: AuditKind,
+    /// The limit in force before and after.
+    pub from: u32,
+    pub to: u32,
+    /// When the granted limit ends, or when the removed one would have ended.
+    pub until: Millis,
+}
+
+impl LimitChange {
+    /// The audit entry of this change, made at `at` by `cmd`.
+    pub fn entry(self, cmd: &OverrideCmd, at: Millis) -> AuditEntry {
+        AuditEntry {
+            at,
+            kind: self.kind,
+            account_id: cmd.account_id.clone(),
+            stream_id: String::new(),
+            device_id: String::new(),
+            device_meta: String::new(),
+            actor: cmd.actor.clone(),
+            reason: cmd.reason.clone(),
+            limit_from: Some(self.from),
+            limit_to: Some(self.to),
+            limit_until: Some(self.until),
+        }
+    }
 }
 
 /// Entries kept in the fleet-wide audit log (per Redis shard).
@@ -361,9 +460,31 @@ impl AccountState {
         }
     }
 
-    /// Sets (or with `None` clears) the account's temporary limit.
-    pub fn set_override(&mut self, limit_override: Option<LimitOverride>) {
+    /// Sets (or with `None` clears) the account's temporary limit. Returns what changed, for
+    /// the audit log; `None` when a removal found no temporary limit in force.
+    pub fn set_override(
+        &mut self,
+        limit_override: Option<LimitOverride>,
+        now: Millis,
+    ) -> Option<LimitChange> {
+        let before = self.limit_at(&self.plan, now);
+        let active = self.limit_override.filter(|o| o.until > now);
         self.limit_override = limit_override;
+        match (limit_override, active) {
+            (Some(granted), _) => Some(LimitChange {
+                kind: AuditKind::LimitGranted,
+                from: before,
+                to: granted.limit,
+                until: granted.until,
+            }),
+            (None, Some(removed)) => Some(LimitChange {
+                kind: AuditKind::LimitRemoved,
+                from: removed.limit,
+                to: self.plan.limit,
+                until: removed.until,
+            }),
+            (None, None) => None,
+        }
     }
 
     fn active_count(&self, now: Millis) -> u32 {

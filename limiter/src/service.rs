@@ -9,9 +9,8 @@ use crate::config::{Backend, Config, FailurePolicy};
 use crate::ids::{PlanTag, StreamIdCodec, StreamRef};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
-    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, DenyRule, Device, ForceStopCmd,
-    ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride, OverrideGrant, ReleaseOutcome,
-    Timing,
+    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, DenyRule, Device, ForceStopCmd,
+    ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride, OverrideCmd, ReleaseOutcome, Timing,
 };
 use crate::plans::{PlanError, PlanSource};
 use crate::store::memory::MemoryStore;
@@ -371,29 +370,36 @@ impl StreamService {
         }
     }
 
-    /// Gives the account `grant.limit` streams for a while, or with `None` clears the override.
+    /// Gives the account `grant.limit` streams for a while, or with no grant clears the
+    /// override; the store logs the change with `actor` and `reason` in the audit log.
     pub async fn set_override(
         &self,
-        account_id: &str,
-        grant: Option<OverrideGrant>,
+        cmd: &OverrideCmd,
     ) -> Result<Option<LimitOverride>, ServiceError> {
         let result = self
             .store
-            .set_override(account_id, grant)
+            .set_override(cmd)
             .await
             .map_err(|e| self.unavailable(e))?;
-        tracing::info!(account_id, ?grant, "limit override changed");
+        tracing::info!(
+            account_id = cmd.account_id,
+            grant = ?cmd.grant,
+            actor = cmd.actor,
+            reason = cmd.reason,
+            "limit override changed"
+        );
         Ok(result)
     }
 
-    /// The newest force-stops, of one account or of the whole fleet.
+    /// The newest support actions, of one account or of the whole fleet, of one kind or all.
     pub async fn audit(
         &self,
         account_id: Option<&str>,
+        kind: Option<AuditKind>,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, ServiceError> {
         self.store
-            .audit(account_id, limit)
+            .audit(account_id, kind, limit)
             .await
             .map_err(|e| self.unavailable(e))
     }

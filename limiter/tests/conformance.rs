@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use screenlimit_limiter::ids::{PlanTag, StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
-    AcquireCmd, AcquireOutcome, DenyRule, Device, DeviceCaps, DeviceType, ForceStopCmd,
-    ForceStopOutcome, HeartbeatOutcome, OverrideGrant, Plan, ReleaseOutcome, Timing,
+    AcquireCmd, AcquireOutcome, AuditKind, DenyRule, Device, DeviceCaps, DeviceType, ForceStopCmd,
+    ForceStopOutcome, HeartbeatOutcome, OverrideCmd, OverrideGrant, Plan, ReleaseOutcome, Timing,
 };
 use screenlimit_limiter::plans::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
@@ -76,6 +76,16 @@ async fn kick<S: LeaseStore>(store: &S, account: &str, stream: &StreamRef) -> Fo
         reason: "customer asked".into(),
     };
     store.force_stop(&cmd).await.unwrap()
+}
+
+/// Support grants `limit` streams for `duration_ms` (or with `None` removes the temporary limit).
+fn change_limit(account: &str, grant: Option<(u32, u64)>) -> OverrideCmd {
+    OverrideCmd {
+        account_id: account.into(),
+        grant: grant.map(|(limit, duration_ms)| OverrideGrant { limit, duration_ms }),
+        actor: "bo@support".into(),
+        reason: "family visit".into(),
+    }
 }
 
 async fn active_devices<S: LeaseStore>(store: &S, account: &str) -> Vec<String> {
@@ -415,7 +425,7 @@ mod audit_cases {
             ForceStopOutcome::Stopped
         );
 
-        let fleet = store.audit(None, 10).await.unwrap();
+        let fleet = store.audit(None, None, 10).await.unwrap();
         let who: Vec<_> = fleet
             .iter()
             .map(|e| (e.account_id.as_str(), e.device_id.as_str()))
@@ -425,7 +435,7 @@ mod audit_cases {
             [("acct-b", "phone"), ("acct-a", "tv")],
             "newest first, repeats not logged"
         );
-        let entry = &store.audit(Some("acct-a"), 10).await.unwrap()[0];
+        let entry = &store.audit(Some("acct-a"), None, 10).await.unwrap()[0];
         assert_eq!(
             (
                 entry.stream_id.as_str(),
@@ -442,11 +452,181 @@ mod audit_cases {
         );
         assert!(entry.at > 0);
         assert_eq!(
-            store.audit(Some("acct-a"), 10).await.unwrap().len(),
+            store.audit(Some("acct-a"), None, 10).await.unwrap().len(),
             1,
             "filtered by account"
         );
-        assert_eq!(store.audit(None, 1).await.unwrap().len(), 1, "limited");
+        assert_eq!(
+            store.audit(None, None, 1).await.unwrap().len(),
+            1,
+            "limited"
+        );
+        assert_eq!(entry.kind, AuditKind::ForceStop);
+        assert_eq!(
+            (entry.limit_from, entry.limit_to, entry.limit_until),
+            (None, None, None)
+        );
+    }
+
+    /// (kind, limit from, limit to) of an account's audit log, newest first; checks the rest.
+    async fn limit_log<S: LeaseStore>(
+        store: &S,
+        account: &str,
+    ) -> Vec<(AuditKind, Option<u32>, Option<u32>)> {
+        let entries = store.audit(Some(account), None, 10).await.unwrap();
+        for e in &entries {
+            assert_eq!(e.account_id, account);
+            assert_eq!(
+                (e.actor.as_str(), e.reason.as_str()),
+                ("bo@support", "family visit")
+            );
+            assert_eq!((e.stream_id.as_str(), e.device_id.as_str()), ("", ""));
+        }
+        entries
+            .iter()
+            .map(|e| (e.kind, e.limit_from, e.limit_to))
+            .collect()
+    }
+
+    pub async fn limit_changes_are_audited_with_actor_from_to_until_and_reason<S: LeaseStore>(
+        store: &S,
+    ) {
+        use AuditKind::{LimitGranted, LimitRemoved};
+        // Nothing to remove: nothing changes, nothing is logged (as a repeated force-stop).
+        store
+            .set_override(&change_limit("acct-a", None))
+            .await
+            .unwrap();
+        assert!(limit_log(store, "acct-a").await.is_empty());
+
+        let first = store
+            .set_override(&change_limit("acct-a", Some((3, 60_000))))
+            .await
+            .unwrap()
+            .unwrap();
+        let entry = &store.audit(Some("acct-a"), None, 1).await.unwrap()[0];
+        assert_eq!(entry.limit_until, Some(first.until), "until when");
+        assert_eq!(entry.at + 60_000, first.until, "on the store's clock");
+        // Replacing it logs the limit it replaced; removing it, the plan's limit it brings back
+        // and when the removed one would have ended.
+        let second = store
+            .set_override(&change_limit("acct-a", Some((2, 30_000))))
+            .await
+            .unwrap()
+            .unwrap();
+        store
+            .set_override(&change_limit("acct-a", None))
+            .await
+            .unwrap();
+        store
+            .set_override(&change_limit("acct-a", None))
+            .await
+            .unwrap();
+        assert_eq!(
+            limit_log(store, "acct-a").await,
+            [
+                (LimitRemoved, Some(2), Some(1)),
+                (LimitGranted, Some(3), Some(2)),
+                (LimitGranted, Some(1), Some(3)),
+            ],
+            "newest first, the no-op removal not logged"
+        );
+        let removed = &store.audit(Some("acct-a"), None, 1).await.unwrap()[0];
+        assert_eq!(removed.limit_until, Some(second.until));
+
+        // The plan the account is held to is what "from" and, after a removal, "to" name.
+        granted(store, &play("acct-b", "tv", plan("standard", 2))).await;
+        store
+            .set_override(&change_limit("acct-b", Some((4, 60_000))))
+            .await
+            .unwrap();
+        store
+            .set_override(&change_limit("acct-b", None))
+            .await
+            .unwrap();
+        assert_eq!(
+            limit_log(store, "acct-b").await,
+            [
+                (LimitRemoved, Some(4), Some(2)),
+                (LimitGranted, Some(2), Some(4))
+            ]
+        );
+        // An override that ended by itself is not in force: removing it logs nothing, and a
+        // new grant starts from the plan's limit.
+        store
+            .set_override(&change_limit("acct-c", Some((5, 200))))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        store
+            .set_override(&change_limit("acct-c", None))
+            .await
+            .unwrap();
+        store
+            .set_override(&change_limit("acct-c", Some((2, 1_000))))
+            .await
+            .unwrap();
+        assert_eq!(
+            limit_log(store, "acct-c").await,
+            [
+                (LimitGranted, Some(1), Some(2)),
+                (LimitGranted, Some(1), Some(5))
+            ]
+        );
+    }
+
+    pub async fn the_audit_log_filters_by_kind_and_account<S: LeaseStore>(store: &S) {
+        let tv = granted(store, &play("acct-a", "tv", None)).await;
+        assert_eq!(kick(store, "acct-a", &tv).await, ForceStopOutcome::Stopped);
+        for account in ["acct-a", "acct-b"] {
+            store
+                .set_override(&change_limit(account, Some((3, 60_000))))
+                .await
+                .unwrap();
+        }
+        store
+            .set_override(&change_limit("acct-b", None))
+            .await
+            .unwrap();
+
+        let log = |account: Option<&'static str>, kind: Option<AuditKind>, limit: usize| async move {
+            let entries = store.audit(account, kind, limit).await.unwrap();
+            entries
+                .into_iter()
+                .map(|e| (e.account_id, e.kind))
+                .collect::<Vec<_>>()
+        };
+        let a = || "acct-a".to_owned();
+        let b = || "acct-b".to_owned();
+        use AuditKind::{ForceStop, LimitGranted, LimitRemoved};
+        assert_eq!(
+            log(None, None, 10).await,
+            [
+                (b(), LimitRemoved),
+                (b(), LimitGranted),
+                (a(), LimitGranted),
+                (a(), ForceStop)
+            ]
+        );
+        assert_eq!(
+            log(None, Some(LimitGranted), 10).await,
+            [(b(), LimitGranted), (a(), LimitGranted)]
+        );
+        assert_eq!(
+            log(None, Some(LimitGranted), 1).await,
+            [(b(), LimitGranted)],
+            "limited after filtering"
+        );
+        assert_eq!(log(None, Some(ForceStop), 10).await, [(a(), ForceStop)]);
+        assert_eq!(
+            log(Some("acct-a"), Some(LimitGranted), 10).await,
+            [(a(), LimitGranted)]
+        );
+        assert_eq!(
+            log(Some("acct-b"), Some(LimitRemoved), 10).await,
+            [(b(), LimitRemoved)]
+        );
+        assert!(log(Some("acct-b"), Some(ForceStop), 10).await.is_empty());
     }
 }
 
@@ -594,12 +774,8 @@ mod plan_rule_cases {
     }
 
     pub async fn an_override_raises_the_limit_until_it_expires<S: LeaseStore>(store: &S) {
-        let grant = OverrideGrant {
-            limit: 2,
-            duration_ms: 400,
-        };
         let set = store
-            .set_override("acct", Some(grant))
+            .set_override(&change_limit("acct", Some((2, 400))))
             .await
             .unwrap()
             .expect("override set");
@@ -629,18 +805,23 @@ mod plan_rule_cases {
     }
 
     pub async fn an_override_outlives_an_idle_account_and_can_be_cleared<S: LeaseStore>(store: &S) {
-        let grant = OverrideGrant {
-            limit: 3,
-            duration_ms: 5_000,
-        };
-        store.set_override("idle", Some(grant)).await.unwrap();
+        store
+            .set_override(&change_limit("idle", Some((3, 5_000))))
+            .await
+            .unwrap();
         tokio::time::sleep(TTL * 2 + Duration::from_millis(200)).await;
         assert_eq!(
             store.list("idle").await.unwrap().limit,
             3,
             "kept past the account's idle expiry"
         );
-        assert_eq!(store.set_override("idle", None).await.unwrap(), None);
+        assert_eq!(
+            store
+                .set_override(&change_limit("idle", None))
+                .await
+                .unwrap(),
+            None
+        );
         let view = store.list("idle").await.unwrap();
         assert_eq!((view.limit, view.limit_override), (1, None));
     }
@@ -756,7 +937,13 @@ conformance_module!(
     an_override_outlives_an_idle_account_and_can_be_cleared,
 );
 
-conformance_module!(audit, audit_cases, force_stops_are_audited_newest_first);
+conformance_module!(
+    audit,
+    audit_cases,
+    force_stops_are_audited_newest_first,
+    limit_changes_are_audited_with_actor_from_to_until_and_reason,
+    the_audit_log_filters_by_kind_and_account,
+);
 
 conformance_module!(
     capped_default_plan,

@@ -595,3 +595,89 @@ async fn support_can_grant_a_temporary_extra_stream() {
         StatusCode::CONFLICT
     );
 }
+
+#[tokio::test]
+async fn limit_changes_reach_the_audit_log_filterable_by_kind() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    let url = format!("{}/v1/accounts/fam/limit-override", api.base);
+    let audit = |query: &'static str| {
+        let url = format!("{}/v1/audit?{query}", api.base);
+        api.send(api.http.get(url))
+    };
+    // A bad actor or reason changes nothing and logs nothing.
+    let bad = api
+        .send(
+            api.http.put(&url).json(
+                &json!({"max_streams": 2, "expires_in_sec": 3600, "reason": "x".repeat(201)}),
+            ),
+        )
+        .await;
+    assert_eq!(
+        (bad.status, bad.body["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("reason"))
+    );
+    let bad = api
+        .send(api.http.delete(&url).json(&json!({"actor": "a\u{7}b"})))
+        .await;
+    assert_eq!(
+        (bad.status, bad.body["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("actor"))
+    );
+    assert_eq!(audit("").await.body["entries"], json!([]));
+
+    let granted = api
+        .send(
+            api.http
+                .put(&url)
+                .json(&json!({"max_streams": 3, "expires_in_sec": 3600,
+            "actor": "bo@support", "reason": "family visit"})),
+        )
+        .await;
+    assert_eq!(granted.status, StatusCode::OK);
+    // No body at all is fine for a removal: the actor is then `api`.
+    assert_eq!(api.send(api.http.delete(&url)).await.status, StatusCode::OK);
+
+    let log = audit("account_id=fam").await;
+    let entries = log.body["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{}", log.body);
+    let (removed, grant) = (&entries[0], &entries[1]);
+    assert_eq!(grant["kind"], "limit_granted");
+    assert_eq!(
+        (&grant["actor"], &grant["reason"]),
+        (&json!("bo@support"), &json!("family visit"))
+    );
+    assert_eq!(
+        (&grant["limit_from"], &grant["limit_to"]),
+        (&json!(1), &json!(3))
+    );
+    assert_eq!(grant["limit_until"], granted.body["expires_at"]);
+    assert_eq!(grant["stream_id"], "");
+    assert_eq!(removed["kind"], "limit_removed");
+    assert_eq!(
+        (&removed["actor"], &removed["reason"]),
+        (&json!("api"), &json!(""))
+    );
+    assert_eq!(
+        (&removed["limit_from"], &removed["limit_to"]),
+        (&json!(3), &json!(1))
+    );
+
+    let only = audit("kind=limit_removed").await;
+    assert_eq!(only.body["entries"].as_array().unwrap().len(), 1);
+    assert_eq!(only.body["entries"][0]["kind"], "limit_removed");
+    assert_eq!(
+        audit("kind=force_stop&account_id=fam").await.body["entries"],
+        json!([])
+    );
+    let unknown = audit("kind=grant").await;
+    assert_eq!(
+        (unknown.status, unknown.body["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("kind"))
+    );
+    let message = unknown.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("force_stop, limit_granted, limit_removed"),
+        "{message}"
+    );
+}

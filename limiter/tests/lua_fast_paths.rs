@@ -171,7 +171,9 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
             |script: &Script, twin: &str, args: &[Vec<u8>], redis: &mut redis::Connection| {
                 let mut invocation = script.prepare_invoke();
                 invocation.key(on(twin));
-                if std::ptr::eq(script, &scripts.force_stop) {
+                if std::ptr::eq(script, &scripts.force_stop)
+                    || std::ptr::eq(script, &scripts.set_override)
+                {
                     invocation.key(format!("sl:audit:{{{twin}-{account}}}"));
                     invocation.key(format!("sl:audit:{twin}"));
                 }
@@ -307,6 +309,12 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 b"2".to_vec(),
                 limit.to_string().into_bytes(),
                 duration.to_string().into_bytes(),
+                account.to_string().into_bytes(),
+                b"support@example.com".to_vec(),
+                b"test".to_vec(),
+                b"50".to_vec(),
+                b"1000".to_vec(),
+                b"60000".to_vec(),
             ];
             let ours = call(&scripts.set_override, "fast", &args, &mut redis);
             let theirs = call(&scripts.set_override, "general", &args, &mut redis);

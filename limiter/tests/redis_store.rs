@@ -8,12 +8,15 @@ use std::time::Duration;
 
 use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
-    AcquireCmd, AcquireOutcome, Device, ForceStopCmd, HeartbeatOutcome, Plan, Timing,
+    AUDIT_PER_ACCOUNT, AcquireCmd, AcquireOutcome, AuditKind, Device, ForceStopCmd,
+    HeartbeatOutcome, OverrideCmd, OverrideGrant, Plan, Timing,
 };
 use screenlimit_limiter::plans::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
-use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec, account_key};
+use screenlimit_limiter::store::redis::{
+    RedisOptions, RedisStore, SHARD_AUDIT_KEY, ShardSpec, account_audit_key, account_key,
+};
 use support::RedisServer;
 
 fn store_on(servers: &[&RedisServer], ttl: Duration) -> Arc<RedisStore> {
@@ -264,4 +267,68 @@ async fn an_idle_account_key_expires_by_itself() {
         !exists(&server, &key),
         "no sweeper needed: Redis dropped the idle account"
     );
+}
+
+/// A reply of `server.command` as an integer (`:42`).
+fn integer(server: &RedisServer, command: &str) -> i64 {
+    let reply = server.command(command).unwrap();
+    reply
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .unwrap_or_else(|_| panic!("{command}: {reply}"))
+}
+
+/// A temporary-limit change is logged by the script that makes it, in one call, on the
+/// account's own list (its hash tag, its caps, its expiry) and the shard's; entries written
+/// before audit kinds existed read as force-stops.
+#[tokio::test]
+async fn limit_changes_share_the_force_stop_audit_lists_and_their_bounds() {
+    let server = RedisServer::start();
+    let store = store_on(&[&server], Duration::from_secs(30));
+    let change = |grant: Option<u32>| OverrideCmd {
+        account_id: "acct-x".into(),
+        grant: grant.map(|limit| OverrideGrant {
+            limit,
+            duration_ms: 60_000,
+        }),
+        actor: "bo@support".into(),
+        reason: "family visit".into(),
+    };
+    store.set_override(&change(Some(2))).await.unwrap();
+    server.command("CONFIG RESETSTAT").unwrap();
+    store.set_override(&change(None)).await.unwrap();
+    let stats = server.command("INFO commandstats").unwrap();
+    assert!(stats.contains("cmdstat_evalsha:calls=1,"), "{stats}");
+    // Both lists are written by that one script call (its commands count here too).
+    assert!(stats.contains("cmdstat_lpush:calls=2,"), "{stats}");
+
+    let list = account_audit_key("acct-x");
+    assert_eq!(list, "sl:audit:{acct-x}", "the account's hash tag");
+    for i in 0..60 {
+        store.set_override(&change(Some(2 + i % 3))).await.unwrap();
+    }
+    assert_eq!(
+        integer(&server, &format!("LLEN {list}")),
+        AUDIT_PER_ACCOUNT as i64
+    );
+    assert_eq!(integer(&server, &format!("LLEN {SHARD_AUDIT_KEY}")), 62);
+    let pttl = integer(&server, &format!("PTTL {list}"));
+    assert!(pttl > 29 * 24 * 3600 * 1000, "kept 30 days: {pttl} ms");
+
+    server
+        .command(
+            r#"LPUSH sl:audit:{acct-old} '{"at":1,"account_id":"acct-old","stream_id":"s.tv","device_id":"tv","device_meta":"","actor":"ana","reason":""}'"#,
+        )
+        .unwrap();
+    let old = store.audit(Some("acct-old"), None, 10).await.unwrap();
+    assert_eq!(
+        (old.len(), old[0].kind, old[0].limit_to),
+        (1, AuditKind::ForceStop, None)
+    );
+    let granted = store
+        .audit(Some("acct-old"), Some(AuditKind::LimitGranted), 10)
+        .await
+        .unwrap();
+    assert!(granted.is_empty());
 }

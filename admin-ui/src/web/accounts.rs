@@ -15,6 +15,7 @@ use time::OffsetDateTime;
 use super::AppState;
 use super::ctx::{Ctx, Nav};
 use super::error::PageError;
+use crate::ids;
 use crate::limiter::{AccountStreams, ActiveStream, ForceStopOutcome, LimitOverride, LimiterError};
 use crate::view;
 
@@ -192,6 +193,8 @@ pub struct LimitsForm {
     /// The screens field, as typed (or the suggestion).
     pub max_streams: String,
     pub presets: Vec<Preset>,
+    /// The reason field, as typed (it goes to the audit log).
+    pub reason: String,
     pub error: Option<String>,
 }
 
@@ -205,6 +208,7 @@ impl LimitsForm {
             active: streams.limit_override.is_some(),
             max_streams: suggestion.to_string(),
             presets: presets(DEFAULT_OVERRIDE_SEC),
+            reason: String::new(),
             error: None,
         }
     }
@@ -219,6 +223,7 @@ impl LimitsForm {
         LimitsForm {
             max_streams: input.max_streams.chars().take(20).collect(),
             presets: presets(chosen),
+            reason: input.reason.chars().take(MAX_REASON_BYTES).collect(),
             error: Some(error),
             ..LimitsForm::new(streams)
         }
@@ -264,17 +269,16 @@ struct ForceStopPage {
     error: Option<String>,
 }
 
-/// Why an account id cannot be looked up, in words; `None` when it is fine.
+/// Why an account id from the address cannot be looked up, in words; `None` when it is fine.
 fn malformed(account_id: &str) -> Option<String> {
-    screenlimit_limiter::ids::validate_token(account_id)
+    ids::check_account_id(account_id)
         .err()
-        .map(|_| {
-            format!(
-                "“{account_id}” is not an account id. Account ids are 1 to 64 characters: \
-                 letters A–Z and a–z, digits, and . _ : - (no spaces). Check the id the customer \
-                 read out, or copy it from the customer record."
-            )
-        })
+        .map(|e| e.to_string())
+}
+
+/// A stream id from the address that must not reach the limiter, as a 400 page.
+fn check_stream(ctx: &Ctx, stream_id: &str) -> Result<(), PageError> {
+    ids::check_stream_id(stream_id).map_err(|e| PageError::bad_id(&e).with_nav(ctx.nav("accounts")))
 }
 
 fn bad_account(ctx: &Ctx, account_id: &str, message: String) -> Response {
@@ -451,6 +455,7 @@ async fn confirm_force_stop(
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
+    check_stream(&ctx, &stream_id)?;
     let Some(stream) = find_stream(&state, &ctx, &account_id, &stream_id).await? else {
         return Ok(Redirect::to(&format!("/accounts/{account_id}?gone=1")).into_response());
     };
@@ -499,6 +504,7 @@ async fn force_stop(
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
+    check_stream(&ctx, &stream_id)?;
     let reason = match clean_reason(&form.reason) {
         Ok(reason) => reason,
         Err(message) => {
@@ -558,6 +564,16 @@ struct OverrideForm {
     /// Seconds, one of `OVERRIDE_PRESETS` (any value in range is accepted).
     #[serde(default)]
     expires_in: String,
+    /// Why, for the audit log (optional).
+    #[serde(default)]
+    reason: String,
+}
+
+#[derive(Deserialize)]
+struct RemoveForm {
+    /// Why, for the audit log (optional).
+    #[serde(default)]
+    reason: String,
 }
 
 /// Checks the grant form; says in words what is wrong, if anything.
@@ -633,50 +649,82 @@ async fn grant_override(
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
-    let (max_streams, seconds) = match parse_override(&form.max_streams, &form.expires_in) {
+    let checked = parse_override(&form.max_streams, &form.expires_in)
+        .and_then(|(streams, seconds)| Ok((streams, seconds, clean_reason(&form.reason)?)));
+    let (max_streams, seconds, reason) = match checked {
         Ok(valid) => valid,
         Err(message) => {
-            let streams = state
-                .limiter
-                .account_streams(&account_id)
-                .await
-                .map_err(|e| PageError::limiter(&e).with_nav(ctx.nav("accounts")))?;
-            let form = LimitsForm::refused(&streams, &form, message);
-            let page = account_page(&state, &ctx, &account_id, &streams, None, Some(form));
-            return Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response());
+            let form = |streams: &AccountStreams| LimitsForm::refused(streams, &form, message);
+            return refused_limits(&state, &ctx, &account_id, form).await;
         }
     };
     let granted = state
         .limiter
-        .set_limit_override(&account_id, max_streams, seconds)
+        .set_limit_override(&account_id, max_streams, seconds, &ctx.user.name, &reason)
         .await
         .map_err(|e| override_error(&ctx, &e))?;
-    // The limiter keeps no record of overrides; this log line is the trail of who did it.
+    // The limiter's audit log is the record; this line is for the dashboard's own log.
     tracing::info!(
         account_id,
         max_streams,
         expires_at = granted.expires_at,
         actor = ctx.user.name,
+        reason,
         "temporary limit granted"
     );
     Ok(Redirect::to(&format!("/accounts/{account_id}?limit=granted")).into_response())
+}
+
+/// The account page again, 422, with the limits form `form` makes (what was typed, and why it
+/// was refused).
+async fn refused_limits(
+    state: &AppState,
+    ctx: &Ctx,
+    account_id: &str,
+    form: impl FnOnce(&AccountStreams) -> LimitsForm,
+) -> Result<Response, PageError> {
+    let streams = state
+        .limiter
+        .account_streams(account_id)
+        .await
+        .map_err(|e| PageError::limiter(&e).with_nav(ctx.nav("accounts")))?;
+    let limits = form(&streams);
+    let page = account_page(state, ctx, account_id, &streams, None, Some(limits));
+    Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
 }
 
 async fn remove_override(
     State(state): State<AppState>,
     ctx: Ctx,
     Path(account_id): Path<String>,
+    Form(form): Form<RemoveForm>,
 ) -> Result<Response, PageError> {
     ctx.require_support("accounts", "change an account's limit")?;
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
+    let reason = match clean_reason(&form.reason) {
+        Ok(reason) => reason,
+        Err(message) => {
+            let limits = |streams: &AccountStreams| LimitsForm {
+                reason: form.reason.chars().take(MAX_REASON_BYTES).collect(),
+                error: Some(message),
+                ..LimitsForm::new(streams)
+            };
+            return refused_limits(&state, &ctx, &account_id, limits).await;
+        }
+    };
     state
         .limiter
-        .clear_limit_override(&account_id)
+        .clear_limit_override(&account_id, &ctx.user.name, &reason)
         .await
         .map_err(|e| override_error(&ctx, &e))?;
-    tracing::info!(account_id, actor = ctx.user.name, "temporary limit removed");
+    tracing::info!(
+        account_id,
+        actor = ctx.user.name,
+        reason,
+        "temporary limit removed"
+    );
     Ok(Redirect::to(&format!("/accounts/{account_id}?limit=removed")).into_response())
 }
 

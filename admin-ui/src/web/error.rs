@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::ctx::{CsrfToken, Nav};
+use crate::ids::BadId;
 use crate::limiter::LimiterError;
 
 #[derive(Template, WebTemplate)]
@@ -40,8 +41,25 @@ impl PageError {
         self
     }
 
+    /// An id from the address that the dashboard will not pass on: 400, saying what is wrong.
+    pub fn bad_id(error: &BadId) -> PageError {
+        let title = match error {
+            BadId::Account { .. } | BadId::Unaddressable { .. } => "That is not an account id",
+            BadId::Stream { .. } => "That is not a stream id",
+        };
+        PageError::new(StatusCode::BAD_REQUEST, title, error.to_string())
+    }
+
     /// The limiter did not answer, or answered something unusable.
     pub fn limiter(error: &LimiterError) -> PageError {
+        if let LimiterError::Unaddressable { segment } = error {
+            // Caught before sending: the id is at fault, not the limiter.
+            return PageError::new(
+                StatusCode::BAD_REQUEST,
+                "That id cannot be looked up",
+                format!("{error}. Nothing was sent to the limiter; check the id “{segment}”."),
+            );
+        }
         let (status, title) = match error {
             LimiterError::Timeout { .. } => {
                 (StatusCode::GATEWAY_TIMEOUT, "The limiter is not answering")

@@ -10,6 +10,7 @@ use reqwest::header::HeaderMap;
 use screenlimit_admin_ui::auth::Role;
 use screenlimit_admin_ui::auth::users::Users;
 use screenlimit_admin_ui::config::Settings;
+use screenlimit_admin_ui::view::query_encode;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -247,6 +248,47 @@ impl Agent {
             request = request.header(*k, *v);
         }
         self.finish(request).await
+    }
+
+    /// Sends `path` exactly as written. HTTP clients (reqwest, browsers) resolve `.` and `..`
+    /// segments, even as `%2E%2E`, before sending; a hostile client does not, so tests of such
+    /// addresses write the request by hand. `form` (if any) goes as a url-encoded POST body.
+    pub async fn raw(&mut self, method: &str, path: &str, form: &[(&str, &str)]) -> Page {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let host = self.base.trim_start_matches("http://").to_owned();
+        let body = form
+            .iter()
+            .map(|(k, v)| format!("{k}={}", query_encode(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {host}\r\ncookie: {}\r\n\
+             content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            self.cookie_header(),
+            body.len()
+        );
+        let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+        let mut lines = head.lines();
+        let status = lines.next().unwrap().split(' ').nth(1).unwrap();
+        let mut headers = HeaderMap::new();
+        for line in lines {
+            let (name, value) = line.split_once(':').unwrap();
+            headers.append(
+                reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).unwrap(),
+                value.trim().parse().unwrap(),
+            );
+        }
+        Page {
+            status: StatusCode::from_bytes(status.as_bytes()).unwrap(),
+            headers,
+            body: body.to_owned(),
+        }
     }
 
     /// A CSRF token for this agent's cookie (fetching a page first if it has none).

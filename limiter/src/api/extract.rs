@@ -40,6 +40,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
+/// An optional JSON body (force-stop, removing a temporary limit): nothing, or only whitespace,
+/// gives `T::default()`; anything else must be JSON of `T`, else 422.
+pub fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            format!("the JSON body does not fit this call: {e}"),
+        )
+    })
+}
+
 /// `axum::extract::Path` that rejects with the API's JSON error body.
 pub struct ApiPath<T>(pub T);
 

@@ -10,11 +10,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery, optional_json};
 use super::types::{
-    AccountRef, AccountStreamsResponse, AuditEntryInfo, AuditQuery, AuditResponse, ErrorBody,
-    ForceStopRequest, HeartbeatResponse, LimitReachedBody, OkResponse, OverrideInfo,
-    OverrideRequest, PlayStartRequest, PlayStartResponse, StreamInfo, check_account_id,
+    AccountRef, AccountStreamsResponse, AuditEntryInfo, AuditQuery, AuditResponse,
+    ClearOverrideRequest, ErrorBody, ForceStopRequest, HeartbeatResponse, LimitReachedBody,
+    OkResponse, OverrideInfo, OverrideRequest, PlayStartRequest, PlayStartResponse, StreamInfo,
+    check_account_id,
 };
 use crate::model::{AUDIT_RECENT, DenyRule, ForceStopOutcome, HeartbeatOutcome};
 use crate::service::{FleetView, PlayDecision, StreamService};
@@ -226,18 +227,7 @@ pub async fn force_stop(
     body: Bytes,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&account_id)?;
-    let request: ForceStopRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        ForceStopRequest::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_request",
-                format!("the JSON body does not fit this call: {e}"),
-            )
-        })?
-    };
-    let (actor, reason) = request.validate()?;
+    let (actor, reason) = optional_json::<ForceStopRequest>(&body)?.validate()?;
     let outcome = service
         .force_stop(&account_id, &stream_id, &actor, &reason)
         .await?;
@@ -250,14 +240,15 @@ pub async fn force_stop(
     }))
 }
 
-/// Grant the account a temporary limit (support gives an extra stream), replacing any earlier one.
+/// Grant the account a temporary limit (support gives an extra stream), replacing any earlier one;
+/// the audit log records it (`limit_granted`) with actor and reason.
 #[utoipa::path(
     put, path = "/v1/accounts/{account_id}/limit-override", tag = "accounts",
     params(("account_id" = String, Path)),
     request_body = OverrideRequest,
     responses(
         (status = 200, description = "The override in force", body = OverrideInfo),
-        (status = 422, description = "Out of range", body = ErrorBody),
+        (status = 422, description = "Out of range, or invalid actor or reason", body = ErrorBody),
         (status = 503, description = "Store unavailable", body = ErrorBody),
     )
 )]
@@ -267,8 +258,8 @@ pub async fn set_override(
     ApiJson(body): ApiJson<OverrideRequest>,
 ) -> Result<Json<OverrideInfo>, ApiError> {
     check_account_id(&account_id)?;
-    let grant = body.validate()?;
-    let granted = service.set_override(&account_id, Some(grant)).await?;
+    let cmd = body.validate(&account_id)?;
+    let granted = service.set_override(&cmd).await?;
     let granted = granted.ok_or_else(|| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -279,31 +270,40 @@ pub async fn set_override(
     Ok(Json(OverrideInfo::from(granted)))
 }
 
-/// Remove the account's temporary limit; its plan's limit applies again.
+/// Remove the account's temporary limit; its plan's limit applies again. The audit log records
+/// it (`limit_removed`) with actor and reason, when there was one to remove.
 #[utoipa::path(
     delete, path = "/v1/accounts/{account_id}/limit-override", tag = "accounts",
     params(("account_id" = String, Path)),
-    responses((status = 200, body = OkResponse), (status = 503, body = ErrorBody))
+    request_body(content = Option<ClearOverrideRequest>, description = "Optional: actor and reason for the audit log"),
+    responses(
+        (status = 200, description = "Removed (or there was none)", body = OkResponse),
+        (status = 422, description = "Invalid actor or reason", body = ErrorBody),
+        (status = 503, description = "Store unavailable", body = ErrorBody),
+    )
 )]
 pub async fn clear_override(
     State(service): State<AppState>,
     ApiPath(account_id): ApiPath<String>,
+    body: Bytes,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&account_id)?;
-    service.set_override(&account_id, None).await?;
+    let cmd = optional_json::<ClearOverrideRequest>(&body)?.validate(&account_id)?;
+    service.set_override(&cmd).await?;
     Ok(Json(OkResponse {
         ok: true,
         degraded: false,
     }))
 }
 
-/// The newest force-stops, fleet-wide or for one account.
+/// The newest support actions (force-stops, temporary limits granted and removed), fleet-wide or
+/// for one account, of every kind or of one.
 #[utoipa::path(
     get, path = "/v1/audit", tag = "accounts",
     params(AuditQuery),
     responses(
         (status = 200, description = "Newest first", body = AuditResponse),
-        (status = 422, description = "Malformed account id", body = ErrorBody),
+        (status = 422, description = "Malformed account id, unknown kind or bad limit", body = ErrorBody),
         (status = 503, description = "Store unavailable", body = ErrorBody),
     )
 )]
@@ -314,8 +314,11 @@ pub async fn audit(
     if let Some(account_id) = &query.account_id {
         check_account_id(account_id)?;
     }
+    let kind = query.kind()?;
     let limit = query.limit.unwrap_or(50).clamp(1, AUDIT_RECENT);
-    let entries = service.audit(query.account_id.as_deref(), limit).await?;
+    let entries = service
+        .audit(query.account_id.as_deref(), kind, limit)
+        .await?;
     Ok(Json(AuditResponse {
         entries: entries.into_iter().map(AuditEntryInfo::from).collect(),
     }))

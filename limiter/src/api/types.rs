@@ -8,7 +8,9 @@ use utoipa::ToSchema;
 use super::error::ApiError;
 use crate::config::MAX_STREAMS_CEILING;
 use crate::ids::{validate_display_name, validate_token};
-use crate::model::{AuditEntry, Device, DeviceType, LimitOverride, Millis, OverrideGrant};
+use crate::model::{
+    AuditEntry, AuditKind, Device, DeviceType, LimitOverride, Millis, OverrideCmd, OverrideGrant,
+};
 use crate::service::{ActiveStream, PlayStart};
 
 /// `POST /v1/streams`: a device asks to start playing.
@@ -210,65 +212,111 @@ pub struct ForceStopRequest {
 /// Longest force-stop reason, in bytes.
 pub const MAX_REASON_BYTES: usize = 200;
 
+/// Checks who and why of a support action: returns (actor, reason), with `api` as the actor
+/// when none is named.
+fn check_note(actor: Option<String>, reason: Option<String>) -> Result<(String, String), ApiError> {
+    let actor = actor.unwrap_or_else(|| "api".into());
+    validate_display_name(&actor).map_err(|e| ApiError::invalid_field("actor", &e.to_string()))?;
+    if actor.trim().is_empty() {
+        return Err(ApiError::invalid_field("actor", "must not be blank"));
+    }
+    let reason = reason.unwrap_or_default();
+    if reason.len() > MAX_REASON_BYTES {
+        return Err(ApiError::invalid_field(
+            "reason",
+            &format!("is longer than {MAX_REASON_BYTES} bytes"),
+        ));
+    }
+    if reason.chars().any(|c| c.is_control() && c != '\n') {
+        return Err(ApiError::invalid_field(
+            "reason",
+            "may not hold control characters",
+        ));
+    }
+    Ok((actor, reason))
+}
+
 impl ForceStopRequest {
     /// Returns (actor, reason), with `api` as the actor when none is named.
     pub fn validate(self) -> Result<(String, String), ApiError> {
-        let actor = self.actor.unwrap_or_else(|| "api".into());
-        validate_display_name(&actor)
-            .map_err(|e| ApiError::invalid_field("actor", &e.to_string()))?;
-        if actor.trim().is_empty() {
-            return Err(ApiError::invalid_field("actor", "must not be blank"));
-        }
-        let reason = self.reason.unwrap_or_default();
-        if reason.len() > MAX_REASON_BYTES {
-            return Err(ApiError::invalid_field(
-                "reason",
-                &format!("is longer than {MAX_REASON_BYTES} bytes"),
-            ));
-        }
-        if reason.chars().any(|c| c.is_control() && c != '\n') {
-            return Err(ApiError::invalid_field(
-                "reason",
-                "may not hold control characters",
-            ));
-        }
-        Ok((actor, reason))
+        check_note(self.actor, self.reason)
     }
 }
 
-/// One force-stop as the audit log shows it.
+/// One support action as the audit log shows it: a force-stop, or a temporary limit granted or
+/// removed.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AuditEntryInfo {
     /// RFC 3339 UTC, on the store's clock.
     pub at: String,
+    pub kind: AuditKind,
     pub account_id: String,
+    /// `force_stop`: the stopped stream; empty for limit changes.
     pub stream_id: String,
+    /// `force_stop`: its device; empty for limit changes.
     pub device_id: String,
+    /// `force_stop`: the device's display name; empty for limit changes.
     pub device_meta: String,
+    /// Who did it: the support agent the caller named, else `api`.
     pub actor: String,
+    /// Why, as the caller gave it (may be empty).
     pub reason: String,
+    /// Limit changes: the account's limit in force before; null for force-stops.
+    pub limit_from: Option<u32>,
+    /// Limit changes: the account's limit in force after (the plan's after a removal); null for
+    /// force-stops.
+    pub limit_to: Option<u32>,
+    /// Limit changes, RFC 3339 UTC: when the granted limit ends, or when the removed one would
+    /// have ended; null for force-stops.
+    pub limit_until: Option<String>,
 }
 
 impl From<AuditEntry> for AuditEntryInfo {
     fn from(e: AuditEntry) -> Self {
         AuditEntryInfo {
             at: rfc3339(e.at),
+            kind: e.kind,
             account_id: e.account_id,
             stream_id: e.stream_id,
             device_id: e.device_id,
             device_meta: e.device_meta,
             actor: e.actor,
             reason: e.reason,
+            limit_from: e.limit_from,
+            limit_to: e.limit_to,
+            limit_until: e.limit_until.map(rfc3339),
         }
     }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditQuery {
     /// Only this account's entries.
     pub account_id: Option<String>,
+    /// Only entries of this kind. Read as text so an unknown kind gets a message that lists the
+    /// kinds.
+    #[param(value_type = Option<AuditKind>)]
+    pub kind: Option<String>,
     /// How many entries, newest first (default 50, at most 1000).
     pub limit: Option<usize>,
+}
+
+impl AuditQuery {
+    /// The kind filter, if any; an unknown kind is a 422 that names the known ones.
+    pub fn kind(&self) -> Result<Option<AuditKind>, ApiError> {
+        let Some(name) = &self.kind else {
+            return Ok(None);
+        };
+        AuditKind::parse(name).map(Some).ok_or_else(|| {
+            let known: Vec<&str> = AuditKind::ALL.iter().map(|k| k.as_str()).collect();
+            let shown: String = name.chars().take(40).collect();
+            ApiError::invalid_field(
+                "kind",
+                &format!("must be one of {} (got {shown:?})", known.join(", ")),
+            )
+        })
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -286,10 +334,48 @@ pub struct OverrideRequest {
     pub max_streams: u32,
     /// How long it lasts, in seconds (at most 30 days).
     pub expires_in_sec: u64,
+    /// For the audit log: the support agent (or system) granting it; at most 64 bytes; `api`
+    /// when not given.
+    pub actor: Option<String>,
+    /// For the audit log: why; at most 200 bytes, no control characters.
+    pub reason: Option<String>,
+}
+
+/// Optional body of `DELETE /v1/accounts/{account_id}/limit-override`: who removes the
+/// temporary limit and why, for the audit log.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct ClearOverrideRequest {
+    /// The support agent (or system) removing it; at most 64 bytes; `api` when not given.
+    pub actor: Option<String>,
+    /// Why; at most 200 bytes, no control characters.
+    pub reason: Option<String>,
+}
+
+impl ClearOverrideRequest {
+    pub fn validate(self, account_id: &str) -> Result<OverrideCmd, ApiError> {
+        let (actor, reason) = check_note(self.actor, self.reason)?;
+        Ok(OverrideCmd {
+            account_id: account_id.to_owned(),
+            grant: None,
+            actor,
+            reason,
+        })
+    }
 }
 
 impl OverrideRequest {
-    pub fn validate(self) -> Result<OverrideGrant, ApiError> {
+    pub fn validate(self, account_id: &str) -> Result<OverrideCmd, ApiError> {
+        let grant = self.grant()?;
+        let (actor, reason) = check_note(self.actor, self.reason)?;
+        Ok(OverrideCmd {
+            account_id: account_id.to_owned(),
+            grant: Some(grant),
+            actor,
+            reason,
+        })
+    }
+
+    fn grant(&self) -> Result<OverrideGrant, ApiError> {
         if !(1..=MAX_STREAMS_CEILING).contains(&self.max_streams) {
             return Err(ApiError::invalid_field(
                 "max_streams",

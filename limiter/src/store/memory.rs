@@ -13,9 +13,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::StreamRef;
 use crate::model::{
-    AUDIT_RECENT, AccountState, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, ForceStopCmd,
-    ForceStopOutcome, HeartbeatOutcome, LimitOverride, Millis, OverrideGrant, Plan, ReleaseOutcome,
-    Timing,
+    AUDIT_RECENT, AccountState, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind,
+    ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, LimitOverride, Millis, OverrideCmd, Plan,
+    ReleaseOutcome, Timing,
 };
 
 const STRIPES: usize = 64;
@@ -31,12 +31,16 @@ pub struct MemoryStore {
 fn audit_entry(cmd: &ForceStopCmd, at: Millis, device_meta: String) -> AuditEntry {
     AuditEntry {
         at,
+        kind: AuditKind::ForceStop,
         account_id: cmd.account_id.clone(),
         stream_id: cmd.stream_id.clone(),
         device_id: cmd.stream.device_id.clone(),
         device_meta,
         actor: cmd.actor.clone(),
         reason: cmd.reason.clone(),
+        limit_from: None,
+        limit_to: None,
+        limit_until: None,
     }
 }
 
@@ -101,6 +105,14 @@ impl MemoryStore {
         self.with_account_or(account_id, &self.default_plan, op)
     }
 
+    /// Adds an entry to the audit log. Called under the account's stripe lock, so the entry is
+    /// written in the same step as the change it records (lock order: stripe, then audit).
+    fn record(&self, entry: AuditEntry) {
+        let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        audit.push_front(entry);
+        audit.truncate(AUDIT_RECENT);
+    }
+
     /// Runs `op` on the account, created under `fresh_plan` if the store holds nothing for it.
     fn with_account_or<T>(
         &self,
@@ -161,28 +173,26 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
-        let (outcome, entry) = self.with_account(&cmd.account_id, |state, now| {
+        Ok(self.with_account(&cmd.account_id, |state, now| {
             let device_meta = state.device_meta(&cmd.stream.device_id);
             let outcome = state.force_stop(&cmd.stream, now, self.timing);
-            (outcome, audit_entry(cmd, now, device_meta))
-        });
-        if outcome == ForceStopOutcome::Stopped {
-            let mut audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-            audit.push_front(entry);
-            audit.truncate(AUDIT_RECENT);
-        }
-        Ok(outcome)
+            if outcome == ForceStopOutcome::Stopped {
+                self.record(audit_entry(cmd, now, device_meta));
+            }
+            outcome
+        }))
     }
 
     async fn audit(
         &self,
         account_id: Option<&str>,
+        kind: Option<AuditKind>,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         let audit = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-        let matching = audit
-            .iter()
-            .filter(|e| account_id.is_none_or(|a| e.account_id == a));
+        let matching = audit.iter().filter(|e| {
+            account_id.is_none_or(|a| e.account_id == a) && kind.is_none_or(|k| e.kind == k)
+        });
         Ok(matching.take(limit).cloned().collect())
     }
 
@@ -190,17 +200,15 @@ impl LeaseStore for MemoryStore {
         Ok(self.with_account(account_id, |state, now| state.view(now)))
     }
 
-    async fn set_override(
-        &self,
-        account_id: &str,
-        grant: Option<OverrideGrant>,
-    ) -> Result<Option<LimitOverride>, StoreError> {
-        Ok(self.with_account(account_id, |state, now| {
-            let limit_override = grant.map(|g| LimitOverride {
+    async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
+        Ok(self.with_account(&cmd.account_id, |state, now| {
+            let limit_override = cmd.grant.map(|g| LimitOverride {
                 limit: g.limit,
                 until: now + g.duration_ms,
             });
-            state.set_override(limit_override);
+            if let Some(change) = state.set_override(limit_override, now) {
+                self.record(change.entry(cmd, now));
+            }
             limit_override
         }))
     }

@@ -8,8 +8,8 @@ use std::future::Future;
 
 use crate::ids::StreamRef;
 use crate::model::{
-    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, LimitOverride, OverrideGrant, ReleaseOutcome,
+    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
+    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome,
 };
 
 /// Why the store could not answer. The service turns these into the failure policy's decision.
@@ -72,10 +72,11 @@ pub trait LeaseStore: Send + Sync + 'static {
         cmd: &ForceStopCmd,
     ) -> impl Future<Output = Result<ForceStopOutcome, StoreError>> + Send;
 
-    /// The newest audit entries, of one account or of the whole fleet.
+    /// The newest audit entries, of one account or of the whole fleet, of one kind or all.
     fn audit(
         &self,
         account_id: Option<&str>,
+        kind: Option<AuditKind>,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
 
@@ -84,11 +85,11 @@ pub trait LeaseStore: Send + Sync + 'static {
         account_id: &str,
     ) -> impl Future<Output = Result<AccountView, StoreError>> + Send;
 
-    /// Gives the account a temporary limit, or clears it with `None`.
+    /// Gives the account a temporary limit, or clears it with `None`, and records the change
+    /// (if any) in the audit log in the same step. Returns the temporary limit now in force.
     fn set_override(
         &self,
-        account_id: &str,
-        grant: Option<OverrideGrant>,
+        cmd: &OverrideCmd,
     ) -> impl Future<Output = Result<Option<LimitOverride>, StoreError>> + Send;
 
     /// Checks every shard now, within the deadline.
@@ -158,21 +159,18 @@ impl LeaseStore for AnyStore {
     async fn audit(
         &self,
         account_id: Option<&str>,
+        kind: Option<AuditKind>,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        delegate!(self, s => s.audit(account_id, limit))
+        delegate!(self, s => s.audit(account_id, kind, limit))
     }
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
         delegate!(self, s => s.list(account_id))
     }
 
-    async fn set_override(
-        &self,
-        account_id: &str,
-        grant: Option<OverrideGrant>,
-    ) -> Result<Option<LimitOverride>, StoreError> {
-        delegate!(self, s => s.set_override(account_id, grant))
+    async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
+        delegate!(self, s => s.set_override(cmd))
     }
 
     async fn health(&self) -> Vec<ShardHealth> {

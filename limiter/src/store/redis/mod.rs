@@ -19,9 +19,9 @@ use self::shard::Shard;
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::{PlanTag, StreamRef};
 use crate::model::{
-    AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, DenyRule,
-    DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride,
-    OverrideGrant, Plan, ReleaseOutcome, Timing,
+    AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
+    AuditKind, DenyRule, DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease,
+    LimitOverride, OverrideCmd, Plan, ReleaseOutcome, Timing,
 };
 use crate::plans::PlanBook;
 
@@ -102,7 +102,7 @@ pub fn account_audit_key(account_id: &str) -> String {
     format!("sl:audit:{{{account_id}}}")
 }
 
-/// Each shard's list of its newest force-stops; the fleet view merges them.
+/// Each shard's list of its newest support actions; the fleet view merges them.
 pub const SHARD_AUDIT_KEY: &str = "sl:audit";
 
 /// How long an account's audit list outlives its last entry.
@@ -262,15 +262,21 @@ impl RedisStore {
         Err(error)
     }
 
-    /// The newest `limit` entries of one audit list on shard `index`.
+    /// The newest `limit` entries (of `kind`, if given) of one audit list on shard `index`.
     async fn audit_list(
         &self,
         index: usize,
         key: &str,
+        kind: Option<AuditKind>,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
+        // Filtered by kind, the whole list is read: it is capped (AUDIT_RECENT at most).
+        let last = match kind {
+            Some(_) => -1,
+            None => limit.saturating_sub(1) as i64,
+        };
         let mut command = redis::cmd("LRANGE");
-        command.arg(key).arg(0).arg(limit.saturating_sub(1));
+        command.arg(key).arg(0).arg(last);
         let command = &command;
         let raw: Vec<String> = self
             .guarded(index, |mut connection| async move {
@@ -279,8 +285,20 @@ impl RedisStore {
             .await?;
         Ok(raw
             .iter()
-            .filter_map(|json| serde_json::from_str(json).ok())
+            .filter_map(|json| serde_json::from_str::<AuditEntry>(json).ok())
+            .filter(|e| kind.is_none_or(|k| e.kind == k))
+            .take(limit)
             .collect())
+    }
+
+    /// The audit arguments every logging script ends with: caps and retention.
+    fn audit_args<'a, 's>(
+        invocation: &'a mut ScriptInvocation<'s>,
+    ) -> &'a mut ScriptInvocation<'s> {
+        invocation
+            .arg(AUDIT_PER_ACCOUNT)
+            .arg(AUDIT_RECENT)
+            .arg(AUDIT_RETENTION.as_millis() as u64)
     }
 
     /// Renews a stream through its shard's next batch: its new lease end, or 0 when only the
@@ -527,10 +545,8 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.account_id)
             .arg(&cmd.stream_id)
             .arg(&cmd.actor)
-            .arg(&cmd.reason)
-            .arg(AUDIT_PER_ACCOUNT)
-            .arg(AUDIT_RECENT)
-            .arg(AUDIT_RETENTION.as_millis() as u64);
+            .arg(&cmd.reason);
+        Self::audit_args(&mut invocation);
         let code: u64 = self.run(&cmd.account_id, &invocation).await?;
         Ok(match code {
             1 => ForceStopOutcome::Stopped,
@@ -542,15 +558,17 @@ impl LeaseStore for RedisStore {
     async fn audit(
         &self,
         account_id: Option<&str>,
+        kind: Option<AuditKind>,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         if let Some(account_id) = account_id {
             let index = ring::shard_for(account_id, self.shards.len());
             return self
-                .audit_list(index, &account_audit_key(account_id), limit)
+                .audit_list(index, &account_audit_key(account_id), kind, limit)
                 .await;
         }
-        let per_shard = (0..self.shards.len()).map(|i| self.audit_list(i, SHARD_AUDIT_KEY, limit));
+        let per_shard =
+            (0..self.shards.len()).map(|i| self.audit_list(i, SHARD_AUDIT_KEY, kind, limit));
         let mut merged = Vec::new();
         for entries in futures::future::join_all(per_shard).await {
             merged.extend(entries?);
@@ -594,19 +612,22 @@ impl LeaseStore for RedisStore {
         }
     }
 
-    async fn set_override(
-        &self,
-        account_id: &str,
-        grant: Option<OverrideGrant>,
-    ) -> Result<Option<LimitOverride>, StoreError> {
-        let mut invocation = self.scripts.set_override.key(account_key(account_id));
-        let (limit, duration_ms) = grant.map_or((0, 0), |g| (g.limit, g.duration_ms));
+    async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
+        let mut invocation = self.scripts.set_override.key(account_key(&cmd.account_id));
+        invocation
+            .key(account_audit_key(&cmd.account_id))
+            .key(SHARD_AUDIT_KEY);
+        let (limit, duration_ms) = cmd.grant.map_or((0, 0), |g| (g.limit, g.duration_ms));
         self.timing_args(&mut invocation)
             .arg(&self.default_plan.name)
             .arg(self.default_plan.limit)
             .arg(limit)
-            .arg(duration_ms);
-        let reply: Vec<u64> = self.run(account_id, &invocation).await?;
+            .arg(duration_ms)
+            .arg(&cmd.account_id)
+            .arg(&cmd.actor)
+            .arg(&cmd.reason);
+        Self::audit_args(&mut invocation);
+        let reply: Vec<u64> = self.run(&cmd.account_id, &invocation).await?;
         match reply.as_slice() {
             [0, _] => Ok(None),
             &[limit, until] => Ok(Some(LimitOverride {

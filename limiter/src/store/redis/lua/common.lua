@@ -154,3 +154,14 @@ local function push_active(out, v, recs, now, skip)
   end
   return out
 end
+
+-- Logs a support action (a JSON entry) in the script that made the change: on the account's list,
+-- which shares the account's hash tag, capped and kept `retention` ms past its newest entry, and
+-- on the shard's fleet list, capped.
+local function push_audit(account_list, shard_list, entry, per_account, per_shard, retention)
+  redis.call('LPUSH', account_list, entry)
+  redis.call('LTRIM', account_list, 0, tonumber(per_account) - 1)
+  redis.call('PEXPIRE', account_list, retention)
+  redis.call('LPUSH', shard_list, entry)
+  redis.call('LTRIM', shard_list, 0, tonumber(per_shard) - 1)
+end

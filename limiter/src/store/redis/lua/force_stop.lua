@@ -12,11 +12,7 @@ if recs[i + 2] == REVOKED or nonce_at(v, recs[i]) ~= ARGV[4] then return 2 end
 local meta = meta_at(v, recs, i)
 local edits = { [i] = tombstone(v, recs, i, REVOKED, now + tonumber(ARGV[2])) }
 save(KEYS[1], v, h, recs, edits, nil, ARGV[2], now)
-local entry = cjson.encode({ at = now, account_id = ARGV[5], stream_id = ARGV[6], device_id = ARGV[3],
-  device_meta = meta, actor = ARGV[7], reason = ARGV[8] })
-redis.call('LPUSH', KEYS[2], entry)
-redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[9]) - 1)
-redis.call('PEXPIRE', KEYS[2], ARGV[11])
-redis.call('LPUSH', KEYS[3], entry)
-redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[10]) - 1)
+local entry = cjson.encode({ at = now, kind = 'force_stop', account_id = ARGV[5], stream_id = ARGV[6],
+  device_id = ARGV[3], device_meta = meta, actor = ARGV[7], reason = ARGV[8] })
+push_audit(KEYS[2], KEYS[3], entry, ARGV[9], ARGV[10], ARGV[11])
 return 1

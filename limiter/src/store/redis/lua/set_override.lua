@@ -1,12 +1,29 @@
--- set_override: give the account a temporary limit (support grants an extra stream), or clear it.
--- ARGV: ttl, keep (2 TTL), default plan, default limit, override limit (0 = clear), duration (ms)
+-- set_override: give the account a temporary limit (support grants an extra stream), or clear it,
+-- and log the change with who and why (a removal that finds none in force changes nothing and
+-- logs nothing). Mirrors AccountState::set_override in model.rs.
+-- KEYS: account, the account's audit list, this shard's fleet audit list
+-- ARGV: ttl, keep (2 TTL), default plan, default limit, override limit (0 = clear), duration (ms),
+--       account id, actor, reason, entries kept per account, entries kept per shard,
+--       audit retention (ms)
 -- Returns {override limit, override end} ({0, 0} when cleared).
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
 local v, h, recs = scan(KEYS[1], now, ttl)
 h = h or fresh_header(ARGV[3], ARGV[4])
+local before, had, had_ends = limit_of(h, now), 0, h.ovr_ends
+if h.ovr_ends > now then had = h.ovr_limit end
 h.ovr_limit = tonumber(ARGV[5])
 h.ovr_ends = 0
 if h.ovr_limit > 0 then h.ovr_ends = now + tonumber(ARGV[6]) end
 save(KEYS[1], v, h, recs, {}, nil, ARGV[2], now)
+local entry
+if h.ovr_limit > 0 then
+  entry = { kind = 'limit_granted', limit_from = before, limit_to = h.ovr_limit, limit_until = h.ovr_ends }
+elseif had > 0 then
+  entry = { kind = 'limit_removed', limit_from = had, limit_to = h.limit, limit_until = had_ends }
+end
+if entry then
+  entry.at, entry.account_id, entry.actor, entry.reason = now, ARGV[7], ARGV[8], ARGV[9]
+  push_audit(KEYS[2], KEYS[3], cjson.encode(entry), ARGV[10], ARGV[11], ARGV[12])
+end
 return { h.ovr_limit, h.ovr_ends }
