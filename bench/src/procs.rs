@@ -159,6 +159,20 @@ impl RedisStats {
         Ok(user + sys)
     }
 
+    /// CPU of Redis's main thread (user + sys, network I/O included): what caps one shard.
+    pub fn main_thread_cpu_seconds(&mut self) -> anyhow::Result<f64> {
+        let info = self.info("cpu")?;
+        let field = |key: &str| -> anyhow::Result<f64> {
+            info.lines()
+                .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(':')))
+                .with_context(|| format!("INFO cpu has no {key} (Redis 7.0 or newer)"))?
+                .trim()
+                .parse::<f64>()
+                .map_err(Into::into)
+        };
+        Ok(field("used_cpu_user_main_thread")? + field("used_cpu_sys_main_thread")?)
+    }
+
     pub fn used_memory(&mut self) -> anyhow::Result<u64> {
         Ok(self.field("memory", "used_memory")?.parse()?)
     }

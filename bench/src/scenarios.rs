@@ -287,6 +287,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
 struct CostWindow {
     stats: Option<crate::procs::RedisStats>,
     redis_cpu: f64,
+    redis_main_cpu: f64,
     limiter_cpu: f64,
     started: Instant,
 }
@@ -301,9 +302,14 @@ impl CostWindow {
                 s.cpu_seconds().ok()
             })
             .unwrap_or(0.0);
+        let redis_main_cpu = stats
+            .as_mut()
+            .and_then(|s| s.main_thread_cpu_seconds().ok())
+            .unwrap_or(0.0);
         CostWindow {
             stats,
             redis_cpu,
+            redis_main_cpu,
             limiter_cpu: stack.limiter_cpu(),
             started: Instant::now(),
         }
@@ -326,6 +332,14 @@ impl CostWindow {
             out["redis_usec_per_evalsha"] = json!(round2(evalsha.usec_per_call()));
             out["redis_cpu_us_per_request"] = json!(round2(per_req(cpu - self.redis_cpu)));
             out["redis_cores_busy"] = json!(round2((cpu - self.redis_cpu) / secs));
+        }
+        if let Some(main) = self
+            .stats
+            .as_mut()
+            .and_then(|s| s.main_thread_cpu_seconds().ok())
+        {
+            out["redis_main_thread_cpu_us_per_request"] =
+                json!(round2(per_req(main - self.redis_main_cpu)));
         }
         if !stack.limiters.is_empty() {
             let cpu = stack.limiter_cpu() - self.limiter_cpu;

@@ -55,8 +55,8 @@ pub struct Metrics {
     latency: HistogramVec,
     store_errors: IntCounterVec,
     circuit_open: IntGaugeVec,
-    renew_calls: IntCounterVec,
-    renew_heartbeats: IntCounterVec,
+    store_batches: IntCounterVec,
+    store_batched_commands: IntCounterVec,
 }
 
 impl Metrics {
@@ -95,18 +95,18 @@ impl Metrics {
             &["shard"],
         )
         .expect("valid metric");
-        let renew_calls = IntCounterVec::new(
+        let store_batches = IntCounterVec::new(
             Opts::new(
-                "renew_calls_total",
-                "Heartbeat batches (renew script calls) sent to a shard",
+                "store_batches_total",
+                "Batches (pipelines, one round trip each) sent to a shard",
             ),
             &["shard"],
         )
         .expect("valid metric");
-        let renew_heartbeats = IntCounterVec::new(
+        let store_batched_commands = IntCounterVec::new(
             Opts::new(
-                "renew_heartbeats_total",
-                "Heartbeats sent in those batches; divided by renew_calls_total, the mean batch size",
+                "store_batched_commands_total",
+                "Commands sent in those batches; divided by store_batches_total, the mean batch depth",
             ),
             &["shard"],
         )
@@ -116,8 +116,8 @@ impl Metrics {
             Box::new(latency.clone()),
             Box::new(store_errors.clone()),
             Box::new(circuit_open.clone()),
-            Box::new(renew_calls.clone()),
-            Box::new(renew_heartbeats.clone()),
+            Box::new(store_batches.clone()),
+            Box::new(store_batched_commands.clone()),
         ] {
             registry.register(metric).expect("metric registered once");
         }
@@ -127,8 +127,8 @@ impl Metrics {
             latency,
             store_errors,
             circuit_open,
-            renew_calls,
-            renew_heartbeats,
+            store_batches,
+            store_batched_commands,
         }
     }
 
@@ -172,12 +172,12 @@ impl Metrics {
             .set(i64::from(open));
     }
 
-    /// Brings the heartbeat-batch counters up to the store's running totals.
-    pub fn sync_renewals(&self, shard: usize, calls: u64, heartbeats: u64) {
+    /// Brings the batch counters up to the store's running totals.
+    pub fn sync_batches(&self, shard: usize, batches: u64, commands: u64) {
         let shard = shard.to_string();
         for (counter, total) in [
-            (&self.renew_calls, calls),
-            (&self.renew_heartbeats, heartbeats),
+            (&self.store_batches, batches),
+            (&self.store_batched_commands, commands),
         ] {
             let counter = counter.with_label_values(&[&shard]);
             counter.inc_by(total.saturating_sub(counter.get()));
@@ -205,22 +205,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn heartbeat_batch_counters_follow_the_store_totals() {
+    fn batch_counters_follow_the_store_totals() {
         let metrics = Metrics::new();
-        metrics.sync_renewals(0, 5, 20);
-        metrics.sync_renewals(0, 7, 30);
-        metrics.sync_renewals(1, 1, 1);
+        metrics.sync_batches(0, 5, 20);
+        metrics.sync_batches(0, 7, 30);
+        metrics.sync_batches(1, 1, 1);
         let text = metrics.render();
         assert!(
-            text.contains("screenlimit_renew_calls_total{shard=\"0\"} 7"),
+            text.contains("screenlimit_store_batches_total{shard=\"0\"} 7"),
             "{text}"
         );
         assert!(
-            text.contains("screenlimit_renew_heartbeats_total{shard=\"0\"} 30"),
+            text.contains("screenlimit_store_batched_commands_total{shard=\"0\"} 30"),
             "{text}"
         );
         assert!(
-            text.contains("screenlimit_renew_heartbeats_total{shard=\"1\"} 1"),
+            text.contains("screenlimit_store_batched_commands_total{shard=\"1\"} 1"),
             "{text}"
         );
     }

@@ -2,16 +2,13 @@
 //!
 //! The limiter runs one single-threaded Tokio runtime per thread ("lane", `threads` in the
 //! config). One listener accepts connections and deals them out to the lanes in turn; a lane
-//! serves each of its connections to the end, on its own thread, with its own Redis connection
-//! per shard (see `store/redis/shard.rs`). A request, its store call and the driver of that
-//! call's Redis connection thus run on one thread: no cross-thread wake-ups, no work stealing.
-//! Lane 0 is the thread that called [`run`]; it also accepts, runs the background tasks (shard
+//! serves each of its connections to the end, on its own thread: no work stealing. Store calls
+//! of all lanes for one shard share that shard's queue and connection, so that they share round
+//! trips to Redis (see `store/redis/batch.rs`). Lane 0 is the thread that called [`run`]; it also accepts, runs the background tasks (shard
 //! maintenance, plan listener, sweeper) and handles the shutdown signal.
 
-use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -20,27 +17,9 @@ use tokio::sync::{mpsc, watch};
 use crate::config::Config;
 use crate::service::StreamService;
 
-thread_local! {
-    static LANE: Cell<usize> = const { Cell::new(0) };
-}
-
-/// How many lanes this process serves on (1 until [`run`] starts more).
-static LANES: AtomicUsize = AtomicUsize::new(1);
-
-/// The lane the calling thread serves (0 for any thread that is not a lane).
-pub fn current_lane() -> usize {
-    LANE.with(Cell::get)
-}
-
-/// How many lanes this process serves on.
-pub fn lanes() -> usize {
-    LANES.load(Ordering::Relaxed)
-}
-
 /// Serves the API until a shutdown signal; blocks the calling thread, which becomes lane 0.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let lanes = config.threads();
-    LANES.store(lanes, Ordering::Relaxed);
     let runtime = lane_runtime()?;
     runtime.block_on(serve(config, lanes))
 }
@@ -83,7 +62,6 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
         let thread = std::thread::Builder::new()
             .name(format!("screenlimit-lane-{lane}"))
             .spawn(move || -> anyhow::Result<()> {
-                LANE.with(|l| l.set(lane));
                 lane_runtime()?.block_on(async move {
                     warm_up(service);
                     serve_lane(incoming, local, router, stopping).await

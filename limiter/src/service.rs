@@ -470,8 +470,8 @@ impl StreamService {
         for (shard, open) in self.store.circuits() {
             self.metrics.set_circuit(shard, open);
         }
-        for (shard, calls, heartbeats) in self.store.renew_totals() {
-            self.metrics.sync_renewals(shard, calls, heartbeats);
+        for (shard, batches, commands) in self.store.batch_totals() {
+            self.metrics.sync_batches(shard, batches, commands);
         }
         self.metrics.render()
     }

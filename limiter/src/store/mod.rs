@@ -112,12 +112,12 @@ impl AnyStore {
         }
     }
 
-    /// Per shard, heartbeat batches sent and the heartbeats in them: (shard, calls, heartbeats).
-    /// The embedded store has none.
-    pub fn renew_totals(&self) -> Vec<(usize, u64, u64)> {
+    /// Per shard, batches sent and the commands in them: (shard, batches, commands). The
+    /// embedded store has none.
+    pub fn batch_totals(&self) -> Vec<(usize, u64, u64)> {
         match self {
             AnyStore::Memory(_) => Vec::new(),
-            AnyStore::Redis(store) => store.renew_totals(),
+            AnyStore::Redis(store) => store.batch_totals(),
         }
     }
 }

@@ -1,20 +1,23 @@
 //! The Redis store: accounts spread over shards by a consistent hash, each operation one
 //! `EVALSHA` of one Lua script (loaded on first use, reloaded if the server lost it), every call
-//! bounded by the store deadline and guarded by a per-shard circuit breaker.
+//! bounded by the store deadline and guarded by a per-shard circuit breaker. The commands of all
+//! lanes for one shard share round trips (`batch.rs`).
 
+mod batch;
 mod breaker;
+mod call;
 mod record;
-mod renewals;
 pub mod ring;
 mod shard;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-use redis::{FromRedisValue, Script, ScriptInvocation, Value};
+use redis::aio::ConnectionLike;
+use redis::{Cmd, FromRedisValue, Value};
 
-use self::renewals::{Renewal, RenewalQueue};
+use self::batch::Job;
+use self::call::{Call, LuaScript};
 use self::shard::Shard;
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::{PlanTag, StreamRef};
@@ -50,26 +53,38 @@ const RENEW_SCRIPT: &str = concat!(include_str!("lua/fast.lua"), include_str!("l
 
 /// The scripts, one per operation, and `renew`.
 pub struct Scripts {
-    pub acquire: Script,
-    pub renew: Script,
-    pub heartbeat: Script,
-    pub release: Script,
-    pub force_stop: Script,
-    pub list: Script,
-    pub set_override: Script,
+    pub acquire: LuaScript,
+    pub renew: LuaScript,
+    pub heartbeat: LuaScript,
+    pub release: LuaScript,
+    pub force_stop: LuaScript,
+    pub list: LuaScript,
+    pub set_override: LuaScript,
 }
 
 impl Scripts {
     pub fn new() -> Self {
         Scripts {
-            acquire: Script::new(lease_script!(fast "acquire")),
-            renew: Script::new(RENEW_SCRIPT),
-            heartbeat: Script::new(lease_script!("heartbeat")),
-            release: Script::new(lease_script!(fast "release")),
-            force_stop: Script::new(lease_script!("force_stop")),
-            list: Script::new(lease_script!("list")),
-            set_override: Script::new(lease_script!("set_override")),
+            acquire: LuaScript::new(lease_script!(fast "acquire")),
+            renew: LuaScript::new(RENEW_SCRIPT),
+            heartbeat: LuaScript::new(lease_script!("heartbeat")),
+            release: LuaScript::new(lease_script!(fast "release")),
+            force_stop: LuaScript::new(lease_script!("force_stop")),
+            list: LuaScript::new(lease_script!("list")),
+            set_override: LuaScript::new(lease_script!("set_override")),
         }
+    }
+
+    fn all(&self) -> [&LuaScript; 7] {
+        [
+            &self.acquire,
+            &self.renew,
+            &self.heartbeat,
+            &self.release,
+            &self.force_stop,
+            &self.list,
+            &self.set_override,
+        ]
     }
 
     /// The source of every script by operation name, for tools such as the benchmark.
@@ -110,9 +125,6 @@ const AUDIT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 pub struct RedisStore {
     shards: Vec<Arc<Shard>>,
-    /// Per serving lane, per shard, the heartbeats waiting for the next `renew` batch: a lane
-    /// batches its own heartbeats on its own connection, so no batch wakes another thread.
-    renewals: Vec<Vec<RenewalQueue>>,
     /// The store itself, for the task that sends a batch (it must outlive any one request).
     me: Weak<RedisStore>,
     scripts: Scripts,
@@ -175,9 +187,6 @@ impl RedisStore {
             ),
         };
         let store = Arc::new_cyclic(|me| RedisStore {
-            renewals: (0..crate::server::lanes().max(1))
-                .map(|_| shards.iter().map(|_| RenewalQueue::default()).collect())
-                .collect(),
             me: me.clone(),
             shards,
             scripts: Scripts::new(),
@@ -197,13 +206,14 @@ impl RedisStore {
         Ok(store)
     }
 
-    /// Per shard, `renew` calls so far and the heartbeats they carried: (shard, calls, heartbeats).
-    pub fn renew_totals(&self) -> Vec<(usize, u64, u64)> {
-        (0..self.shards.len())
-            .map(|shard| {
-                let lanes = self.renewals.iter().map(|lane| lane[shard].totals());
-                let (calls, beats) = lanes.fold((0, 0), |(c, b), (lc, lb)| (c + lc, b + lb));
-                (shard, calls, beats)
+    /// Per shard, batches sent so far and the commands they carried: (shard, batches, commands).
+    pub fn batch_totals(&self) -> Vec<(usize, u64, u64)> {
+        self.shards
+            .iter()
+            .enumerate()
+            .map(|(index, shard)| {
+                let (batches, commands) = shard.queue.totals();
+                (index, batches, commands)
             })
             .collect()
     }
@@ -217,22 +227,115 @@ impl RedisStore {
             .collect()
     }
 
+    /// Runs one script call on the account's shard, in the shard's next batch.
     async fn run<T: FromRedisValue>(
         &self,
         account_id: &str,
-        invocation: &ScriptInvocation<'_>,
+        call: &Call<'_>,
     ) -> Result<T, StoreError> {
         let index = ring::shard_for(account_id, self.shards.len());
-        self.guarded(index, |mut connection| async move {
-            invocation.invoke_async(&mut connection).await
-        })
-        .await
+        let reply = self.send(index, call.command()).await?;
+        redis::from_redis_value(reply).map_err(|e| malformed(&e.to_string()))
+    }
+
+    /// Sends one command to shard `index` in its next batch; its reply within the store deadline.
+    async fn send(&self, index: usize, command: Cmd) -> Result<Value, StoreError> {
+        let shard = &self.shards[index];
+        if shard.breaker.is_open() {
+            return Err(StoreError::CircuitOpen { shard: index });
+        }
+        let (answer, reply) = tokio::sync::oneshot::channel();
+        if shard.queue.push(Job { command, answer }) {
+            // A task of its own, so that a request that goes away cannot strand the batch.
+            let store = self.me.upgrade().expect("the store outlives its requests");
+            tokio::spawn(store.send_batches(index));
+        }
+        match tokio::time::timeout(self.deadline, reply).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(StoreError::Backend {
+                shard: index,
+                message: "the batch was dropped".into(),
+            }),
+            Err(_) => Err(StoreError::Timeout { shard: index }),
+        }
+    }
+
+    /// Sends shard `index`'s waiting commands, batch after batch, until none wait.
+    async fn send_batches(self: Arc<Self>, index: usize) {
+        let queue = &self.shards[index].queue;
+        loop {
+            let batch = queue.take_batch();
+            let commands: Vec<&Cmd> = batch.iter().map(|job| &job.command).collect();
+            let replies = self.run_batch(index, &commands).await;
+            for (i, job) in batch.into_iter().enumerate() {
+                let answer = match &replies {
+                    Ok(replies) => match &replies[i] {
+                        Value::ServerError(error) => Err(StoreError::Backend {
+                            shard: index,
+                            message: error.to_string(),
+                        }),
+                        value => Ok(value.clone()),
+                    },
+                    Err(error) => Err(error.clone()),
+                };
+                // A command whose request went away no longer listens; that is fine.
+                let _ = job.answer.send(answer);
+            }
+            if !queue.finish_batch() {
+                return;
+            }
+        }
+    }
+
+    /// One pipeline of `commands` on shard `index`: a reply per command, in order. Scripts the
+    /// server lost (a restart, a failover, `SCRIPT FLUSH`) are loaded again and the commands it
+    /// refused with `NOSCRIPT` sent once more.
+    async fn run_batch(&self, index: usize, commands: &[&Cmd]) -> Result<Vec<Value>, StoreError> {
+        let mut replies = self.pipeline(index, commands.iter().copied()).await?;
+        let lost: Vec<usize> = (0..replies.len())
+            .filter(|&i| matches!(&replies[i], Value::ServerError(e) if e.code() == "NOSCRIPT"))
+            .collect();
+        if lost.is_empty() {
+            return Ok(replies);
+        }
+        let loads: Vec<Cmd> = self.scripts.all().map(LuaScript::load_command).into();
+        self.pipeline(index, loads.iter()).await?;
+        let again = self
+            .pipeline(index, lost.iter().map(|&i| commands[i]))
+            .await?;
+        for (i, reply) in lost.into_iter().zip(again) {
+            replies[i] = reply;
+        }
+        Ok(replies)
+    }
+
+    /// `commands` as one pipeline (one write, one read) under the shard's breaker and deadline.
+    async fn pipeline<'c>(
+        &self,
+        index: usize,
+        commands: impl Iterator<Item = &'c Cmd>,
+    ) -> Result<Vec<Value>, StoreError> {
+        let mut pipe = redis::pipe();
+        for command in commands {
+            pipe.add_command(command.clone());
+        }
+        let count = pipe.len();
+        let pipe = &pipe;
+        let replies = self
+            .guarded(index, |mut connection| async move {
+                connection.req_packed_commands(pipe, 0, count).await
+            })
+            .await?;
+        match replies.len() == count {
+            true => Ok(replies),
+            false => Err(malformed("a pipeline answered the wrong number of replies")),
+        }
     }
 
     /// Runs one call on shard `index`'s master under its circuit breaker and the store deadline.
     async fn guarded<T, F, Fut>(&self, index: usize, call: F) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(redis::aio::ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let shard = &self.shards[index];
@@ -292,84 +395,25 @@ impl RedisStore {
     }
 
     /// The audit arguments every logging script ends with: caps and retention.
-    fn audit_args<'a, 's>(
-        invocation: &'a mut ScriptInvocation<'s>,
-    ) -> &'a mut ScriptInvocation<'s> {
+    fn audit_args<'a, 's>(invocation: &'a mut Call<'s>) -> &'a mut Call<'s> {
         invocation
             .arg(AUDIT_PER_ACCOUNT)
             .arg(AUDIT_RECENT)
             .arg(AUDIT_RETENTION.as_millis() as u64)
     }
 
-    /// Renews a stream through its shard's next batch: its new lease end, or 0 when only the
-    /// full heartbeat script can answer.
+    /// Renews a stream with the `renew` script: its new lease end, or 0 when only the full
+    /// heartbeat script can answer.
     async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<u64, StoreError> {
-        let index = ring::shard_for(account_id, self.shards.len());
-        let (answer, renewed) = tokio::sync::oneshot::channel();
-        let renewal = Renewal {
-            key: account_key(account_id),
-            device: stream.device_id.clone(),
-            nonce: stream.nonce,
-            answer,
-        };
-        if self.renewal_queue(index).push(renewal) {
-            // A task of its own, so that a request that goes away cannot strand the batch.
-            let store = self.me.upgrade().expect("the store outlives its requests");
-            tokio::spawn(store.send_renewals(index));
-        }
-        renewed.await.unwrap_or_else(|_| {
-            Err(StoreError::Backend {
-                shard: index,
-                message: "the renewal batch was dropped".into(),
-            })
-        })
+        let mut call = self.scripts.renew.key(account_key(account_id));
+        self.timing_args(&mut call)
+            .arg(&stream.device_id)
+            .arg(&stream.nonce[..]);
+        let ends: Vec<u64> = self.run(account_id, &call).await?;
+        ends.first().copied().ok_or_else(|| malformed("renew"))
     }
 
-    /// The calling lane's queue for shard `index` (lane 0's for a thread that is not a lane).
-    fn renewal_queue(&self, index: usize) -> &RenewalQueue {
-        let lane = self.renewals.get(crate::server::current_lane());
-        &lane.unwrap_or(&self.renewals[0])[index]
-    }
-
-    /// Sends the calling lane's waiting heartbeats for shard `index`, batch after batch, until
-    /// none wait. It runs as a task of that lane, so it stays on the lane's thread.
-    async fn send_renewals(self: Arc<Self>, index: usize) {
-        loop {
-            let batch = self.renewal_queue(index).take_batch();
-            let mut invocation = self.scripts.renew.prepare_invoke();
-            for renewal in &batch {
-                invocation.key(&renewal.key);
-            }
-            self.timing_args(&mut invocation);
-            for renewal in &batch {
-                invocation.arg(&renewal.device).arg(&renewal.nonce[..]);
-            }
-            let invocation = &invocation;
-            let reply: Result<Vec<u64>, StoreError> = self
-                .guarded(index, |mut connection| async move {
-                    invocation.invoke_async(&mut connection).await
-                })
-                .await
-                .and_then(|ends: Vec<u64>| match ends.len() == batch.len() {
-                    true => Ok(ends),
-                    false => Err(malformed("renew")),
-                });
-            for (i, renewal) in batch.into_iter().enumerate() {
-                // A heartbeat whose request went away no longer listens; that is fine.
-                let _ = renewal
-                    .answer
-                    .send(reply.as_ref().map(|ends| ends[i]).map_err(Clone::clone));
-            }
-            if !self.renewal_queue(index).finish_batch() {
-                return;
-            }
-        }
-    }
-
-    fn timing_args<'a, 's>(
-        &self,
-        invocation: &'a mut ScriptInvocation<'s>,
-    ) -> &'a mut ScriptInvocation<'s> {
+    fn timing_args<'a, 's>(&self, invocation: &'a mut Call<'s>) -> &'a mut Call<'s> {
         invocation
             .arg(self.timing.ttl_ms)
             .arg(self.timing.revocation_ms)

@@ -1,15 +1,16 @@
 //! One Redis shard: where its master is (a fixed URL, or whatever its Sentinels say), the
-//! connection to it, and its circuit breaker. A background task per shard follows Sentinel
-//! failovers and probes an open circuit.
+//! connection to it, the queue that gathers its commands into batches, and its circuit breaker.
+//! A background task per shard follows Sentinel failovers and probes an open circuit.
 //!
-//! Each serving thread ("lane", see `server.rs`) gets its own connection to the master, made and
-//! driven on that thread, so a store call never wakes another thread.
+//! The process keeps one connection per shard: every serving lane's commands for the shard go
+//! out on it together (see `batch.rs`), so Redis reads and answers many per round trip.
 
-use std::sync::{OnceLock, RwLock, Weak};
+use std::sync::{RwLock, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::batch::ShardQueue;
 use super::breaker::Breaker;
 
 /// How a shard's master is found.
@@ -24,46 +25,17 @@ enum Locator {
 
 struct Current {
     endpoint: String,
-    client: redis::Client,
-    /// One connection per lane, each made on first use by its lane. Slot 0 is made at once; it
-    /// also serves any thread that is not a lane (the background tasks run on lane 0).
-    lanes: Box<[OnceLock<ConnectionManager>]>,
+    /// Made lazily: it connects on first use.
+    connection: ConnectionManager,
 }
 
 impl Current {
     fn new(url: &str, config: &ConnectionManagerConfig) -> Result<Current, String> {
-        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-        let endpoint = client.get_connection_info().addr().to_string();
-        let first = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
-            .map_err(|e| e.to_string())?;
-        let lanes: Box<[OnceLock<ConnectionManager>]> = (0..crate::server::lanes().max(1))
-            .map(|_| OnceLock::new())
-            .collect();
-        let _ = lanes[0].set(first);
+        let (endpoint, connection) = lazy_manager(url, config)?;
         Ok(Current {
             endpoint,
-            client,
-            lanes,
+            connection,
         })
-    }
-
-    /// The first lane's connection (made at once).
-    fn first(&self) -> &ConnectionManager {
-        self.lanes[0].get().expect("slot 0 is filled at creation")
-    }
-
-    /// The calling lane's connection, made on its first call (lazily: it connects on first use).
-    fn for_this_lane(&self, config: &ConnectionManagerConfig) -> ConnectionManager {
-        let Some(slot) = self.lanes.get(crate::server::current_lane()) else {
-            return self.first().clone();
-        };
-        if let Some(connection) = slot.get() {
-            return connection.clone();
-        }
-        match ConnectionManager::new_lazy_with_config(self.client.clone(), config.clone()) {
-            Ok(connection) => slot.get_or_init(|| connection).clone(),
-            Err(_) => self.first().clone(),
-        }
     }
 }
 
@@ -73,6 +45,8 @@ pub struct Shard {
     /// `None` until Sentinel has named a master.
     current: RwLock<Option<Current>>,
     pub breaker: Breaker,
+    /// Commands waiting for the shard's next batch.
+    pub queue: ShardQueue,
     config: ConnectionManagerConfig,
 }
 
@@ -111,6 +85,7 @@ impl Shard {
             locator: Locator::Fixed,
             current: RwLock::new(Some(current)),
             breaker: Breaker::new(failure_threshold),
+            queue: ShardQueue::default(),
             config,
         })
     }
@@ -136,17 +111,18 @@ impl Shard {
             },
             current: RwLock::new(None),
             breaker: Breaker::new(failure_threshold),
+            queue: ShardQueue::default(),
             config,
         })
     }
 
-    /// The calling lane's connection to the shard's master, if one is known.
+    /// The connection to the shard's master, if one is known.
     pub fn connection(&self) -> Option<ConnectionManager> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(|c| c.for_this_lane(&self.config))
+            .map(|c| c.connection.clone())
     }
 
     /// Where the shard's master is, for health views (no credentials).
@@ -186,7 +162,7 @@ impl Shard {
         };
         next.endpoint.clone_from(&endpoint);
         // Never write to a replica: switch only once the new address answers as master.
-        if !is_master(next.first(), deadline).await {
+        if !is_master(&next.connection, deadline).await {
             return false;
         }
         let previous = self
