@@ -13,7 +13,9 @@ use screenlimit_limiter::model::{AcquireCmd, AcquireOutcome, Device, Plan, Timin
 use screenlimit_limiter::plans::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
-use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec, account_key};
+use screenlimit_limiter::store::redis::{
+    RedisOptions, RedisStore, ShardSpec, account_key, lease_key,
+};
 use serde_json::json;
 use support::{Api, LimiterProcess, RedisServer, SECRET, SentinelServer};
 
@@ -161,18 +163,30 @@ async fn a_sentinel_failover_is_followed_and_the_cap_holds_afterwards() {
     );
 
     // The failover window: replication is asynchronous, so a primary can die before its replica
-    // received its latest writes. Those are simulated here: the keys of shard 0's accounts are
-    // deleted on the promoted replica. Until their players heartbeat once, such an account
-    // admits streams over its cap, exactly like an account moved by resharding.
+    // received its latest writes. Those are simulated here: the keys of shard 0's accounts (the
+    // account key and its streams' lease keys, which every script writes together) are deleted
+    // on the promoted replica. Until their players heartbeat once, such an account admits
+    // streams over its cap, exactly like an account moved by resharding.
     let lost: Vec<&(String, Vec<String>)> = held
         .iter()
         .filter(|(account, _)| shard_for(account, 2) == 0)
         .take(10)
         .collect();
-    for (account, _) in &lost {
-        replicas[0]
-            .command(&format!("DEL {}", account_key(account)))
-            .expect("the promoted replica answers");
+    let codec = StreamIdCodec::new(SECRET.as_bytes());
+    let mut promoted = redis::Client::open(replicas[0].url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for (account, streams) in &lost {
+        let mut keys = vec![account_key(account).into_bytes()];
+        for stream in streams {
+            let stream = codec
+                .decode(account, stream)
+                .expect("a stream id of this account");
+            keys.push(lease_key(account, &stream.nonce));
+        }
+        let deleted: usize = redis::cmd("DEL").arg(&keys).query(&mut promoted).unwrap();
+        assert_eq!(deleted, keys.len(), "{account}: every key of the account");
     }
     let since = Instant::now();
     let mut over_cap = 0;

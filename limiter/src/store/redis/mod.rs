@@ -20,7 +20,7 @@ use self::batch::Job;
 use self::call::{Call, LuaScript};
 use self::shard::Shard;
 use super::{LeaseStore, ShardHealth, StoreError};
-use crate::ids::{PlanTag, StreamRef};
+use crate::ids::{Nonce, PlanTag, StreamRef};
 use crate::model::{
     AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
     AuditKind, DenyRule, DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease,
@@ -28,12 +28,13 @@ use crate::model::{
 };
 use crate::plans::PlanBook;
 
-/// A script is the shared prelude plus one operation; acquire and release put a fast path first
-/// (after `fast.lua`, its few helpers), which returns before the prelude runs when it can decide
-/// alone.
+/// A script is the shared helpers (`fast.lua`), the prelude and one operation; acquire and
+/// release put a fast path between the helpers and the prelude, which returns before the prelude
+/// runs when it can decide alone.
 macro_rules! lease_script {
     ($op:literal) => {
         concat!(
+            include_str!("lua/fast.lua"),
             include_str!("lua/common.lua"),
             include_str!(concat!("lua/", $op, ".lua"))
         )
@@ -48,13 +49,9 @@ macro_rules! lease_script {
     };
 }
 
-/// `renew`, the common heartbeat for a batch of streams: the fast paths' helpers and its loop.
-const RENEW_SCRIPT: &str = concat!(include_str!("lua/fast.lua"), include_str!("lua/renew.lua"));
-
-/// The scripts, one per operation, and `renew`.
+/// The scripts, one per operation.
 pub struct Scripts {
     pub acquire: LuaScript,
-    pub renew: LuaScript,
     pub heartbeat: LuaScript,
     pub release: LuaScript,
     pub force_stop: LuaScript,
@@ -66,7 +63,6 @@ impl Scripts {
     pub fn new() -> Self {
         Scripts {
             acquire: LuaScript::new(lease_script!(fast "acquire")),
-            renew: LuaScript::new(RENEW_SCRIPT),
             heartbeat: LuaScript::new(lease_script!("heartbeat")),
             release: LuaScript::new(lease_script!(fast "release")),
             force_stop: LuaScript::new(lease_script!("force_stop")),
@@ -75,10 +71,9 @@ impl Scripts {
         }
     }
 
-    fn all(&self) -> [&LuaScript; 7] {
+    fn all(&self) -> [&LuaScript; 6] {
         [
             &self.acquire,
-            &self.renew,
             &self.heartbeat,
             &self.release,
             &self.force_stop,
@@ -88,10 +83,9 @@ impl Scripts {
     }
 
     /// The source of every script by operation name, for tools such as the benchmark.
-    pub fn sources() -> [(&'static str, &'static str); 7] {
+    pub fn sources() -> [(&'static str, &'static str); 6] {
         [
             ("acquire", lease_script!(fast "acquire")),
-            ("renew", RENEW_SCRIPT),
             ("heartbeat", lease_script!("heartbeat")),
             ("release", lease_script!(fast "release")),
             ("force_stop", lease_script!("force_stop")),
@@ -110,6 +104,15 @@ impl Default for Scripts {
 /// The key holding an account's leases; the hash tag keeps it on one Redis Cluster slot.
 pub fn account_key(account_id: &str) -> String {
     format!("sl:{{{account_id}}}")
+}
+
+/// The key whose life is one live lease's life (`lease_key` in `fast.lua`): the account key and
+/// the first 8 bytes of the stream's nonce, in the account's slot. A heartbeat extends it with
+/// one native `PEXPIRE`.
+pub fn lease_key(account_id: &str, nonce: &Nonce) -> Vec<u8> {
+    let mut key = account_key(account_id).into_bytes();
+    key.extend_from_slice(&nonce[..8]);
+    key
 }
 
 /// The account's own audit list, in the same slot as its leases.
@@ -402,15 +405,34 @@ impl RedisStore {
             .arg(AUDIT_RETENTION.as_millis() as u64)
     }
 
-    /// Renews a stream with the `renew` script: its new lease end, or 0 when only the full
-    /// heartbeat script can answer.
-    async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<u64, StoreError> {
-        let mut call = self.scripts.renew.key(account_key(account_id));
-        self.timing_args(&mut call)
-            .arg(&stream.device_id)
-            .arg(&stream.nonce[..]);
-        let ends: Vec<u64> = self.run(account_id, &call).await?;
-        ends.first().copied().ok_or_else(|| malformed("renew"))
+    /// The common heartbeat, two native commands in the shard's next batch: the lease key's
+    /// life extended by a TTL, and the account key's to at least two TTLs (`GT`: a longer
+    /// limit override keeps its own). True when both keys were there: the lease is live and
+    /// renewed. False sends the stream through the full heartbeat script.
+    async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<bool, StoreError> {
+        let index = ring::shard_for(account_id, self.shards.len());
+        let mut lease = redis::cmd("PEXPIRE");
+        lease
+            .arg(lease_key(account_id, &stream.nonce))
+            .arg(self.timing.ttl_ms);
+        let mut account = redis::cmd("PEXPIRE");
+        account
+            .arg(account_key(account_id))
+            .arg(self.timing.revocation_ms)
+            .arg("GT");
+        let (lease, account) = futures::join!(self.send(index, lease), self.send(index, account));
+        // GT answers 0 when the account key already lives longer: only a missing key matters.
+        let account_there = match account? {
+            Value::Int(1) => true,
+            _ => self.exists(index, account_key(account_id)).await?,
+        };
+        Ok(matches!(lease?, Value::Int(1)) && account_there)
+    }
+
+    async fn exists(&self, index: usize, key: String) -> Result<bool, StoreError> {
+        let mut command = redis::cmd("EXISTS");
+        command.arg(key);
+        Ok(matches!(self.send(index, command).await?, Value::Int(1)))
     }
 
     fn timing_args<'a, 's>(&self, invocation: &'a mut Call<'s>) -> &'a mut Call<'s> {
@@ -531,10 +553,10 @@ impl LeaseStore for RedisStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        // The common case, a renewal, goes in a batch; the full script answers everything else.
-        match self.renew(account_id, stream).await? {
-            0 => {}
-            expires_at => return Ok(HeartbeatOutcome::Renewed { expires_at }),
+        // The common case, a native renewal; the full script answers everything else.
+        if self.renew(account_id, stream).await? {
+            let expires_at = 0; // not read: the store's clock is not asked for a native renewal
+            return Ok(HeartbeatOutcome::Renewed { expires_at });
         }
         let mut invocation = self.scripts.heartbeat.key(account_key(account_id));
         let plan = if stream.plan.limit > 0 {

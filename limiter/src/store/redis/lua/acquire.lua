@@ -18,6 +18,8 @@ if own then edits[own] = '' end -- one device, one slot: its earlier lease goes
 local target = v and ARGV[10] ~= '' and find_device(v, recs, ARGV[10])
 if target and target ~= own and recs[target + 2] == LIVE and nonce_at(v, recs[target]) == ARGV[11] then
   edits[target] = tombstone(v, recs, target, REVOKED, now + tonumber(ARGV[2]))
+else
+  target = nil
 end
 
 local details = ARGV[9]
@@ -42,8 +44,11 @@ elseif cap > 0 and same_kind >= cap then
   rule = 1 + kind
 end
 if rule >= 0 then
-  return push_active({ 0, limit, rule, cap, h.plan, h.limit }, v, recs, now, edits)
+  return push_active({ 0, limit, rule, cap, h.plan, h.limit }, KEYS[1], v, recs, now, edits)
 end
 local ends = now + ttl
+if own then end_lease(KEYS[1], v, recs, own) end
+if target then end_lease(KEYS[1], v, recs, target) end
 save(KEYS[1], v, h, recs, edits, new_record(ends, now, ARGV[8], ARGV[7], details), ARGV[2], now)
+start_lease(KEYS[1], ARGV[8], ends)
 return { 1, limit, active + 1, ends, h.plan, h.limit }

@@ -19,6 +19,7 @@ do
     if limit >= 1 then
       redis.call('SET', KEYS[1], char(2, limit, #plan) .. plan .. '\0\0\0\0\0\0\0' .. char(0)
         .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device .. details, 'PX', ARGV[2])
+      redis.call('SET', lease_key(KEYS[1], ARGV[8]), 1, 'PXAT', ends)
       return { 1, limit, 1, ends, plan, limit }
     end
   elseif v then
@@ -42,12 +43,16 @@ do
         local len = byte(v, p + 29)
         local q = p + 30 + len
         local stop = q + byte(v, q)
-        if state == 0 then
+        local mine = len == #device and find(v, device, p + 30, true) == p + 30
+        -- The caller's own record goes whatever its state (below), so only the others count.
+        if mine then
+        elseif state == 0 then
+          rec_ends = lease_ends(KEYS[1], sub(v, p + 13, p + 28), rec_ends, now)
           stale = stale or rec_ends + ttl <= now
         else
           stale = stale or rec_ends <= now
         end
-        if len == #device and find(v, device, p + 30, true) == p + 30 then
+        if mine then
           own, own_stop = p, stop
         elseif state == 0 and rec_ends > now then
           active = active + 1
@@ -73,8 +78,10 @@ do
           local stop = q + byte(v, q)
           if p ~= own and byte(v, p) == 0 then
             local a, b, c, d, e, f = byte(v, p + 1, p + 6)
-            if ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f > now then
-              out[#out + 1] = sub(v, p, stop)
+            local rec_ends = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
+            rec_ends = lease_end(KEYS[1], sub(v, p + 13, p + 28), rec_ends)
+            if rec_ends > now then
+              out[#out + 1] = char(0) .. pack('>I6', rec_ends) .. sub(v, p + 7, stop)
             end
           end
           p = stop + 1
@@ -87,8 +94,13 @@ do
           .. details
         -- A rewrite, not APPEND: Redis grows an appended string's allocation greedily (up to
         -- double), which cost 35 B per stream at 1 M streams. The key keeps the lifetime set above.
-        if own then v = sub(v, 1, own - 1) .. sub(v, own_stop + 1) end
+        if own then
+          -- One device, one slot: its earlier lease goes, and with it that lease's key.
+          if byte(v, own) == 0 then redis.call('DEL', lease_key(KEYS[1], sub(v, own + 13, own + 28))) end
+          v = sub(v, 1, own - 1) .. sub(v, own_stop + 1)
+        end
         redis.call('SET', KEYS[1], v .. record, 'KEEPTTL')
+        redis.call('SET', lease_key(KEYS[1], ARGV[8]), 1, 'PXAT', ends)
         return { 1, limit, active + 1, ends, plan_name, plan_limit }
       end
     end

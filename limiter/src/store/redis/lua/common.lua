@@ -1,5 +1,5 @@
--- screenlimit: the prelude of every lease script (each script is this file + one operation;
--- acquire and release put a fast path, <op>_fast.lua, in front of it; renew.lua stands alone).
+-- screenlimit: the prelude of every lease script (each script is fast.lua, this file and one
+-- operation; acquire and release put their fast path, <op>_fast.lua, before this file).
 -- Rules mirror limiter/src/model.rs; the byte layout mirrors limiter/src/store/redis/record.rs.
 --
 -- One STRING per account, KEYS[1] = "sl:{<account_id>}": an operation is TIME, GET, SET at most.
@@ -7,8 +7,12 @@
 --           (version 1 had no override fields; scripts still read it)
 --   record: B state, I6 ends (ms), I6 started (ms), c16 nonce, B device length, device,
 --           B details length, details (B type, then B length + bytes of meta, profile, title)
--- A live record's `ends` is its lease expiry and it is remembered one TTL past it, so a late
--- heartbeat can tell "expired" from "revoked"; a tombstone's `ends` is the time to forget it.
+-- Each live record has a lease key (`lease_key` in fast.lua) that expires with the lease:
+-- heartbeats extend that key natively, so the record's stored `ends` is a lower bound and the
+-- key's expiry is the lease's end once the stored one has passed (`lease_ends`). A live record is
+-- remembered one TTL past its end, so a late heartbeat can tell "expired" from "revoked"; a
+-- tombstone's `ends` is the time to forget it. Stops, revocations and replacements delete the
+-- lease key with the state change.
 -- Every record is forgotten at most 2 TTLs after the last write, so `SET ... PX 2*TTL` suffices,
 -- unless a limit override lasts longer: then the key lives until the override ends.
 --
@@ -31,8 +35,8 @@ end
 
 -- Reads the account. Returns the value (nil when there is no key), the header
 -- { plan, limit, ovr_limit, ovr_ends } (nil likewise), the records still worth remembering as a
--- flat array {start, stop, state, ends, ...} and whether any record was forgotten (then the
--- value must be rewritten rather than patched).
+-- flat array {start, stop, state, ends, ...} (a live record's `ends` read through its lease key)
+-- and whether any record was forgotten (then the value must be rewritten rather than patched).
 local function scan(key, now, ttl)
   local v = redis.call('GET', key)
   if not v then return nil, nil, {}, false end
@@ -50,7 +54,10 @@ local function scan(key, now, ttl)
     local q = p + 30 + byte(v, p + 29)
     local stop = q + byte(v, q)
     local forget = ends
-    if state == LIVE then forget = ends + ttl end
+    if state == LIVE then
+      ends = lease_ends(key, sub(v, p + 13, p + 28), ends, now)
+      forget = ends + ttl
+    end
     if forget > now then
       local i = #recs
       recs[i + 1], recs[i + 2], recs[i + 3], recs[i + 4] = p, stop, state, ends
@@ -145,14 +152,26 @@ local function meta_at(v, recs, i)
   return sub(v, d + 3, d + 2 + byte(v, d + 2))
 end
 
--- Appends the raw active records to `out` (Rust decodes them), leaving out those in `skip`.
-local function push_active(out, v, recs, now, skip)
+-- Appends the raw active records to `out` (Rust decodes them), each with its lease's current
+-- end, leaving out those in `skip`.
+local function push_active(out, key, v, recs, now, skip)
   for i = 1, #recs, 4 do
     if not skip[i] and recs[i + 2] == LIVE and recs[i + 3] > now then
-      out[#out + 1] = sub(v, recs[i], recs[i + 1])
+      local ends = lease_end(key, nonce_at(v, recs[i]), recs[i + 3])
+      out[#out + 1] = restamp(v, recs, i, LIVE, ends)
     end
   end
   return out
+end
+
+-- Starts (or restarts) the life of the live lease with this nonce, to end at `ends`.
+local function start_lease(key, nonce, ends)
+  redis.call('SET', lease_key(key, nonce), 1, 'PXAT', ends)
+end
+
+-- Ends the lease of the record at `i` (a stop, a revocation, a replacement).
+local function end_lease(key, v, recs, i)
+  if recs[i + 2] == LIVE then redis.call('DEL', lease_key(key, nonce_at(v, recs[i]))) end
 end
 
 -- Logs a support action (a JSON entry) in the script that made the change: on the account's list,

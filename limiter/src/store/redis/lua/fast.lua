@@ -1,7 +1,6 @@
--- screenlimit: the few helpers the fast paths share (renew.lua and the <op>_fast.lua): small
--- functions instead of common.lua's prelude, so a fast path stays cheap to enter. Every script
--- that has a fast path starts with this file, so its general code may use them too.
--- Layout as in common.lua; these read version-2 values only.
+-- screenlimit: the few helpers the fast paths (<op>_fast.lua) share: small functions instead of
+-- common.lua's prelude, so a fast path stays cheap to enter. Every script starts with this file,
+-- so the general code uses them too. Layout as in common.lua; these read version-2 values only.
 
 -- The store's clock in ms.
 local function clock()
@@ -50,4 +49,27 @@ local function caps_of(book, plan)
     p = p + len + 7
   end
   return ''
+end
+
+-- The key whose life is a live lease's life: the account key and the first 8 bytes of the
+-- stream's nonce. A heartbeat extends it natively (PEXPIRE), without a script and without
+-- touching the record, so a live record's stored end may lag behind; stops and revocations
+-- delete it.
+local function lease_key(account_key, nonce)
+  return account_key .. string.sub(nonce, 1, 8)
+end
+
+-- A live record's end as its lease key says: the key's expiry (PEXPIRETIME, -2 when the key is
+-- gone) when that is later than the stored end. For listings.
+local function lease_end(account_key, nonce, stored)
+  local t = redis.call('PEXPIRETIME', lease_key(account_key, nonce))
+  if t > stored then return t end
+  return stored
+end
+
+-- Whether a live record is live, as an end to compare with `now`: its stored end while that is
+-- ahead (the key lives at least as long), else what its lease key says.
+local function lease_ends(account_key, nonce, stored, now)
+  if stored > now then return stored end
+  return lease_end(account_key, nonce, stored)
 end

@@ -11,6 +11,7 @@ if not i then return 0 end
 if recs[i + 2] == REVOKED or nonce_at(v, recs[i]) ~= ARGV[4] then return 2 end
 local meta = meta_at(v, recs, i)
 local edits = { [i] = tombstone(v, recs, i, REVOKED, now + tonumber(ARGV[2])) }
+end_lease(KEYS[1], v, recs, i)
 save(KEYS[1], v, h, recs, edits, nil, ARGV[2], now)
 local entry = cjson.encode({ at = now, kind = 'force_stop', account_id = ARGV[5], stream_id = ARGV[6],
   device_id = ARGV[3], device_meta = meta, actor = ARGV[7], reason = ARGV[8] })

@@ -1,5 +1,6 @@
--- heartbeat: renew a live lease; tell a replaced or revoked stream to stop; take a lost lease
--- back when the account has room.
+-- heartbeat, for what the native renewal (PEXPIRE of the lease key) could not renew: renew a
+-- live lease whose key went missing; tell a replaced or revoked stream to stop; take a lost or
+-- expired lease back when the account has room.
 -- ARGV: ttl, keep (2 TTL), the stream's plan and limit (for an account the store lost), device,
 --       nonce
 -- Returns {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked.
@@ -13,12 +14,8 @@ if i then
   if state == REVOKED or nonce_at(v, recs[i]) ~= ARGV[6] then return { 4 } end
   if state == RELEASED then return { 3 } end
   if recs[i + 3] > now then
-    if forgot or h.ovr_ends > now then
-      save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
-    else -- the common case: patch the six bytes of the lease end in place
-      local p = recs[i]
-      redis.call('SET', KEYS[1], sub(v, 1, p) .. pack('>I6', ends) .. sub(v, p + 7), 'PX', ARGV[2])
-    end
+    save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
+    start_lease(KEYS[1], ARGV[6], ends)
     return { 1, ends }
   end
 end
@@ -29,4 +26,5 @@ if i then
 else
   save(KEYS[1], v, h, recs, {}, new_record(ends, now, ARGV[6], ARGV[5], '\0'), ARGV[2], now)
 end
+start_lease(KEYS[1], ARGV[6], ends)
 return { 2, ends }

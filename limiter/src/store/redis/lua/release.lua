@@ -6,5 +6,6 @@ local v, h, recs = scan(KEYS[1], now, ttl)
 local i = v and find_device(v, recs, ARGV[3])
 if not i or recs[i + 2] ~= LIVE or nonce_at(v, recs[i]) ~= ARGV[4] then return 0 end
 local edits = { [i] = tombstone(v, recs, i, RELEASED, now + tonumber(ARGV[2])) }
+end_lease(KEYS[1], v, recs, i)
 save(KEYS[1], v, h, recs, edits, nil, ARGV[2], now)
 return 1

@@ -11,6 +11,7 @@ do
     -- Still remembered (a lease past its end is, for one more TTL): released.
     if p and ends + ARGV[1] > now then
       redis.call('SETRANGE', KEYS[1], p - 1, string.char(2) .. struct.pack('>I6', now + ARGV[2]))
+      redis.call('DEL', lease_key(KEYS[1], ARGV[4]))
       return 1
     end
   end
