@@ -595,3 +595,68 @@ async fn support_can_grant_a_temporary_extra_stream() {
         StatusCode::CONFLICT
     );
 }
+
+/// Sends `request_line` as is over a fresh connection (a URL library would resolve `..` in a
+/// path before sending it) and returns the status code.
+fn raw_status(base: &str, request_line: &str) -> u16 {
+    use std::io::{Read, Write};
+    let host = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "{request_line} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {reply:?}"))
+}
+
+#[tokio::test]
+async fn ids_made_only_of_dots_are_refused_with_the_field_named() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    for dots in [".", "..", "..."] {
+        for field in ["account_id", "device_id", "profile_id", "title_id", "plan"] {
+            let mut body = json!({"account_id": "acct", "device_id": "tv"});
+            body[field] = json!(dots);
+            let reply = api.play(body).await;
+            assert_eq!(
+                (reply.status, reply.error(), reply.body["field"].clone()),
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_request",
+                    json!(field)
+                ),
+                "{field} = {dots:?}: {reply:?}"
+            );
+            assert!(
+                reply.body["message"].as_str().unwrap().contains("dots"),
+                "{reply:?}"
+            );
+        }
+    }
+    let beat = api.heartbeat("..", "nope").await;
+    assert_eq!(
+        (beat.status, beat.body["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("account_id"))
+    );
+    let audit = api
+        .send(api.http.get(format!("{}/v1/audit?account_id=..", api.base)))
+        .await;
+    assert_eq!(audit.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(raw_status(&api.base, "GET /v1/accounts/../streams"), 422);
+    assert_eq!(
+        raw_status(&api.base, "GET /v1/accounts/%2E%2E/streams"),
+        422
+    );
+    assert_eq!(
+        api.play_on(".a.", "tv").await.status,
+        StatusCode::OK,
+        "dots beside other characters are fine"
+    );
+}

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::error::ApiError;
 use crate::config::MAX_STREAMS_CEILING;
-use crate::ids::{validate_display_name, validate_token};
+use crate::ids::{DEVICE_META, validate_display_name, validate_text, validate_token};
 use crate::model::{AuditEntry, Device, DeviceType, LimitOverride, Millis, OverrideGrant};
 use crate::service::{ActiveStream, PlayStart};
 
@@ -21,7 +21,7 @@ pub struct PlayStartRequest {
     /// A configured plan name; without it the account keeps its current plan (or the default).
     pub plan: Option<String>,
     pub device_type: Option<DeviceType>,
-    /// A display name such as "Living Room TV"; at most 64 bytes, no control characters.
+    /// A display name such as "Living Room TV"; at most 30 characters, no control characters.
     pub device_meta: Option<String>,
     pub profile_id: Option<String>,
     pub title_id: Option<String>,
@@ -54,7 +54,7 @@ impl PlayStartRequest {
             check_token("plan", plan)?;
         }
         let meta = self.device_meta.unwrap_or_default();
-        validate_display_name(&meta)
+        validate_text(&DEVICE_META, &meta)
             .map_err(|e| ApiError::invalid_field("device_meta", &e.to_string()))?;
         Ok(PlayStart {
             account_id: self.account_id,
@@ -201,7 +201,7 @@ pub struct ErrorBody {
 /// Optional body of `force-stop`: who asks and why, for the audit log.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct ForceStopRequest {
-    /// The support agent (or system) stopping the stream; at most 64 bytes.
+    /// The support agent (or system) stopping the stream; at most 64 characters.
     pub actor: Option<String>,
     /// Why; at most 200 bytes, no control characters.
     pub reason: Option<String>,
