@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: install what the tests need, check formatting and
-# lints, then run every test (unit, conformance on both stores, HTTP contract, race, fault tests).
+# lints, fuzz the HTTP API against its OpenAPI document (schemathesis, both stores), then run every
+# test (unit, conformance on both stores, HTTP contract, race, fault tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,5 +11,8 @@ cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 scripts/check-operator-artifacts.sh
+# Before nextest: the fuzz run takes about a minute, so a broken contract shows early, and the
+# nextest summary stays the last thing this script prints (CI reads the runner's closing lines).
+scripts/schemathesis.sh
 echo "== cargo nextest run"
 cargo nextest run --workspace --locked --profile "${NEXTEST_PROFILE:-default}"

@@ -479,4 +479,12 @@ impl StreamService {
     pub fn policy(&self) -> FailurePolicy {
         self.policy
     }
+
+    /// The plan names a play-start may give, or `None` when the plan database decides.
+    pub fn requestable_plans(&self) -> Option<Vec<String>> {
+        match &self.plans {
+            PlanSource::Request(book) => Some(book.limits().into_keys().collect()),
+            PlanSource::Postgres(_) => None,
+        }
+    }
 }

@@ -348,6 +348,23 @@ async fn with_a_token_file_every_call_but_health_needs_the_bearer_token() {
             "{open} stays open for probes"
         );
     }
+    let doc = api
+        .send(
+            api.http
+                .get(format!("{}/openapi.json", api.base))
+                .bearer_auth("s3cret-token-for-the-gateway"),
+        )
+        .await
+        .body;
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    assert_eq!(
+        doc["paths"]["/v1/streams"]["post"]["responses"]["401"]["$ref"],
+        "#/components/responses/Unauthorized"
+    );
+    assert!(doc["paths"]["/healthz"]["get"]["responses"]["401"].is_null());
 }
 
 #[tokio::test]
@@ -368,6 +385,25 @@ async fn openapi_metrics_and_health_are_served() {
         assert!(doc["paths"][path].is_object(), "{path} documented");
     }
     assert!(doc["components"]["schemas"]["PlayStartRequest"].is_object());
+    let play = &doc["paths"]["/v1/streams"]["post"];
+    for status in [
+        "200", "400", "403", "404", "409", "413", "415", "422", "503",
+    ] {
+        assert!(
+            play["responses"][status].is_object(),
+            "play-start documents {status}"
+        );
+    }
+    assert_eq!(
+        doc["components"]["schemas"]["PlayStartRequest"]["properties"]["plan"]["enum"],
+        json!(["basic", "premium", "standard", null]),
+        "the plans this instance knows"
+    );
+    assert!(play["responses"]["200"]["links"]["Heartbeat"].is_object());
+    assert!(
+        doc["components"].get("securitySchemes").is_none(),
+        "no token configured, none asked for"
+    );
 
     let metrics = api.get("/metrics").await.text().await.unwrap();
     assert!(
@@ -680,4 +716,190 @@ async fn limit_changes_reach_the_audit_log_filterable_by_kind() {
         message.contains("force_stop, limit_granted, limit_removed"),
         "{message}"
     );
+}
+
+/// Sends `request_line` as is over a fresh connection (a URL library would resolve `..` in a
+/// path before sending it) and returns the status code.
+fn raw_status(base: &str, request_line: &str) -> u16 {
+    use std::io::{Read, Write};
+    let host = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "{request_line} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {reply:?}"))
+}
+
+#[tokio::test]
+async fn ids_made_only_of_dots_are_refused_with_the_field_named() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    for dots in [".", "..", "..."] {
+        for field in ["account_id", "device_id", "profile_id", "title_id", "plan"] {
+            let mut body = json!({"account_id": "acct", "device_id": "tv"});
+            body[field] = json!(dots);
+            let reply = api.play(body).await;
+            assert_eq!(
+                (reply.status, reply.error(), reply.body["field"].clone()),
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_request",
+                    json!(field)
+                ),
+                "{field} = {dots:?}: {reply:?}"
+            );
+            assert!(
+                reply.body["message"].as_str().unwrap().contains("dots"),
+                "{reply:?}"
+            );
+        }
+    }
+    let beat = api.heartbeat("..", "nope").await;
+    assert_eq!(
+        (beat.status, beat.body["field"].clone()),
+        (StatusCode::UNPROCESSABLE_ENTITY, json!("account_id"))
+    );
+    let audit = api
+        .send(api.http.get(format!("{}/v1/audit?account_id=..", api.base)))
+        .await;
+    assert_eq!(audit.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(raw_status(&api.base, "GET /v1/accounts/../streams"), 422);
+    assert_eq!(
+        raw_status(&api.base, "GET /v1/accounts/%2E%2E/streams"),
+        422
+    );
+    assert_eq!(
+        api.play_on(".a.", "tv").await.status,
+        StatusCode::OK,
+        "dots beside other characters are fine"
+    );
+}
+
+#[tokio::test]
+async fn the_api_refuses_exactly_what_its_document_refuses() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    let tv = api.play_on("acct-d", "tv").await.stream_id();
+    let force_stop = format!("{}/v1/accounts/acct-d/streams/{tv}/force-stop", api.base);
+    let cases: Vec<(reqwest::RequestBuilder, StatusCode, &str)> =
+        vec![
+        // device_meta: 30 characters, whatever their UTF-8 size
+        (
+            api.http.post(format!("{}/v1/streams", api.base)).json(
+                &json!({"account_id": "acct-m", "device_id": "tv", "device_meta": "📺".repeat(30)}),
+            ),
+            StatusCode::OK,
+            "",
+        ),
+        (
+            api.http.post(format!("{}/v1/streams", api.base)).json(
+                &json!({"account_id": "acct-m", "device_id": "tv", "device_meta": "x".repeat(31)}),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        // a body is an object, never an array serde could read as the fields in order
+        (
+            api.http
+                .put(format!("{}/v1/streams/{tv}/heartbeat", api.base))
+                .header("content-type", "application/json")
+                .body(r#"["acct-d"]"#),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        // JSON Schema integers include 60.0
+        (
+            api.http
+                .put(format!("{}/v1/accounts/acct-o/limit-override", api.base))
+                .header("content-type", "application/json")
+                .body(r#"{"max_streams": 2.0, "expires_in_sec": 6e1}"#),
+            StatusCode::OK,
+            "",
+        ),
+        (
+            api.http
+                .put(format!("{}/v1/accounts/acct-o/limit-override", api.base))
+                .json(&json!({"max_streams": 2, "expires_in_sec": 1.5})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            api.http.get(format!("{}/v1/audit?limit=0", api.base)),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            api.http.get(format!("{}/v1/audit?limit=1001", api.base)),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            api.http.get(format!("{}/v1/audit?limit=1000", api.base)),
+            StatusCode::OK,
+            "",
+        ),
+        (
+            api.http.get(format!("{}/v1/accounts/%FF/streams", api.base)),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        // force-stop: no body, `null` or an object, sent as JSON
+        (
+            api.http.post(&force_stop).body("{}"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+        (
+            api.http
+                .post(&force_stop)
+                .header("content-type", "application/json")
+                .body("[null, null]"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            api.http
+                .post(&force_stop)
+                .header("content-type", "application/json")
+                .body("{\"actor\": "),
+            StatusCode::BAD_REQUEST,
+            "bad_json",
+        ),
+        (
+            api.http.post(&force_stop).json(&json!({"actor": " \u{3000}"})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+        ),
+        (
+            api.http
+                .post(&force_stop)
+                .json(&json!({"reason": "é".repeat(200)})),
+            StatusCode::OK,
+            "",
+        ),
+        (
+            api.http
+                .post(&force_stop)
+                .header("content-type", "application/json")
+                .body("null"),
+            StatusCode::OK,
+            "",
+        ),
+    ];
+    for (i, (request, status, code)) in cases.into_iter().enumerate() {
+        let reply = api.send(request).await;
+        assert_eq!(
+            (reply.status, reply.error()),
+            (status, code),
+            "case {i}: {reply:?}"
+        );
+    }
 }

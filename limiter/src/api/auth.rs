@@ -10,8 +10,8 @@ use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 
-/// Paths a probe or scraper reaches without the token.
-const OPEN_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics"];
+/// Paths a probe or scraper reaches without the token (the OpenAPI document says so too).
+pub const OPEN_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics"];
 
 pub async fn require_token(
     State(token): State<Arc<String>>,

@@ -49,6 +49,14 @@ impl ApiError {
         )
     }
 
+    pub fn unsupported_media_type() -> Self {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as JSON with `Content-Type: application/json`",
+        )
+    }
+
     pub fn not_found() -> Self {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -103,11 +111,7 @@ impl From<JsonRejection> for ApiError {
                 "bad_json",
                 format!("the body is not valid JSON: {}", e.body_text()),
             ),
-            JsonRejection::MissingJsonContentType(_) => ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send the body as JSON with `Content-Type: application/json`",
-            ),
+            JsonRejection::MissingJsonContentType(_) => ApiError::unsupported_media_type(),
             JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -121,12 +125,25 @@ impl From<JsonRejection> for ApiError {
 }
 
 impl From<PathRejection> for ApiError {
+    /// A path value that cannot be read (not UTF-8 once decoded) breaks its id rule like any
+    /// other bad id: 422, as the document says. Missing parameters would be a routing bug.
     fn from(rejection: PathRejection) -> Self {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            rejection.body_text(),
-        )
+        match rejection {
+            PathRejection::FailedToDeserializePathParams(e) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                format!(
+                    "a value in the path is not a valid id ({}); ids are {}",
+                    e.body_text(),
+                    crate::ids::ID.words
+                ),
+            ),
+            other => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                other.body_text(),
+            ),
+        }
     }
 }
 

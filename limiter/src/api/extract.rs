@@ -3,56 +3,94 @@
 use axum::body::Bytes;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 
-/// `axum::Json` that rejects with the API's JSON error body.
+/// `axum::Json` that rejects with the API's JSON error body, and takes objects only: serde
+/// would also fill a struct from an array of its fields (`["acct"]`), which no schema allows.
 pub struct ApiJson<T>(pub T);
+
+/// The body parsed as JSON; refuses any other value than an object (422).
+fn object_only<T>(bytes: &[u8], value: T) -> Result<T, ApiError> {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(value),
+        _ => Err(ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "the JSON body must be an object (`{...}`) with the fields this call documents",
+        )),
+    }
+}
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        // The common case, `content-type: application/json`, parses with plain serde_json: it
-        // accepts exactly what `axum::Json` accepts, without tracking the path of every field.
-        // A body it refuses is parsed again by `axum::Json`, for the very same rejection.
-        let plain_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"application/json"));
-        if !plain_json {
-            let axum::Json(value) = axum::Json::<T>::from_request(req, state).await?;
-            return Ok(ApiJson(value));
+        if !json_content_type(req.headers()) {
+            return Err(ApiError::unsupported_media_type());
         }
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(JsonRejection::from)?;
-        match serde_json::from_slice(&bytes) {
-            Ok(value) => Ok(ApiJson(value)),
-            Err(_) => {
-                let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes)?;
-                Ok(ApiJson(value))
-            }
-        }
+        parse_object(&bytes).map(ApiJson)
     }
 }
 
-/// An optional JSON body (force-stop, removing a temporary limit): nothing, or only whitespace,
-/// gives `T::default()`; anything else must be JSON of `T`, else 422.
-pub fn optional_json<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
+/// Parses a JSON object. Plain serde_json accepts exactly what `axum::Json` accepts, without
+/// tracking the path of every field; a body it refuses is parsed again by axum, for the very
+/// same rejection (400 bad JSON, 422 wrong shape).
+fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(_) => axum::Json::<T>::from_bytes(bytes)?.0,
+    };
+    object_only(bytes, value)
+}
+
+/// The content types `axum::Json` takes: `application/json` or `application/*+json`, with
+/// parameters (the same test as axum's, which is private).
+pub fn json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return false;
+    };
+    if value.as_bytes().eq_ignore_ascii_case(b"application/json") {
+        return true;
     }
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_request",
-            format!("the JSON body does not fit this call: {e}"),
-        )
-    })
+    let Some(mime) = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse::<mime::Mime>().ok())
+    else {
+        return false;
+    };
+    mime.type_() == "application"
+        && (mime.subtype() == "json" || mime.suffix().is_some_and(|name| name == "json"))
+}
+
+/// An optional JSON body: none (empty or blank) or `null` is `T::default()`; any other body is
+/// read as `ApiJson` reads it, with the same answers (415 without the JSON content type, 400,
+/// 413, 422).
+pub struct ApiOptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for ApiOptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = json_content_type(req.headers());
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(JsonRejection::from)?;
+        if bytes.trim_ascii().is_empty() || (json && bytes.trim_ascii() == b"null") {
+            return Ok(ApiOptionalJson(T::default()));
+        }
+        if !json {
+            return Err(ApiError::unsupported_media_type());
+        }
+        parse_object(&bytes).map(ApiOptionalJson)
+    }
 }
 
 /// `axum::extract::Path` that rejects with the API's JSON error body.
@@ -153,5 +191,53 @@ mod tests {
                 assert_eq!(outcome(ours), outcome(axums), "{content_type:?} {body:?}");
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_struct_comes_from_an_object_only() {
+        let array = r#"["a", {"n": 1}]"#;
+        let axums =
+            axum::Json::<Shape>::from_request(request(Some("application/json"), array), &()).await;
+        assert!(axums.is_ok(), "serde fills a struct from an array");
+        let ours =
+            ApiJson::<Shape>::from_request(request(Some("application/json"), array), &()).await;
+        assert_eq!(outcome(ours.map(|_| ())).unwrap_err().0, 422);
+    }
+
+    #[tokio::test]
+    async fn an_optional_body_may_be_absent_or_null_but_is_json_when_sent() {
+        #[derive(Debug, Default, Deserialize, PartialEq)]
+        struct Note {
+            text: Option<String>,
+        }
+        let read = |content_type: Option<&'static str>, body: &'static str| async move {
+            outcome(
+                ApiOptionalJson::<Note>::from_request(request(content_type, body), &())
+                    .await
+                    .map(|ApiOptionalJson(v)| v),
+            )
+        };
+        let none = Ok(Note::default());
+        assert_eq!(read(None, "").await, none);
+        assert_eq!(read(Some("text/plain"), " \n").await, none);
+        assert_eq!(read(Some("application/json"), "null").await, none);
+        assert_eq!(
+            read(Some("application/json"), r#"{"text": "hi"}"#).await,
+            Ok(Note {
+                text: Some("hi".into())
+            })
+        );
+        assert_eq!(read(None, r#"{"text": "hi"}"#).await.unwrap_err().0, 415);
+        assert_eq!(
+            read(Some("application/json"), "{").await.unwrap_err().0,
+            400
+        );
+        assert_eq!(
+            read(Some("application/json"), "[null]")
+                .await
+                .unwrap_err()
+                .0,
+            422
+        );
     }
 }

@@ -3,7 +3,10 @@
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod openapi;
 pub mod ops;
+pub mod responses;
+pub mod schema;
 pub mod streams;
 pub mod types;
 
@@ -11,6 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::header;
 use axum::routing::{get, post, put};
 
 use self::error::ApiError;
@@ -18,6 +22,11 @@ pub use self::streams::AppState;
 
 /// The whole API. `auth_token`, when set, is required on every call but the health endpoints.
 pub fn router(service: AppState, max_body_bytes: usize, auth_token: Option<String>) -> Router {
+    let document = openapi::document(&openapi::Instance {
+        plans: service.requestable_plans(),
+        token: auth_token.is_some(),
+    })
+    .to_string();
     let mut router = Router::new()
         .route("/v1/streams", post(streams::play_start))
         .route("/v1/streams/{stream_id}/heartbeat", put(streams::heartbeat))
@@ -39,7 +48,10 @@ pub fn router(service: AppState, max_body_bytes: usize, auth_token: Option<Strin
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(ops::openapi))
+        .route(
+            "/openapi.json",
+            get(move || async move { ([(header::CONTENT_TYPE, "application/json")], document) }),
+        )
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(max_body_bytes))

@@ -1,17 +1,17 @@
-//! Operational endpoints: liveness, readiness, metrics and the OpenAPI document.
+//! Operational endpoints: liveness, readiness and metrics (`openapi.rs` builds the document).
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde::Serialize;
-use utoipa::{OpenApi, ToSchema};
+use utoipa::ToSchema;
 
 use super::streams::AppState;
 use crate::store::ShardHealth;
 
 /// The process is alive.
-#[utoipa::path(get, path = "/healthz", tag = "ops", responses((status = 200, description = "Alive")))]
+#[utoipa::path(get, path = "/healthz", tag = "ops", responses((status = 200, description = "Alive: `{\"status\": \"ok\"}`")))]
 pub async fn healthz() -> impl IntoResponse {
     Json(serde_json::json!({ "status": "ok" }))
 }
@@ -28,7 +28,10 @@ pub struct Readiness {
 /// Ready to take traffic, with each store shard's reachability and circuit.
 #[utoipa::path(
     get, path = "/readyz", tag = "ops",
-    responses((status = 200, body = Readiness), (status = 503, body = Readiness))
+    responses(
+        (status = 200, description = "Ready", body = Readiness),
+        (status = 503, description = "Not ready: the policy is `closed` and a shard is unreachable", body = Readiness),
+    )
 )]
 pub async fn readyz(State(service): State<AppState>) -> impl IntoResponse {
     let shards = service.health().await;
@@ -47,37 +50,13 @@ pub async fn readyz(State(service): State<AppState>) -> impl IntoResponse {
 }
 
 /// Prometheus text: decisions, latencies, store errors, circuit state.
-#[utoipa::path(get, path = "/metrics", tag = "ops", responses((status = 200, description = "Prometheus text format")))]
+#[utoipa::path(
+    get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"))
+)]
 pub async fn metrics(State(service): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         service.render_metrics(),
     )
-}
-
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "screenlimit limiter",
-        description = "Per-account concurrent-stream leases."
-    ),
-    paths(
-        super::streams::play_start,
-        super::streams::heartbeat,
-        super::streams::release,
-        super::streams::list,
-        super::streams::force_stop,
-        super::streams::set_override,
-        super::streams::clear_override,
-        super::streams::audit,
-        super::streams::fleet,
-        healthz,
-        readyz,
-        metrics,
-    )
-)]
-pub struct ApiDoc;
-
-pub async fn openapi() -> impl IntoResponse {
-    Json(ApiDoc::openapi())
 }

@@ -3,21 +3,24 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::error::ApiError;
-use super::extract::{ApiJson, ApiPath, ApiQuery, optional_json};
-use super::types::{
-    AccountRef, AccountStreamsResponse, AuditEntryInfo, AuditQuery, AuditResponse,
-    ClearOverrideRequest, ErrorBody, ForceStopRequest, HeartbeatResponse, LimitReachedBody,
-    OkResponse, OverrideInfo, OverrideRequest, PlayStartRequest, PlayStartResponse, StreamInfo,
-    check_account_id,
+use super::extract::{ApiJson, ApiOptionalJson, ApiPath, ApiQuery};
+use super::responses::{
+    BadJson, InvalidPlayStart, InvalidRequest, PayloadTooLarge, StoreUnavailable, StreamGone,
+    UnknownAccount, UnknownStream, UnsupportedMediaType,
 };
-use crate::model::{AUDIT_RECENT, DenyRule, ForceStopOutcome, HeartbeatOutcome};
+use super::types::{
+    AccountPath, AccountRef, AccountStreamPath, AccountStreamsResponse, AuditEntryInfo, AuditQuery,
+    AuditResponse, ClearOverrideRequest, ForceStopRequest, HeartbeatResponse, LimitReachedBody,
+    OkResponse, OverrideInfo, OverrideRequest, PlayStartRequest, PlayStartResponse, StreamInfo,
+    StreamPath, check_account_id,
+};
+use crate::model::{DenyRule, ForceStopOutcome, HeartbeatOutcome};
 use crate::service::{FleetView, PlayDecision, StreamService};
 
 pub type AppState = Arc<StreamService>;
@@ -32,12 +35,14 @@ fn ttl_sec(service: &StreamService) -> f64 {
     request_body = PlayStartRequest,
     responses(
         (status = 200, description = "Play allowed", body = PlayStartResponse),
+        (status = 400, response = BadJson),
+        (status = 403, response = UnknownAccount),
+        (status = 404, response = UnknownStream),
         (status = 409, description = "The account is at its limit", body = LimitReachedBody),
-        (status = 404, description = "`replace_stream_id` names no stream of this account", body = ErrorBody),
-        (status = 400, description = "Malformed JSON", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 422, description = "Invalid field or unknown plan", body = ErrorBody),
-        (status = 503, description = "Store unavailable under the `closed` policy", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = InvalidPlayStart),
+        (status = 503, response = StoreUnavailable),
     )
 )]
 pub async fn play_start(
@@ -120,18 +125,22 @@ fn limit_reached(limit: u32, rule: DenyRule) -> ApiError {
 /// Renew a stream's lease; send every `heartbeat_interval_sec`.
 #[utoipa::path(
     put, path = "/v1/streams/{stream_id}/heartbeat", tag = "streams",
-    params(("stream_id" = String, Path, description = "From the play-start answer")),
+    params(StreamPath),
     request_body = AccountRef,
     responses(
         (status = 200, description = "Lease renewed (or re-registered after a loss)", body = HeartbeatResponse),
-        (status = 410, description = "`lease_expired` (action `re_acquire`) or `stream_revoked` (action `stop`)", body = ErrorBody),
-        (status = 404, description = "No such stream on this account", body = ErrorBody),
-        (status = 503, description = "Store unavailable under the `closed` policy", body = ErrorBody),
+        (status = 400, response = BadJson),
+        (status = 404, response = UnknownStream),
+        (status = 410, response = StreamGone),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = InvalidRequest),
+        (status = 503, response = StoreUnavailable),
     )
 )]
 pub async fn heartbeat(
     State(service): State<AppState>,
-    ApiPath(stream_id): ApiPath<String>,
+    ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     check_account_id(&body.account_id)?;
@@ -162,16 +171,21 @@ pub async fn heartbeat(
 /// Stop a stream and free its slot now. Idempotent.
 #[utoipa::path(
     delete, path = "/v1/streams/{stream_id}", tag = "streams",
-    params(("stream_id" = String, Path, description = "From the play-start answer")),
+    params(StreamPath),
     request_body = AccountRef,
     responses(
         (status = 200, description = "Stopped (or was not playing)", body = OkResponse),
-        (status = 404, description = "No such stream on this account", body = ErrorBody),
+        (status = 400, response = BadJson),
+        (status = 404, response = UnknownStream),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = InvalidRequest),
+        (status = 503, response = StoreUnavailable),
     )
 )]
 pub async fn release(
     State(service): State<AppState>,
-    ApiPath(stream_id): ApiPath<String>,
+    ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&body.account_id)?;
@@ -182,16 +196,16 @@ pub async fn release(
 /// The account's plan and the streams holding its slots.
 #[utoipa::path(
     get, path = "/v1/accounts/{account_id}/streams", tag = "accounts",
-    params(("account_id" = String, Path)),
+    params(AccountPath),
     responses(
         (status = 200, description = "Active streams", body = AccountStreamsResponse),
-        (status = 422, description = "Malformed account id", body = ErrorBody),
-        (status = 503, description = "Store unavailable", body = ErrorBody),
+        (status = 422, response = InvalidRequest),
+        (status = 503, response = StoreUnavailable),
     )
 )]
 pub async fn list(
     State(service): State<AppState>,
-    ApiPath(account_id): ApiPath<String>,
+    ApiPath(AccountPath { account_id }): ApiPath<AccountPath>,
 ) -> Result<Json<AccountStreamsResponse>, ApiError> {
     check_account_id(&account_id)?;
     let streams = service.list(&account_id).await?;
@@ -212,22 +226,28 @@ pub async fn list(
 /// Kick a device: free its slot now, answer its heartbeats `stream_revoked`, log who and why.
 #[utoipa::path(
     post, path = "/v1/accounts/{account_id}/streams/{stream_id}/force-stop", tag = "accounts",
-    params(("account_id" = String, Path), ("stream_id" = String, Path)),
-    request_body(content = Option<ForceStopRequest>, description = "Optional: actor and reason for the audit log"),
+    params(AccountStreamPath),
+    request_body(content = Option<ForceStopRequest>, description = "Optional (an empty body is none): actor and reason for the audit log"),
     responses(
         (status = 200, description = "Stopped (or already stopped)", body = OkResponse),
-        (status = 404, description = "No such stream on this account", body = ErrorBody),
-        (status = 422, description = "Invalid actor or reason", body = ErrorBody),
-        (status = 503, description = "Store unavailable", body = ErrorBody),
+        (status = 400, response = BadJson),
+        (status = 404, response = UnknownStream),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = InvalidRequest),
+        (status = 503, response = StoreUnavailable),
     )
 )]
 pub async fn force_stop(
     State(service): State<AppState>,
-    ApiPath((account_id, stream_id)): ApiPath<(String, String)>,
-    body: Bytes,
+    ApiPath(AccountStreamPath {
+        account_id,
+        stream_id,
+    }): ApiPath<AccountStreamPath>,
+    ApiOptionalJson(request): ApiOptionalJson<ForceStopRequest>,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&account_id)?;
-    let (actor, reason) = optional_json::<ForceStopRequest>(&body)?.validate()?;
+    let (actor, reason) = request.validate()?;
     let outcome = service
         .force_stop(&account_id, &stream_id, &actor, &reason)
         .await?;
@@ -244,17 +264,20 @@ pub async fn force_stop(
 /// the audit log records it (`limit_granted`) with actor and reason.
 #[utoipa::path(
     put, path = "/v1/accounts/{account_id}/limit-override", tag = "accounts",
-    params(("account_id" = String, Path)),
+    params(AccountPath),
     request_body = OverrideRequest,
     responses(
         (status = 200, description = "The override in force", body = OverrideInfo),
-        (status = 422, description = "Out of range, or invalid actor or reason", body = ErrorBody),
-        (status = 503, description = "Store unavailable", body = ErrorBody),
+        (status = 400, response = BadJson),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = InvalidRequest),
+        (status = 503, response = StoreUnavailable),
     )
 )]
 pub async fn set_override(
     State(service): State<AppState>,
-    ApiPath(account_id): ApiPath<String>,
+    ApiPath(AccountPath { account_id }): ApiPath<AccountPath>,
     ApiJson(body): ApiJson<OverrideRequest>,
 ) -> Result<Json<OverrideInfo>, ApiError> {
     check_account_id(&account_id)?;
@@ -274,21 +297,24 @@ pub async fn set_override(
 /// it (`limit_removed`) with actor and reason, when there was one to remove.
 #[utoipa::path(
     delete, path = "/v1/accounts/{account_id}/limit-override", tag = "accounts",
-    params(("account_id" = String, Path)),
+    params(AccountPath),
     request_body(content = Option<ClearOverrideRequest>, description = "Optional: actor and reason for the audit log"),
     responses(
-        (status = 200, description = "Removed (or there was none)", body = OkResponse),
-        (status = 422, description = "Invalid actor or reason", body = ErrorBody),
-        (status = 503, description = "Store unavailable", body = ErrorBody),
+        (status = 200, description = "No override in force (idempotent)", body = OkResponse),
+        (status = 400, response = BadJson),
+        (status = 413, response = PayloadTooLarge),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = InvalidRequest),
+        (status = 503, response = StoreUnavailable),
     )
 )]
 pub async fn clear_override(
     State(service): State<AppState>,
-    ApiPath(account_id): ApiPath<String>,
-    body: Bytes,
+    ApiPath(AccountPath { account_id }): ApiPath<AccountPath>,
+    ApiOptionalJson(request): ApiOptionalJson<ClearOverrideRequest>,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&account_id)?;
-    let cmd = optional_json::<ClearOverrideRequest>(&body)?.validate(&account_id)?;
+    let cmd = request.validate(&account_id)?;
     service.set_override(&cmd).await?;
     Ok(Json(OkResponse {
         ok: true,
@@ -303,8 +329,8 @@ pub async fn clear_override(
     params(AuditQuery),
     responses(
         (status = 200, description = "Newest first", body = AuditResponse),
-        (status = 422, description = "Malformed account id, unknown kind or bad limit", body = ErrorBody),
-        (status = 503, description = "Store unavailable", body = ErrorBody),
+        (status = 422, response = InvalidRequest),
+        (status = 503, response = StoreUnavailable),
     )
 )]
 pub async fn audit(
@@ -315,7 +341,7 @@ pub async fn audit(
         check_account_id(account_id)?;
     }
     let kind = query.kind()?;
-    let limit = query.limit.unwrap_or(50).clamp(1, AUDIT_RECENT);
+    let limit = query.limit()?;
     let entries = service
         .audit(query.account_id.as_deref(), kind, limit)
         .await?;
@@ -325,7 +351,7 @@ pub async fn audit(
 }
 
 /// This instance, its store's shards and its decision counters, for the fleet overview.
-#[utoipa::path(get, path = "/v1/fleet", tag = "ops", responses((status = 200, body = FleetView)))]
+#[utoipa::path(get, path = "/v1/fleet", tag = "ops", responses((status = 200, description = "This instance and its store", body = FleetView)))]
 pub async fn fleet(State(service): State<AppState>) -> Json<FleetView> {
     Json(service.fleet().await)
 }

@@ -3,31 +3,41 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::error::ApiError;
+use super::schema;
 use crate::config::MAX_STREAMS_CEILING;
-use crate::ids::{validate_display_name, validate_token};
+use crate::ids::{DEVICE_META, DISPLAY_NAME, TextRule, validate_text, validate_token};
 use crate::model::{
-    AuditEntry, AuditKind, Device, DeviceType, LimitOverride, Millis, OverrideCmd, OverrideGrant,
+    AUDIT_RECENT, AuditEntry, AuditKind, Device, DeviceType, LimitOverride, Millis, OverrideCmd,
+    OverrideGrant,
 };
 use crate::service::{ActiveStream, PlayStart};
 
 /// `POST /v1/streams`: a device asks to start playing.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PlayStartRequest {
-    /// The subscriber account; 1-64 of `A-Z a-z 0-9 . _ : -`.
+    /// The subscriber account.
+    #[schema(schema_with = schema::id)]
     pub account_id: String,
-    /// The device, stable across app restarts; same rules as `account_id`.
+    /// The device, stable across app restarts.
+    #[schema(schema_with = schema::id)]
     pub device_id: String,
     /// A configured plan name; without it the account keeps its current plan (or the default).
+    /// The document lists the plans this instance knows (`api::openapi`).
+    #[schema(schema_with = schema::optional_id)]
     pub plan: Option<String>,
     pub device_type: Option<DeviceType>,
-    /// A display name such as "Living Room TV"; at most 64 bytes, no control characters.
+    /// A display name such as "Living Room TV".
+    #[schema(schema_with = schema::device_meta)]
     pub device_meta: Option<String>,
+    #[schema(schema_with = schema::optional_id)]
     pub profile_id: Option<String>,
+    #[schema(schema_with = schema::optional_id)]
     pub title_id: Option<String>,
     /// Take over: stop this stream (one a 409 listed) and take its slot, atomically.
+    #[schema(schema_with = schema::optional_stream_id)]
     pub replace_stream_id: Option<String>,
 }
 
@@ -56,7 +66,7 @@ impl PlayStartRequest {
             check_token("plan", plan)?;
         }
         let meta = self.device_meta.unwrap_or_default();
-        validate_display_name(&meta)
+        validate_text(&DEVICE_META, &meta)
             .map_err(|e| ApiError::invalid_field("device_meta", &e.to_string()))?;
         Ok(PlayStart {
             account_id: self.account_id,
@@ -153,7 +163,34 @@ pub struct LimitReachedBody {
 /// Body of heartbeat and stop calls.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct AccountRef {
+    #[schema(schema_with = schema::id)]
     pub account_id: String,
+}
+
+/// `{account_id}` in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct AccountPath {
+    #[param(schema_with = schema::id)]
+    pub account_id: String,
+}
+
+/// `{stream_id}` in a path: as the play-start answer gave it; any other value is 404.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct StreamPath {
+    #[param(schema_with = schema::stream_id)]
+    pub stream_id: String,
+}
+
+/// `{account_id}` and `{stream_id}` in a path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct AccountStreamPath {
+    #[param(schema_with = schema::id)]
+    pub account_id: String,
+    #[param(schema_with = schema::stream_id)]
+    pub stream_id: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -203,36 +240,61 @@ pub struct ErrorBody {
 /// Optional body of `force-stop`: who asks and why, for the audit log.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct ForceStopRequest {
-    /// The support agent (or system) stopping the stream; at most 64 bytes.
+    /// The support agent (or system) stopping the stream; `api` when absent or null.
+    #[schema(schema_with = schema::actor)]
     pub actor: Option<String>,
-    /// Why; at most 200 bytes, no control characters.
+    /// Why.
+    #[schema(schema_with = schema::reason)]
     pub reason: Option<String>,
 }
 
-/// Longest force-stop reason, in bytes.
-pub const MAX_REASON_BYTES: usize = 200;
+/// Force-stop `actor`: a display name (`DISPLAY_NAME`) that is not blank. The pattern's middle
+/// class is every character but the control characters and the White_Space ones
+/// (`char::is_whitespace`); `tests` checks it against the validator character by character.
+pub const ACTOR: TextRule = TextRule {
+    min_chars: 1,
+    max_chars: DISPLAY_NAME.max_chars,
+    pattern: concat!(
+        r"^[^\u0000-\u001F\u007F-\u009F]*",
+        r"[^\u0000-\u0020\u007F-\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]",
+        r"[^\u0000-\u001F\u007F-\u009F]*$"
+    ),
+    words: "1-64 characters, no control characters, not only spaces",
+};
+
+/// Force-stop `reason`: text with line breaks (`\n`) but no other control characters.
+pub const REASON: TextRule = TextRule {
+    min_chars: 0,
+    max_chars: 200,
+    pattern: r"^[^\u0000-\u0009\u000B-\u001F\u007F-\u009F]*$",
+    words: "at most 200 characters, no control characters but line breaks (\\n)",
+};
+
+fn validate_actor(actor: &str) -> Result<(), String> {
+    validate_text(&ACTOR, actor).map_err(|e| e.to_string())?;
+    if actor.chars().all(char::is_whitespace) {
+        return Err("must not be blank; name who stops the stream".into());
+    }
+    Ok(())
+}
+
+fn validate_reason(reason: &str) -> Result<(), String> {
+    if reason.chars().any(|c| c.is_control() && c != '\n') {
+        return Err("may not hold control characters other than line breaks (\\n)".into());
+    }
+    if reason.chars().count() > REASON.max_chars {
+        return Err(format!("is longer than {} characters", REASON.max_chars));
+    }
+    Ok(())
+}
 
 /// Checks who and why of a support action: returns (actor, reason), with `api` as the actor
 /// when none is named.
 fn check_note(actor: Option<String>, reason: Option<String>) -> Result<(String, String), ApiError> {
     let actor = actor.unwrap_or_else(|| "api".into());
-    validate_display_name(&actor).map_err(|e| ApiError::invalid_field("actor", &e.to_string()))?;
-    if actor.trim().is_empty() {
-        return Err(ApiError::invalid_field("actor", "must not be blank"));
-    }
+    validate_actor(&actor).map_err(|e| ApiError::invalid_field("actor", &e))?;
     let reason = reason.unwrap_or_default();
-    if reason.len() > MAX_REASON_BYTES {
-        return Err(ApiError::invalid_field(
-            "reason",
-            &format!("is longer than {MAX_REASON_BYTES} bytes"),
-        ));
-    }
-    if reason.chars().any(|c| c.is_control() && c != '\n') {
-        return Err(ApiError::invalid_field(
-            "reason",
-            "may not hold control characters",
-        ));
-    }
+    validate_reason(&reason).map_err(|e| ApiError::invalid_field("reason", &e))?;
     Ok((actor, reason))
 }
 
@@ -289,16 +351,18 @@ impl From<AuditEntry> for AuditEntryInfo {
     }
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
     /// Only this account's entries.
+    #[param(schema_with = schema::id)]
     pub account_id: Option<String>,
     /// Only entries of this kind. Read as text so an unknown kind gets a message that lists the
     /// kinds.
     #[param(value_type = Option<AuditKind>)]
     pub kind: Option<String>,
-    /// How many entries, newest first (default 50, at most 1000).
+    /// How many entries, newest first (default 50).
+    #[param(schema_with = schema::audit_limit)]
     pub limit: Option<usize>,
 }
 
@@ -317,6 +381,18 @@ impl AuditQuery {
             )
         })
     }
+
+    /// How many entries to show: 50 unless asked, 1 to `AUDIT_RECENT` (what the log keeps).
+    pub fn limit(&self) -> Result<usize, ApiError> {
+        match self.limit {
+            None => Ok(50),
+            Some(n) if (1..=AUDIT_RECENT).contains(&n) => Ok(n),
+            Some(_) => Err(ApiError::invalid_field(
+                "limit",
+                &format!("must be 1 to {AUDIT_RECENT}"),
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -330,14 +406,19 @@ pub const MAX_OVERRIDE_SEC: u64 = 30 * 24 * 3600;
 /// `PUT /v1/accounts/{account_id}/limit-override`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct OverrideRequest {
-    /// The account's limit while the override lasts (1-100).
-    pub max_streams: u32,
-    /// How long it lasts, in seconds (at most 30 days).
+    /// The account's limit while the override lasts.
+    #[schema(schema_with = schema::override_max_streams)]
+    #[serde(deserialize_with = "integral")]
+    pub max_streams: u64,
+    /// How long it lasts, in seconds.
+    #[schema(schema_with = schema::override_expires_in_sec)]
+    #[serde(deserialize_with = "integral")]
     pub expires_in_sec: u64,
-    /// For the audit log: the support agent (or system) granting it; at most 64 bytes; `api`
-    /// when not given.
+    /// For the audit log: the support agent (or system) granting it; `api` when not given.
+    #[schema(schema_with = schema::actor)]
     pub actor: Option<String>,
-    /// For the audit log: why; at most 200 bytes, no control characters.
+    /// For the audit log: why.
+    #[schema(schema_with = schema::reason)]
     pub reason: Option<String>,
 }
 
@@ -345,9 +426,11 @@ pub struct OverrideRequest {
 /// temporary limit and why, for the audit log.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct ClearOverrideRequest {
-    /// The support agent (or system) removing it; at most 64 bytes; `api` when not given.
+    /// The support agent (or system) removing it; `api` when not given.
+    #[schema(schema_with = schema::actor)]
     pub actor: Option<String>,
-    /// Why; at most 200 bytes, no control characters.
+    /// Why.
+    #[schema(schema_with = schema::reason)]
     pub reason: Option<String>,
 }
 
@@ -360,6 +443,25 @@ impl ClearOverrideRequest {
             actor,
             reason,
         })
+    }
+}
+
+/// A JSON Schema `integer`: any number without a fraction, `3.0` and `3e2` as well as `3`.
+/// Out-of-range values are the caller's rule to refuse (with the field named).
+fn integral<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    use serde::de::{Error, Unexpected};
+    let number = serde_json::Number::deserialize(deserializer)?;
+    if let Some(n) = number.as_u64() {
+        return Ok(n);
+    }
+    match number.as_f64() {
+        // `as` saturates: a negative or huge whole number lands outside every range and is
+        // refused by the range check, which names the field and the bounds.
+        Some(f) if f.fract() == 0.0 => Ok(f as u64),
+        _ => Err(D::Error::invalid_value(
+            Unexpected::Other(&number.to_string()),
+            &"a whole number",
+        )),
     }
 }
 
@@ -376,7 +478,7 @@ impl OverrideRequest {
     }
 
     fn grant(&self) -> Result<OverrideGrant, ApiError> {
-        if !(1..=MAX_STREAMS_CEILING).contains(&self.max_streams) {
+        if !(1..=u64::from(MAX_STREAMS_CEILING)).contains(&self.max_streams) {
             return Err(ApiError::invalid_field(
                 "max_streams",
                 &format!("must be 1 to {MAX_STREAMS_CEILING}"),
@@ -389,7 +491,7 @@ impl OverrideRequest {
             ));
         }
         Ok(OverrideGrant {
-            limit: self.max_streams,
+            limit: self.max_streams as u32, // at most MAX_STREAMS_CEILING, checked above
             duration_ms: self.expires_in_sec * 1000,
         })
     }

@@ -17,11 +17,12 @@ pub fn encode_details(device: &Device) -> Vec<u8> {
     ];
     let body_len = 1 + fields.iter().map(|f| 1 + f.len()).sum::<usize>();
     let mut out = Vec::with_capacity(1 + body_len);
-    // Input validation bounds every field to 64 bytes, so all lengths fit in one byte.
+    // Input validation bounds the fields so that they fit behind one length byte even in the
+    // worst case (`ids::DEVICE_META`, `ids::ID`; a const assertion there checks the sum).
     out.push(u8::try_from(body_len).expect("details fit in 255 bytes"));
     out.push(device.kind.code());
     for field in fields {
-        out.push(u8::try_from(field.len()).expect("fields are at most 64 bytes"));
+        out.push(u8::try_from(field.len()).expect("each field fits in 255 bytes"));
         out.extend_from_slice(field);
     }
     out

@@ -1,0 +1,266 @@
+//! The OpenAPI document an instance serves at `/openapi.json`: the handlers' annotations, plus
+//! what depends on the instance (the plans a request may name, whether calls need the token) and
+//! the links that chain a play-start to the calls on its stream. Built once, at start.
+
+use serde_json::{Value, json};
+use utoipa::OpenApi;
+
+use super::auth::OPEN_PATHS;
+use super::types::ErrorBody;
+use super::{ops, responses, streams};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "screenlimit limiter",
+        description = "Per-account concurrent-stream leases. Every error answer is `ErrorBody`; \
+                       each response lists the `error` codes it can carry."
+    ),
+    paths(
+        streams::play_start,
+        streams::heartbeat,
+        streams::release,
+        streams::list,
+        streams::force_stop,
+        streams::set_override,
+        streams::clear_override,
+        streams::audit,
+        streams::fleet,
+        ops::healthz,
+        ops::readyz,
+        ops::metrics,
+    ),
+    components(schemas(ErrorBody))
+)]
+struct ApiDoc;
+
+/// What the document says about this instance.
+#[derive(Debug, Clone, Default)]
+pub struct Instance {
+    /// The plan names a play-start may give; `None` when the plan database decides and a named
+    /// plan is ignored.
+    pub plans: Option<Vec<String>>,
+    /// Whether every call but the open paths needs the bearer token.
+    pub token: bool,
+}
+
+/// The whole document for `instance`.
+pub fn document(instance: &Instance) -> Value {
+    let mut doc = ApiDoc::openapi();
+    let components = doc.components.get_or_insert_with(Default::default);
+    for (name, response) in responses::all() {
+        components.responses.insert(name.to_owned(), response);
+    }
+    let mut doc = serde_json::to_value(doc).expect("the document serializes");
+    if let Some(plans) = &instance.plans {
+        // `null` stays allowed: the field is optional and nullable.
+        let names: Vec<Value> = plans
+            .iter()
+            .map(|p| json!(p))
+            .chain([Value::Null])
+            .collect();
+        doc["components"]["schemas"]["PlayStartRequest"]["properties"]["plan"]["enum"] =
+            Value::Array(names);
+    }
+    if instance.token {
+        require_token(&mut doc);
+    }
+    add_links(&mut doc);
+    doc
+}
+
+/// Declares the bearer scheme, and on every operation but the open paths its requirement and
+/// the 401 the middleware answers without it.
+fn require_token(doc: &mut Value) {
+    doc["components"]["securitySchemes"] = json!({
+        "bearer": {"type": "http", "scheme": "bearer", "description": "The service token (`auth_token_file`)"}
+    });
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths {
+        if OPEN_PATHS.contains(&path.as_str()) {
+            continue;
+        }
+        for operation in item
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|m| m.values_mut())
+        {
+            operation["security"] = json!([{"bearer": []}]);
+            operation["responses"]["401"] = json!({"$ref": "#/components/responses/Unauthorized"});
+        }
+    }
+}
+
+/// OpenAPI links: what a client (or a stateful fuzzer) can do next with an answer's ids.
+fn add_links(doc: &mut Value) {
+    let account_of_request = "$request.body#/account_id";
+    let new_stream = "$response.body#/stream_id";
+    let on_stream = |operation: &str| {
+        json!({
+            "operationId": operation,
+            "parameters": {"stream_id": new_stream},
+            "requestBody": {"account_id": account_of_request},
+        })
+    };
+    let on_account = |operation: &str| json!({"operationId": operation, "parameters": {"account_id": account_of_request}});
+    let play_start = &mut doc["paths"]["/v1/streams"]["post"]["responses"];
+    play_start["200"]["links"] = json!({
+        "Heartbeat": on_stream("heartbeat"),
+        "Stop": on_stream("release"),
+        "ForceStop": {
+            "operationId": "force_stop",
+            "parameters": {"account_id": account_of_request, "stream_id": new_stream},
+        },
+        "ListAccount": on_account("list"),
+        "GrantOverride": on_account("set_override"),
+        "ClearOverride": on_account("clear_override"),
+        "AccountAudit": on_account("audit"),
+    });
+    play_start["409"]["links"] = json!({
+        "TakeOver": {
+            "operationId": "play_start",
+            "requestBody": {
+                "account_id": account_of_request,
+                "device_id": "$request.body#/device_id",
+                "replace_stream_id": "$response.body#/active/0/stream_id",
+            },
+        },
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::tests::{assert_agree, samples};
+    use crate::ids::{ID, STREAM_ID, validate_token};
+
+    fn doc() -> Value {
+        document(&Instance {
+            plans: Some(vec!["basic".into(), "premium".into()]),
+            token: true,
+        })
+    }
+
+    /// The id schema as the document gives it, as a rule the agreement check can read.
+    fn rule_of(schema: &Value) -> crate::ids::TextRule {
+        let pattern: &'static str = schema["pattern"].as_str().unwrap().to_owned().leak();
+        crate::ids::TextRule {
+            min_chars: schema["minLength"].as_u64().unwrap_or(0) as usize,
+            max_chars: schema["maxLength"].as_u64().unwrap() as usize,
+            pattern,
+            words: "as served",
+        }
+    }
+
+    #[test]
+    fn every_id_in_the_document_is_the_validators_rule() {
+        let doc = doc();
+        let schemas = &doc["components"]["schemas"];
+        let play = &schemas["PlayStartRequest"]["properties"];
+        let mut ids = vec![
+            &play["account_id"],
+            &play["device_id"],
+            &play["plan"],
+            &play["profile_id"],
+            &play["title_id"],
+            &schemas["AccountRef"]["properties"]["account_id"],
+        ];
+        let mut stream_ids = vec![&play["replace_stream_id"]];
+        for item in doc["paths"].as_object().unwrap().values() {
+            for operation in item.as_object().unwrap().values() {
+                for param in operation["parameters"].as_array().into_iter().flatten() {
+                    match param["name"].as_str().unwrap() {
+                        "account_id" => ids.push(&param["schema"]),
+                        "stream_id" => stream_ids.push(&param["schema"]),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            (ids.len(), stream_ids.len()),
+            (11, 4),
+            "every id field and parameter"
+        );
+        let alphabet = ['a', '.', '-', ':', '_', '/', ' ', 'é'];
+        let extra = ["a".repeat(64), "a".repeat(65), ".".repeat(64)].map(String::from);
+        for schema in ids {
+            assert_eq!(
+                rule_of(schema),
+                crate::ids::TextRule {
+                    words: "as served",
+                    ..ID
+                }
+            );
+            assert_agree(
+                &rule_of(schema),
+                |s| validate_token(s).is_ok(),
+                &samples(&alphabet, 3, &extra),
+            );
+        }
+        for schema in stream_ids {
+            assert_eq!(
+                rule_of(schema),
+                crate::ids::TextRule {
+                    words: "as served",
+                    ..STREAM_ID
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn the_plans_the_instance_knows_are_the_only_ones_offered() {
+        let doc = doc();
+        let plan = &doc["components"]["schemas"]["PlayStartRequest"]["properties"]["plan"];
+        assert_eq!(plan["enum"], json!(["basic", "premium", null]));
+        let open = document(&Instance::default());
+        let plan = &open["components"]["schemas"]["PlayStartRequest"]["properties"]["plan"];
+        assert!(
+            plan.get("enum").is_none(),
+            "the plan database decides: {plan}"
+        );
+    }
+
+    #[test]
+    fn with_a_token_every_call_but_the_open_paths_documents_401() {
+        let doc = doc();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let open = OPEN_PATHS.contains(&path.as_str());
+                assert_eq!(
+                    operation["responses"].get("401").is_some(),
+                    !open,
+                    "{method} {path}"
+                );
+                assert_eq!(
+                    operation.get("security").is_some(),
+                    !open,
+                    "{method} {path}"
+                );
+            }
+        }
+        let open = document(&Instance::default());
+        assert!(open["components"].get("securitySchemes").is_none());
+    }
+
+    #[test]
+    fn every_body_taking_call_documents_400_413_415_and_422() {
+        let doc = doc();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                if operation.get("requestBody").is_none() {
+                    continue;
+                }
+                for status in ["400", "413", "415", "422"] {
+                    assert!(
+                        operation["responses"].get(status).is_some(),
+                        "{method} {path} lacks {status}"
+                    );
+                }
+            }
+        }
+    }
+}

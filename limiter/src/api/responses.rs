@@ -1,0 +1,81 @@
+//! The error answers, one reusable OpenAPI response each, with the `error` codes it carries.
+//! Handlers list the ones they can give in `#[utoipa::path(responses(...))]`; `openapi.rs`
+//! registers them all under `components/responses`.
+
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, Schema, Type};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder};
+
+/// `allOf: [ErrorBody, {error: enum codes}]`: the shared shape, narrowed to this answer's codes.
+fn error_response(description: &str, codes: &[&str], headers: &[(&str, &str)]) -> Response {
+    let narrowed = ObjectBuilder::new().property(
+        "error",
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(codes.iter().copied())),
+    );
+    let schema = AllOfBuilder::new()
+        .item(Ref::from_schema_name("ErrorBody"))
+        .item(narrowed)
+        .build();
+    let mut response = ResponseBuilder::new().description(description).content(
+        "application/json",
+        ContentBuilder::new()
+            .schema(Some(Schema::AllOf(schema)))
+            .build(),
+    );
+    for (name, what) in headers {
+        response = response.header(
+            *name,
+            HeaderBuilder::new()
+                .schema(ObjectBuilder::new().schema_type(Type::String))
+                .description(Some(*what))
+                .build(),
+        );
+    }
+    response.build()
+}
+
+macro_rules! error_responses {
+    ($($name:ident => $description:literal, [$($code:literal),+] $(, headers [$(($header:literal, $what:literal)),+])?;)+) => {
+        $(
+            #[doc = $description]
+            pub struct $name;
+
+            impl<'r> utoipa::ToResponse<'r> for $name {
+                fn response() -> (&'r str, RefOr<Response>) {
+                    (
+                        stringify!($name),
+                        RefOr::T(error_response($description, &[$($code),+], &[$($(($header, $what)),+)?])),
+                    )
+                }
+            }
+        )+
+
+        /// Every error response, for `components/responses`.
+        pub fn all() -> Vec<(&'static str, RefOr<Response>)> {
+            vec![$(<$name as utoipa::ToResponse>::response()),+]
+        }
+    };
+}
+
+error_responses! {
+    BadJson => "The body is not valid JSON", ["bad_json"];
+    Unauthorized => "No `Authorization: Bearer <token>` with the configured service token",
+        ["unauthorized"], headers [("WWW-Authenticate", "`Bearer`")];
+    UnknownAccount => "The plan database has no plan for this account (`unknown_account: deny`)",
+        ["unknown_account"];
+    UnknownStream => "No such stream on this account (an id issued for another account, or not issued at all)",
+        ["unknown_stream"];
+    StreamGone => "`lease_expired` (action `re_acquire`: play again) or `stream_revoked` (action `stop`)",
+        ["lease_expired", "stream_revoked"];
+    PayloadTooLarge => "The body is larger than `max_body_bytes`", ["payload_too_large"];
+    UnsupportedMediaType => "The body is not sent as `Content-Type: application/json`",
+        ["unsupported_media_type"];
+    InvalidRequest => "A field, path or query value breaks its rule (`field` names it) or the body has the wrong shape",
+        ["invalid_request"];
+    InvalidPlayStart => "A field breaks its rule (`field` names it), the body has the wrong shape, or `plan` is not configured",
+        ["invalid_request", "unknown_plan"];
+    StoreUnavailable => "The stream store cannot answer (for play-start, heartbeat and stop only under the `closed` failure policy); retry",
+        ["store_unavailable"], headers [("Retry-After", "Seconds to wait: `1`")];
+}
