@@ -157,6 +157,11 @@ pub struct StoreConfig {
     pub circuit_probe_interval: Duration,
     /// Consecutive failures that open a shard's circuit.
     pub circuit_failure_threshold: u32,
+    /// How long a shard's batch waits for company before it goes: commands that arrive
+    /// meanwhile share its round trip. 0 sends at once (commands still share a round trip when
+    /// they arrive while another is in flight). Counted within `timeout`.
+    #[serde(with = "humantime_serde")]
+    pub batch_window: Duration,
     /// Sentinel-managed shards, instead of `redis_shards`.
     pub sentinel: Option<SentinelConfig>,
 }
@@ -326,6 +331,7 @@ impl Default for StoreConfig {
             timeout: Duration::from_millis(25),
             circuit_probe_interval: Duration::from_millis(500),
             circuit_failure_threshold: 3,
+            batch_window: Duration::ZERO,
             sentinel: None,
         }
     }
@@ -615,6 +621,15 @@ impl Config {
 
     fn validate_store(&self) -> Result<(), ConfigError> {
         let store = &self.store;
+        if store.batch_window * 2 > store.timeout {
+            return Err(invalid(
+                "store.batch_window",
+                format!(
+                    "{:?} must be at most half of store.timeout ({:?}): a batch that waits longer leaves its calls no time",
+                    store.batch_window, store.timeout
+                ),
+            ));
+        }
         let shards = !store.redis_shards.is_empty();
         match (store.backend, shards, &store.sentinel) {
             (Backend::Memory, true, _) => Err(invalid(

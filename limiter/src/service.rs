@@ -140,6 +140,7 @@ impl StreamService {
                             None => ShardSpec::Urls(config.store.redis_shards.clone()),
                         },
                         deadline: config.store.timeout,
+                        batch_window: config.store.batch_window,
                         failure_threshold: config.store.circuit_failure_threshold,
                         probe_interval: config.store.circuit_probe_interval,
                     },

@@ -860,6 +860,7 @@ fn redis_backend_with(plans: PlanBook) -> Backend<RedisStore> {
     let options = RedisOptions {
         shards: ShardSpec::Urls(vec![redis.url()]),
         deadline: Duration::from_secs(2),
+        batch_window: Duration::ZERO,
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
     };

@@ -23,6 +23,7 @@ fn store_on(servers: &[&RedisServer], ttl: Duration) -> Arc<RedisStore> {
     let options = RedisOptions {
         shards: ShardSpec::Urls(servers.iter().map(|s| s.url()).collect()),
         deadline: Duration::from_secs(2),
+        batch_window: Duration::ZERO,
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
     };

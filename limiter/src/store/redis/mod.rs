@@ -136,12 +136,15 @@ pub struct RedisStore {
     caps_book: Vec<u8>,
     timing: Timing,
     deadline: Duration,
+    batch_window: Duration,
 }
 
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
     pub shards: ShardSpec,
     pub deadline: Duration,
+    /// How long a batch waits for company before it goes (0: at once).
+    pub batch_window: Duration,
     pub failure_threshold: u32,
     pub probe_interval: Duration,
 }
@@ -197,6 +200,7 @@ impl RedisStore {
             caps_book: caps_book(plans),
             timing,
             deadline,
+            batch_window: options.batch_window,
         });
         for shard in &store.shards {
             shard::spawn_maintenance(
@@ -267,6 +271,9 @@ impl RedisStore {
     async fn send_batches(self: Arc<Self>, index: usize) {
         let queue = &self.shards[index].queue;
         loop {
+            if !self.batch_window.is_zero() {
+                tokio::time::sleep(self.batch_window).await;
+            }
             let batch = queue.take_batch();
             let commands: Vec<&Cmd> = batch.iter().map(|job| &job.command).collect();
             let replies = self.run_batch(index, &commands).await;
