@@ -146,6 +146,27 @@ mod cases {
         assert_eq!(store.list("family").await.unwrap().active.len(), 4);
     }
 
+    /// Heartbeats alone, for many TTLs, with nothing else happening on the account: the lease
+    /// stays live and counted (on Redis the account key must outlive its natively renewed leases).
+    pub async fn a_lease_heartbeated_alone_for_many_ttls_stays_counted<S: LeaseStore>(store: &S) {
+        let tv = granted(store, &play("acct", "tv", None)).await;
+        let started = tokio::time::Instant::now();
+        while started.elapsed() < TTL * 8 {
+            tokio::time::sleep(TTL / 4).await;
+            let beat = store.heartbeat("acct", &tv).await.unwrap();
+            assert!(
+                matches!(beat, HeartbeatOutcome::Renewed { .. }),
+                "after {:?}: {beat:?}",
+                started.elapsed()
+            );
+        }
+        assert!(matches!(
+            store.acquire(&play("acct", "phone", None)).await.unwrap(),
+            AcquireOutcome::Denied { .. }
+        ));
+        assert_eq!(active_devices(store, "acct").await, ["tv"]);
+    }
+
     pub async fn a_lease_not_renewed_frees_its_slot_after_the_ttl<S: LeaseStore>(store: &S) {
         granted(store, &play("acct", "crashed-tv", None)).await;
         assert!(matches!(
@@ -912,6 +933,7 @@ conformance_module!(
     racing_devices_get_exactly_the_free_slots,
     a_lease_not_renewed_frees_its_slot_after_the_ttl,
     heartbeats_keep_a_lease_alive_past_its_first_ttl,
+    a_lease_heartbeated_alone_for_many_ttls_stays_counted,
     a_new_play_from_the_same_device_replaces_its_lease,
     a_force_stopped_stream_stays_revoked_past_its_ttl,
     an_expired_lease_re_registers_when_there_is_room,

@@ -1,6 +1,6 @@
 //! The fast paths must answer exactly as the general code: acquire's and release's, in front of
-//! their general code, and the native renewal (`PEXPIRE` of the lease key and the account key),
-//! which the limiter tries before the full heartbeat script. A seeded random history of plays (own device again, take-overs, plan changes,
+//! their general code, and the native renewal (`GETEX` of the lease key, whose value says until
+//! when the account key lives), which the limiter tries before the full heartbeat script. A seeded random history of plays (own device again, take-overs, plan changes,
 //! device-type caps), renewals with good and stale nonces, stops, force-stops, overrides and clock
 //! jumps is run twice in one Redis: on one account through the scripts the limiter loads, on its
 //! twin through the general code alone. Both read the same frozen clock (`TIME` is swapped for a
@@ -81,19 +81,16 @@ fn details(kind: u8, device: &str) -> Vec<u8> {
     out
 }
 
-/// The limiter's native renewal, on the test's clock: `PEXPIRE <lease key> <ttl>` and
-/// `PEXPIRE <account key> <keep> GT` (1 when both keys are there). Lease keys expire on the
-/// script clock (`PXAT`), which runs weeks ahead of Redis's, so a lease key is gone when its
-/// expiry is behind that clock. KEYS: account, lease key. ARGV: ttl, keep.
+/// The limiter's native renewal, on the test's clock: `GETEX <lease key> PX <ttl>`, the lease
+/// key's value or nil. Lease keys expire on the script clock (`PXAT`), which runs weeks ahead of
+/// Redis's, so a lease key is gone when its expiry is behind that clock. KEYS: account, lease key.
+/// ARGV: ttl.
 const NATIVE_RENEWAL: &str = r#"
 local t = redis.call('LRANGE', 'test:clock', 0, 1)
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-if redis.call('PEXPIRETIME', KEYS[2]) <= now then return 0 end
+if redis.call('PEXPIRETIME', KEYS[2]) <= now then return false end
 redis.call('PEXPIREAT', KEYS[2], now + ARGV[1])
-if redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT') == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-  return 0
-end
-return 1
+return redis.call('GET', KEYS[2])
 "#;
 
 /// Each operation as the limiter loads it and, where that has a fast path, as the general code.
@@ -131,7 +128,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
     let mut clock_ms: u64 = 1_800_000_000_000;
     // The nonce each (account, device) was last granted, to renew, stop or take over with.
     let mut granted: std::collections::HashMap<(u64, usize), Vec<u8>> = Default::default();
-    let (mut fast_admits, mut denials, mut renewals) = (0, 0, 0);
+    let (mut fast_admits, mut denials, mut renewals, mut native_renewals) = (0, 0, 0, 0);
     // Per account, the times where something it holds ends: a live lease (from its listing), a
     // lease's memory (one TTL later), a tombstone's memory, an override.
     let mut edges: [Vec<u64>; 3] = Default::default();
@@ -174,7 +171,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 .query::<i64>(redis)
                 .unwrap()
         };
-        let ours_before = pttl("fast", &mut redis);
+        let (ours_before, theirs_before) = (pttl("fast", &mut redis), pttl("general", &mut redis));
         let op = rng.below(100);
         // Renewals mostly come from devices that were granted a lease on this account.
         let playing: Vec<usize> = (0..DEVICES.len())
@@ -202,7 +199,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 }
                 if std::ptr::eq(script, &scripts.native_renewal) {
                     let mut lease = on(twin).into_bytes();
-                    lease.extend_from_slice(&args[2][..8]);
+                    lease.extend_from_slice(&args[1][..8]);
                     invocation.key(lease);
                 }
                 for arg in args {
@@ -288,15 +285,24 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 device_id.clone(),
                 nonce.clone(),
             ];
-            // As the limiter does it: the native renewal first, the full script when it says 0.
-            // A renewed lease ends a TTL from now, as the full script would answer.
-            let renew_args = [ttl.clone(), keep.clone(), nonce];
-            let ours = match call(&scripts.native_renewal, "fast", &renew_args, &mut redis) {
-                Value::Int(0) => call(&scripts.heartbeat, "fast", &args, &mut redis),
-                Value::Int(1) => {
+            // As the limiter does it: the native renewal first, the full script when the lease
+            // key is gone or the account key's end (its value) is within two TTLs. A renewed
+            // lease ends a TTL from now, as the full script would answer.
+            let renew_args = [ttl.clone(), nonce];
+            let account_until = match call(&scripts.native_renewal, "fast", &renew_args, &mut redis)
+            {
+                Value::Nil => None,
+                Value::BulkString(until) => String::from_utf8(until)
+                    .ok()
+                    .and_then(|u| u.parse::<u64>().ok()),
+                other => panic!("the native renewal answered {other:?}"),
+            };
+            let ours = match account_until {
+                Some(until) if until >= clock_ms + 2 * TTL_MS => {
+                    native_renewals += 1;
                     Value::Array(vec![Value::Int(1), Value::Int((clock_ms + TTL_MS) as i64)])
                 }
-                other => panic!("the native renewal answered {other:?}"),
+                _ => call(&scripts.heartbeat, "fast", &args, &mut redis),
             };
             let theirs = call(&scripts.heartbeat, "general", &args, &mut redis);
             if matches!(&ours, Value::Array(reply) if reply.first() == Some(&Value::Int(1))) {
@@ -358,8 +364,9 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
             ours, theirs,
             "step {step}: the accounts differ after {name}"
         );
+        let theirs_listing = theirs;
         let mut override_end = 0;
-        if let Value::Array(listing) = &theirs {
+        if let Value::Array(listing) = &theirs_listing {
             if let Value::Int(end) = listing[3] {
                 override_end = end;
             }
@@ -376,12 +383,30 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
             edges[account as usize].dedup();
         }
         let (ours, theirs) = (pttl("fast", &mut redis), pttl("general", &mut redis));
-        // A renewal extends the account key to 2 TTLs, or keeps the override's longer end. Either
-        // key may live longer than that only because the frozen clock runs faster than Redis's
-        // own: its lifetime came from an earlier write (the native renewal never shortens one).
-        let needed = (override_end - clock_ms as i64).max(2 * TTL_MS as i64);
+        // The account key outlives every live lease: native renewals leave it alone, so this is
+        // what their two-TTL margin on its end (the lease key's value) must keep.
+        if let Value::Array(listing) = &theirs_listing {
+            for record in &listing[5..] {
+                let Value::BulkString(record) = record else {
+                    continue;
+                };
+                let ends = record[1..7]
+                    .iter()
+                    .fold(0, |acc, &b| (acc << 8) | u64::from(b));
+                assert!(
+                    ours >= ends.saturating_sub(clock_ms) as i64,
+                    "step {step}: after {name} the account key lives {ours} ms, a lease ends in {} ms",
+                    ends - clock_ms
+                );
+            }
+        }
+        // A write gives the key six TTLs, or the override's longer end; a native renewal never
+        // extends it. A key may live longer than that only because the frozen clock runs faster
+        // than Redis's own: its lifetime came from an earlier write.
+        let needed = (override_end - clock_ms as i64).max(6 * TTL_MS as i64);
         assert!(
-            ours + 500 > theirs.min(needed) && ours < theirs.max(needed).max(ours_before) + 500,
+            ours < theirs.max(needed).max(ours_before) + 500
+                && theirs < needed.max(theirs_before) + 500,
             "step {step}: after {name} the key lives {ours} ms against {theirs} ms"
         );
     }
@@ -389,5 +414,8 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
     assert!(fast_admits > 300, "{fast_admits} admissions");
     assert!(denials > 150, "{denials} denials");
     assert!(renewals > 300, "{renewals} renewals");
-    eprintln!("{fast_admits} admissions, {denials} denials, {renewals} renewals");
+    assert!(native_renewals > 100, "{native_renewals} native renewals");
+    eprintln!(
+        "{fast_admits} admissions, {denials} denials, {renewals} renewals ({native_renewals} native)"
+    );
 }

@@ -182,8 +182,8 @@ async fn heartbeats_arriving_together_share_calls_and_each_gets_its_own_answer()
             .all(|o| !matches!(o, Ok(HeartbeatOutcome::Renewed { .. })))
     );
 
-    // Each heartbeat is two native commands (the lease key's and the account key's PEXPIRE);
-    // the 20 that found no live lease then ran the full script (one EVALSHA each, and the first
+    // Each heartbeat is one native command (GETEX of its lease key); the 20 that found no live
+    // lease then ran the full script (one EVALSHA each, and the first
     // found the script not yet loaded: NOSCRIPT, loaded, sent again). All of it went in a few
     // round trips: what the metrics export as batches.
     let stats = server.command("INFO commandstats").unwrap();
@@ -195,13 +195,13 @@ async fn heartbeats_arriving_together_share_calls_and_each_gets_its_own_answer()
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{stats}"))
     };
-    assert_eq!(calls("pexpire"), 400, "{stats}");
+    assert_eq!(calls("getex"), 200, "{stats}");
     assert!((20..=40).contains(&calls("evalsha")), "{stats}");
     let [(0, batches, commands)] = store.batch_totals()[..] else {
         panic!("{:?}", store.batch_totals())
     };
     let (batches, commands) = (batches - batches_before, commands - commands_before);
-    assert_eq!(commands, 420, "every heartbeat went through a batch");
+    assert_eq!(commands, 220, "every heartbeat went through a batch");
     assert!(batches <= 10, "{batches} batches for {commands} commands");
 }
 
@@ -263,11 +263,17 @@ async fn an_idle_account_key_expires_by_itself() {
         .parse()
         .unwrap();
     assert!(
-        pttl > 0 && pttl <= 2 * ttl.as_millis() as i64,
-        "the key carries an expiry: {pttl}ms"
+        pttl > 0 && pttl <= 6 * ttl.as_millis() as i64,
+        "the key carries an expiry of six TTLs at most: {pttl}ms"
     );
-    // Lease expiry plus one TTL of memory for late heartbeats, then nothing is left.
-    tokio::time::sleep(ttl * 2 + Duration::from_millis(200)).await;
+    // The lease key goes with the lease; the account key six TTLs after its last write.
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
+    assert_eq!(
+        integer(&server, "DBSIZE"),
+        1,
+        "the lease key expired with the lease"
+    );
+    tokio::time::sleep(ttl * 5 + Duration::from_millis(200)).await;
     assert!(
         !exists(&server, &key),
         "no sweeper needed: Redis dropped the idle account"

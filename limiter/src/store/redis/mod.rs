@@ -108,7 +108,7 @@ pub fn account_key(account_id: &str) -> String {
 
 /// The key whose life is one live lease's life (`lease_key` in `fast.lua`): the account key and
 /// the first 8 bytes of the stream's nonce, in the account's slot. A heartbeat extends it with
-/// one native `PEXPIRE`.
+/// one native `GETEX ... PX`; its value is the time until which the account key surely lives.
 pub fn lease_key(account_id: &str, nonce: &Nonce) -> Vec<u8> {
     let mut key = account_key(account_id).into_bytes();
     key.extend_from_slice(&nonce[..8]);
@@ -412,34 +412,26 @@ impl RedisStore {
             .arg(AUDIT_RETENTION.as_millis() as u64)
     }
 
-    /// The common heartbeat, two native commands in the shard's next batch: the lease key's
-    /// life extended by a TTL, and the account key's to at least two TTLs (`GT`: a longer
-    /// limit override keeps its own). True when both keys were there: the lease is live and
-    /// renewed. False sends the stream through the full heartbeat script.
+    /// The common heartbeat, one native command in the shard's next batch: `GETEX` of the lease
+    /// key with a new life of one TTL. True when the lease was there and its value (until when
+    /// the account key surely lives) is at least two TTLs ahead of this host's clock: renewed,
+    /// and the account key will outlive the lease by a TTL to spare for clock skew. False sends
+    /// the stream through the full heartbeat script, which also renews the account key's life
+    /// (about one heartbeat in twelve with the account key's six-TTL life).
     async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<bool, StoreError> {
         let index = ring::shard_for(account_id, self.shards.len());
-        let mut lease = redis::cmd("PEXPIRE");
-        lease
+        let mut command = redis::cmd("GETEX");
+        command
             .arg(lease_key(account_id, &stream.nonce))
+            .arg("PX")
             .arg(self.timing.ttl_ms);
-        let mut account = redis::cmd("PEXPIRE");
-        account
-            .arg(account_key(account_id))
-            .arg(self.timing.revocation_ms)
-            .arg("GT");
-        let (lease, account) = futures::join!(self.send(index, lease), self.send(index, account));
-        // GT answers 0 when the account key already lives longer: only a missing key matters.
-        let account_there = match account? {
-            Value::Int(1) => true,
-            _ => self.exists(index, account_key(account_id)).await?,
+        let account_until = match self.send(index, command).await? {
+            Value::BulkString(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok()),
+            _ => None,
         };
-        Ok(matches!(lease?, Value::Int(1)) && account_there)
-    }
-
-    async fn exists(&self, index: usize, key: String) -> Result<bool, StoreError> {
-        let mut command = redis::cmd("EXISTS");
-        command.arg(key);
-        Ok(matches!(self.send(index, command).await?, Value::Int(1)))
+        Ok(account_until.is_some_and(|until| until >= now_ms() + 2 * self.timing.ttl_ms))
     }
 
     fn timing_args<'a, 's>(&self, invocation: &'a mut Call<'s>) -> &'a mut Call<'s> {
@@ -447,6 +439,13 @@ impl RedisStore {
             .arg(self.timing.ttl_ms)
             .arg(self.timing.revocation_ms)
     }
+}
+
+/// This host's wall clock in ms since the epoch (0 if it is before the epoch).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn malformed(what: &str) -> StoreError {

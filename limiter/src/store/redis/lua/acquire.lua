@@ -50,5 +50,5 @@ local ends = now + ttl
 if own then end_lease(KEYS[1], v, recs, own) end
 if target then end_lease(KEYS[1], v, recs, target) end
 save(KEYS[1], v, h, recs, edits, new_record(ends, now, ARGV[8], ARGV[7], details), ARGV[2], now)
-start_lease(KEYS[1], ARGV[8], ends)
+start_lease(KEYS[1], ARGV[8], ends, now, ARGV[2])
 return { 1, limit, active + 1, ends, h.plan, h.limit }

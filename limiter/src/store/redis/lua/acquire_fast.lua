@@ -18,8 +18,9 @@ do
     if plan == '' then plan, limit = ARGV[5], tonumber(ARGV[6]) end
     if limit >= 1 then
       redis.call('SET', KEYS[1], char(2, limit, #plan) .. plan .. '\0\0\0\0\0\0\0' .. char(0)
-        .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device .. details, 'PX', ARGV[2])
-      redis.call('SET', lease_key(KEYS[1], ARGV[8]), 1, 'PXAT', ends)
+        .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device .. details, 'PX',
+        key_life(ARGV[2]))
+      start_lease(KEYS[1], ARGV[8], ends, now, ARGV[2])
       return { 1, limit, 1, ends, plan, limit }
     end
   elseif v then
@@ -100,7 +101,7 @@ do
           v = sub(v, 1, own - 1) .. sub(v, own_stop + 1)
         end
         redis.call('SET', KEYS[1], v .. record, 'KEEPTTL')
-        redis.call('SET', lease_key(KEYS[1], ARGV[8]), 1, 'PXAT', ends)
+        start_lease(KEYS[1], ARGV[8], ends, now, ARGV[2])
         return { 1, limit, active + 1, ends, plan_name, plan_limit }
       end
     end

@@ -13,8 +13,9 @@
 -- remembered one TTL past its end, so a late heartbeat can tell "expired" from "revoked"; a
 -- tombstone's `ends` is the time to forget it. Stops, revocations and replacements delete the
 -- lease key with the state change.
--- Every record is forgotten at most 2 TTLs after the last write, so `SET ... PX 2*TTL` suffices,
--- unless a limit override lasts longer: then the key lives until the override ends.
+-- Every record is forgotten at most 2 TTLs after the last write; the key lives 6 TTLs after it
+-- (`key_life`, so that native renewals seldom need a script), unless a limit override lasts
+-- longer: then the key lives until the override ends.
 --
 -- Cost matters more than elegance here (every play and every heartbeat runs this): scripts keep
 -- the value as one string, index records by position in a flat array of numbers, never decode
@@ -123,7 +124,7 @@ end
 
 -- Writes header + every kept record, with `edits[i]` (a string) in place of record `i` and
 -- `extra` appended; deletes the key when nothing is left to remember.
-local function save(key, v, h, recs, edits, extra, keep_ms, now)
+local function save(key, v, h, recs, edits, extra, keep, now)
   local parts = { header(h) }
   for i = 1, #recs, 4 do
     parts[#parts + 1] = edits[i] or sub(v, recs[i], recs[i + 1])
@@ -134,8 +135,9 @@ local function save(key, v, h, recs, edits, extra, keep_ms, now)
     redis.call('DEL', key)
     return
   end
-  if override_left > tonumber(keep_ms) then keep_ms = override_left end
-  redis.call('SET', key, table.concat(parts), 'PX', keep_ms)
+  local life = key_life(keep)
+  if override_left > life then life = override_left end
+  redis.call('SET', key, table.concat(parts), 'PX', life)
 end
 
 -- The device type of the record at `i` (5, other, when it has no details).
@@ -162,11 +164,6 @@ local function push_active(out, key, v, recs, now, skip)
     end
   end
   return out
-end
-
--- Starts (or restarts) the life of the live lease with this nonce, to end at `ends`.
-local function start_lease(key, nonce, ends)
-  redis.call('SET', lease_key(key, nonce), 1, 'PXAT', ends)
 end
 
 -- Ends the lease of the record at `i` (a stop, a revocation, a replacement).

@@ -8,17 +8,26 @@ local function clock()
   return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
--- The key read and extended to `keep` ms: its value (nil when there is no key, false when it
--- is not version 2), the start of its first record and the override's time left (ms, negative
--- when none). An override that outlasts `keep` gets its own lifetime back.
+-- How long an account key lives after a write (ms), from `keep`, the 2 TTLs a tombstone is
+-- remembered: three times that. Heartbeats renew leases without touching the account key; its
+-- long life lets a lease key carry the account key's end (`start_lease`), which the limiter reads
+-- back with each native renewal and renews through a script only when that end comes near.
+local function key_life(keep)
+  return 3 * tonumber(keep)
+end
+
+-- The key read and extended to its life (`key_life(keep)`): its value (nil when there is no key,
+-- false when it is not version 2), the start of its first record and the override's time left
+-- (ms, negative when none). An override that outlasts that life gets its own lifetime back.
 local function read_extending(key, keep, now)
-  local v = redis.call('GETEX', key, 'PX', keep)
+  local life = key_life(keep)
+  local v = redis.call('GETEX', key, 'PX', life)
   if not v then return nil end
   if string.byte(v, 1) ~= 2 then return false end
   local o = 5 + string.byte(v, 3) -- the override's end
   local a, b, c, d, e, f = string.byte(v, o, o + 5)
   local override_left = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f - now
-  if override_left > tonumber(keep) then redis.call('PEXPIRE', key, override_left) end
+  if override_left > life then redis.call('PEXPIRE', key, override_left) end
   return v, o + 6, override_left
 end
 
@@ -52,11 +61,17 @@ local function caps_of(book, plan)
 end
 
 -- The key whose life is a live lease's life: the account key and the first 8 bytes of the
--- stream's nonce. A heartbeat extends it natively (PEXPIRE), without a script and without
+-- stream's nonce. A heartbeat extends it natively (GETEX ... PX), without a script and without
 -- touching the record, so a live record's stored end may lag behind; stops and revocations
--- delete it.
+-- delete it. Its value is the time until which the account key surely lives.
 local function lease_key(account_key, nonce)
   return account_key .. string.sub(nonce, 1, 8)
+end
+
+-- Starts (or restarts) the life of the live lease with this nonce, to end at `ends`, written at
+-- `now`: the account key, just written, lives at least `key_life(keep)` more.
+local function start_lease(account_key, nonce, ends, now, keep)
+  redis.call('SET', lease_key(account_key, nonce), now + key_life(keep), 'PXAT', ends)
 end
 
 -- A live record's end as its lease key says: the key's expiry (PEXPIRETIME, -2 when the key is

@@ -15,7 +15,7 @@ if i then
   if state == RELEASED then return { 3 } end
   if recs[i + 3] > now then
     save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
-    start_lease(KEYS[1], ARGV[6], ends)
+    start_lease(KEYS[1], ARGV[6], ends, now, ARGV[2])
     return { 1, ends }
   end
 end
@@ -26,5 +26,5 @@ if i then
 else
   save(KEYS[1], v, h, recs, {}, new_record(ends, now, ARGV[6], ARGV[5], '\0'), ARGV[2], now)
 end
-start_lease(KEYS[1], ARGV[6], ends)
+start_lease(KEYS[1], ARGV[6], ends, now, ARGV[2])
 return { 2, ends }
