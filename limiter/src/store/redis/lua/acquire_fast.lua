@@ -48,7 +48,8 @@ do
         -- The caller's own record goes whatever its state (below), so only the others count.
         if mine then
         elseif state == 0 then
-          rec_ends = lease_ends(KEYS[1], sub(v, p + 13, p + 28), rec_ends, now)
+          -- Past its stored end, a live record asks its lease key (heartbeats extend only that).
+          if rec_ends <= now then rec_ends = lease_end(KEYS[1], sub(v, p + 13, p + 28), rec_ends) end
           stale = stale or rec_ends + ttl <= now
         else
           stale = stale or rec_ends <= now

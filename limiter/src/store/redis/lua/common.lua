@@ -9,7 +9,7 @@
 --           B details length, details (B type, then B length + bytes of meta, profile, title)
 -- Each live record has a lease key (`lease_key` in fast.lua) that expires with the lease:
 -- heartbeats extend that key natively, so the record's stored `ends` is a lower bound and the
--- key's expiry is the lease's end once the stored one has passed (`lease_ends`). A live record is
+-- key's expiry is the lease's end once the stored one has passed (`lease_end`). A live record is
 -- remembered one TTL past its end, so a late heartbeat can tell "expired" from "revoked"; a
 -- tombstone's `ends` is the time to forget it. Stops, revocations and replacements delete the
 -- lease key with the state change.
@@ -56,7 +56,8 @@ local function scan(key, now, ttl)
     local stop = q + byte(v, q)
     local forget = ends
     if state == LIVE then
-      ends = lease_ends(key, sub(v, p + 13, p + 28), ends, now)
+      -- Past its stored end, a live record asks its lease key (heartbeats extend only that).
+      if ends <= now then ends = lease_end(key, sub(v, p + 13, p + 28), ends) end
       forget = ends + ttl
     end
     if forget > now then

@@ -75,16 +75,10 @@ local function start_lease(account_key, nonce, ends, now, keep)
 end
 
 -- A live record's end as its lease key says: the key's expiry (PEXPIRETIME, -2 when the key is
--- gone) when that is later than the stored end. For listings.
+-- gone) when that is later than the stored end. While the stored end is ahead the lease is live
+-- (its key lives at least as long), so the scripts ask only once it has passed, and listings.
 local function lease_end(account_key, nonce, stored)
   local t = redis.call('PEXPIRETIME', lease_key(account_key, nonce))
   if t > stored then return t end
   return stored
-end
-
--- Whether a live record is live, as an end to compare with `now`: its stored end while that is
--- ahead (the key lives at least as long), else what its lease key says.
-local function lease_ends(account_key, nonce, stored, now)
-  if stored > now then return stored end
-  return lease_end(account_key, nonce, stored)
 end
