@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{Backend, Config, FailurePolicy};
+use crate::config::{Config, FailurePolicy};
 use crate::ids::{PlanTag, StreamIdCodec, StreamRef};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
@@ -14,7 +14,6 @@ use crate::model::{
 };
 use crate::plans::{PlanError, PlanSource};
 use crate::store::memory::MemoryStore;
-use crate::store::redis::{RedisOptions, RedisStore, ShardSpec};
 use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -126,30 +125,7 @@ impl StreamService {
         let timing = Timing::from_ttl(config.lease.ttl);
         let local = Arc::new(MemoryStore::new(default_plan.clone(), timing));
         local.spawn_sweeper(config.lease.ttl);
-        let store = match config.store.backend {
-            Backend::Memory => AnyStore::Memory(local.clone()),
-            Backend::Redis => AnyStore::Redis(
-                RedisStore::new(
-                    &RedisOptions {
-                        shards: match &config.store.sentinel {
-                            Some(sentinel) => ShardSpec::Sentinel {
-                                addresses: sentinel.addresses.clone(),
-                                masters: sentinel.masters.clone(),
-                                poll_interval: sentinel.poll_interval,
-                            },
-                            None => ShardSpec::Urls(config.store.redis_shards.clone()),
-                        },
-                        deadline: config.store.timeout,
-                        batch_window: config.store.batch_window,
-                        failure_threshold: config.store.circuit_failure_threshold,
-                        probe_interval: config.store.circuit_probe_interval,
-                    },
-                    plans.book(),
-                    timing,
-                )
-                .map_err(anyhow::Error::msg)?,
-            ),
-        };
+        let store = AnyStore::from_config(&config.store, local.clone(), plans.book(), timing)?;
         let codec = match config.resolve_stream_id_secret()? {
             Some(secret) => StreamIdCodec::new(&secret),
             None => StreamIdCodec::random(),

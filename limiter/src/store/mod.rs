@@ -104,6 +104,43 @@ pub enum AnyStore {
 }
 
 impl AnyStore {
+    /// The configured backend: `local` itself for `memory`, else the Redis shards (by URL or
+    /// through Sentinel). Must run inside a Tokio runtime.
+    pub fn from_config(
+        config: &crate::config::StoreConfig,
+        local: std::sync::Arc<memory::MemoryStore>,
+        plans: &crate::plans::PlanBook,
+        timing: crate::model::Timing,
+    ) -> anyhow::Result<AnyStore> {
+        use crate::config::Backend;
+        use redis::{RedisOptions, RedisStore, ShardSpec};
+        Ok(match config.backend {
+            Backend::Memory => AnyStore::Memory(local),
+            Backend::Redis => {
+                let shards = match &config.sentinel {
+                    Some(sentinel) => ShardSpec::Sentinel {
+                        addresses: sentinel.addresses.clone(),
+                        masters: sentinel.masters.clone(),
+                        poll_interval: sentinel.poll_interval,
+                    },
+                    None => ShardSpec::Urls(config.redis_shards.clone()),
+                };
+                let options = RedisOptions {
+                    shards,
+                    deadline: config.timeout,
+                    batch_window: config.batch_window,
+                    failure_threshold: config.circuit_failure_threshold,
+                    probe_interval: config.circuit_probe_interval,
+                };
+                AnyStore::Redis(
+                    RedisStore::new(&options, plans, timing).map_err(anyhow::Error::msg)?,
+                )
+            }
+        })
+    }
+}
+
+impl AnyStore {
     /// Each shard's circuit, without touching the network: (shard, open).
     pub fn circuits(&self) -> Vec<(usize, bool)> {
         match self {
