@@ -268,6 +268,15 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             "must be at least 1",
         ));
     }
+    let window = i64::from(spec.limiter.batch_window_micros);
+    if !(0..=10_000).contains(&window) {
+        errors.push(err("spec.limiter.batchWindowMicros", "must be 0 to 10000"));
+    } else if window * 2 > i64::from(spec.failure_policy.store_timeout_millis) * 1000 {
+        errors.push(err(
+            "spec.limiter.batchWindowMicros",
+            "must be at most half of failurePolicy.storeTimeoutMillis (a batch that waits longer leaves its calls no time)",
+        ));
+    }
 
     if errors.is_empty() {
         Ok(())

@@ -91,6 +91,7 @@ fn the_file_has_exactly_the_expected_keys() {
             "backend",
             "redis_shards",
             "timeout",
+            "batch_window",
             "circuit_probe_interval",
             "circuit_failure_threshold"
         ]
@@ -99,6 +100,7 @@ fn the_file_has_exactly_the_expected_keys() {
     config.validate().unwrap();
     assert_eq!(config.failure_policy, FailurePolicy::LocalCap);
     assert_eq!(config.store.timeout, Duration::from_millis(40));
+    assert_eq!(config.store.batch_window, Duration::ZERO);
 }
 
 #[test]
@@ -269,4 +271,14 @@ fn the_sentinel_config_is_accepted_by_the_limiter() {
     let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(config.store.sentinel.unwrap().masters.len(), 8);
+}
+
+#[test]
+fn the_batch_window_reaches_the_limiter_in_microseconds() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.batch_window_micros = 750;
+    let text = build(&sl).unwrap().limiter_config;
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap();
+    assert_eq!(config.store.batch_window, Duration::from_micros(750));
 }

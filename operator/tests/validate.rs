@@ -105,3 +105,15 @@ fn plan_source_device_caps_and_sentinel_problems_name_their_fields() {
         ["spec.planSource.postgres.secretRef"]
     );
 }
+
+#[test]
+fn a_batch_window_longer_than_half_the_store_deadline_is_refused() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.failure_policy.store_timeout_millis = 4;
+    sl.spec.limiter.batch_window_micros = 2_000;
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new(), "exactly half");
+    sl.spec.limiter.batch_window_micros = 2_001;
+    assert_eq!(fields(validate(&sl)), ["spec.limiter.batchWindowMicros"]);
+    sl.spec.limiter.batch_window_micros = -1;
+    assert_eq!(fields(validate(&sl)), ["spec.limiter.batchWindowMicros"]);
+}

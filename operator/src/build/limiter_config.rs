@@ -104,6 +104,7 @@ struct Store {
     #[serde(skip_serializing_if = "Option::is_none")]
     sentinel: Option<Sentinel>,
     timeout: String,
+    batch_window: String,
     circuit_probe_interval: &'static str,
     circuit_failure_threshold: u32,
 }
@@ -213,6 +214,7 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
             redis_shards: shard_urls(sl, names, namespace),
             sentinel: sentinel(sl, names, namespace),
             timeout: format!("{}ms", spec.failure_policy.store_timeout_millis),
+            batch_window: format!("{}us", spec.limiter.batch_window_micros),
             circuit_probe_interval: CIRCUIT_PROBE_INTERVAL,
             circuit_failure_threshold: CIRCUIT_FAILURE_THRESHOLD,
         },
