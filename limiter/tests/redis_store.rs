@@ -20,10 +20,14 @@ use screenlimit_limiter::store::redis::{
 use support::RedisServer;
 
 fn store_on(servers: &[&RedisServer], ttl: Duration) -> Arc<RedisStore> {
+    store_with_window(servers, ttl, Duration::ZERO)
+}
+
+fn store_with_window(servers: &[&RedisServer], ttl: Duration, window: Duration) -> Arc<RedisStore> {
     let options = RedisOptions {
         shards: ShardSpec::Urls(servers.iter().map(|s| s.url()).collect()),
         deadline: Duration::from_secs(2),
-        batch_window: Duration::ZERO,
+        batch_window: window,
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
     };
@@ -342,4 +346,40 @@ async fn limit_changes_share_the_force_stop_audit_lists_and_their_bounds() {
         .await
         .unwrap();
     assert!(granted.is_empty());
+}
+
+/// With a batch window, commands that come one after another within it share one round trip,
+/// even when none of them had to wait for a batch in flight.
+#[tokio::test]
+async fn a_batch_window_gathers_commands_that_come_one_after_another() {
+    let server = RedisServer::start();
+    let store = store_with_window(
+        &[&server],
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+    );
+    // Warm up: the scripts get loaded and the connection made.
+    store.acquire(&play("warm", "tv")).await.unwrap();
+    let [(0, batches_before, _)] = store.batch_totals()[..] else {
+        panic!("{:?}", store.batch_totals())
+    };
+    let mut plays = Vec::new();
+    for i in 0..10 {
+        let store = store.clone();
+        plays.push(tokio::spawn(async move {
+            store.acquire(&play(&format!("a-{i}"), "tv")).await
+        }));
+        // Spaced out, but well inside one window.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for play in plays {
+        assert!(matches!(
+            play.await.unwrap().unwrap(),
+            AcquireOutcome::Granted { .. }
+        ));
+    }
+    let [(0, batches, _)] = store.batch_totals()[..] else {
+        panic!("{:?}", store.batch_totals())
+    };
+    assert_eq!(batches - batches_before, 1, "ten plays, one round trip");
 }
