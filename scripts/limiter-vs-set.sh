@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# limiter-vs-set.sh: the measure issue 12's targets are defined on. Redis main-thread CPU (INFO cpu,
+# used_cpu_user_main_thread + used_cpu_sys_main_thread, network I/O included) per heartbeat and per
+# play-start through one limiter, 8 clients each waiting for its answer (screenlimit-loadgen max
+# --levels 8), against `redis-benchmark -c 8 -t set` on the same server in the same run.
+#
+#   BIN=target/release scripts/limiter-vs-set.sh            # this tree's release build
+#   BIN=/path/to/old/release LEGACY=1 scripts/limiter-vs-set.sh   # a build without batch_window
+#
+# Environment: BIN (directory of screenlimit-limiter and screenlimit-loadgen) [target/release],
+# STEP (time per phase) [5s], WINDOW (store.batch_window) [0s], LEGACY=1 leaves batch_window out of
+# the limiter config (builds before it existed), SET_N (redis-benchmark requests) [200000].
+# Starts its own redis-server and limiter on free loopback ports and kills both on exit.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${BIN:-$ROOT/target/release}
+STEP=${STEP:-5s}
+WINDOW=${WINDOW:-0s}
+SET_N=${SET_N:-200000}
+for tool in redis-server redis-cli redis-benchmark python3 curl; do
+  command -v "$tool" >/dev/null || { echo "limiter-vs-set: $tool not found" >&2; exit 1; }
+done
+for bin in screenlimit-limiter screenlimit-loadgen; do
+  [[ -x $BIN/$bin ]] || { echo "limiter-vs-set: no $BIN/$bin (cargo build --release -p screenlimit-limiter -p screenlimit-bench)" >&2; exit 1; }
+done
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+REDIS_PORT=$(free_port)
+LIMITER_PORT=$(free_port)
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+  --logfile "$WORK/redis.log" &
+PIDS+=($!)
+window=", batch_window: $WINDOW"
+[[ -n ${LEGACY:-} ]] && window=
+cat >"$WORK/limiter.yaml" <<YAML
+listen: 127.0.0.1:$LIMITER_PORT
+store: { backend: redis, redis_shards: ["redis://127.0.0.1:$REDIS_PORT"], timeout: 25ms$window }
+stream_id_secret: "limiter-vs-set-stream-id-secret-0001"
+YAML
+for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+"$BIN/screenlimit-limiter" --config "$WORK/limiter.yaml" >"$WORK/limiter.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do curl -sf "127.0.0.1:$LIMITER_PORT/healthz" >/dev/null && break; sleep 0.1; done
+
+main_cpu() {
+  redis-cli -p "$REDIS_PORT" info cpu | tr -d '\r' |
+    awk -F: '/used_cpu_(user|sys)_main_thread/ { s += $2 } END { printf "%.6f", s }'
+}
+
+"$BIN/screenlimit-loadgen" max --url "http://127.0.0.1:$LIMITER_PORT" \
+  --redis "redis://127.0.0.1:$REDIS_PORT" --ops heartbeat,play-start --levels 8 --step "$STEP" \
+  --connections 8 --leases 20000 --accounts 100000 --json "$WORK/max.json" --quiet \
+  --progress 1h >/dev/null 2>"$WORK/loadgen.err" ||
+  { tail -5 "$WORK/loadgen.err" >&2; exit 1; }
+before=$(main_cpu)
+redis-benchmark -p "$REDIS_PORT" -c 8 -n "$SET_N" -t set -q >/dev/null
+after=$(main_cpu)
+batches=$(curl -s "127.0.0.1:$LIMITER_PORT/metrics" |
+  awk '/^screenlimit_store_batches_total/ { b += $2 } /^screenlimit_store_batched_commands_total/ { c += $2 } END { if (b) printf "%.1f", c / b; else print "n/a" }')
+
+python3 - "$WORK/max.json" "$before" "$after" "$SET_N" "$batches" <<'PY'
+import json, sys
+report, before, after, n, depth = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+set_us = (after - before) * 1e6 / n
+rows = json.load(open(report))["rows"]
+print(f"SET, redis-benchmark -c 8: {set_us:.2f} us of Redis main-thread CPU per SET")
+for row in rows:
+    us = row["redis_main_thread_cpu_us_per_request"]
+    print(f"{row['op']:<11} 8 clients: {row['rate_per_sec']:>8.0f}/s  p99 {row['p99_ms']:.2f} ms  "
+          f"{us:6.2f} us per op = {us / set_us:.2f}x SET")
+print(f"mean batch depth over the run (commands per round trip): {depth}")
+PY
