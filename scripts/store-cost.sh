@@ -38,7 +38,7 @@
 # TTL_MS defaults to an hour, longer than any run: no call's cost depends on the TTL, but a TTL
 # shorter than the run would let pre-filled leases expire mid-run and turn renewals into misses.
 #
-# Example: STREAMS=300000 REPEAT=3 BENCH_N=50000 scripts/store-cost.sh   (about 5 minutes)
+# Example: STREAMS=300000 REPEAT=3 BENCH_N=50000 scripts/store-cost.sh   (about 3 minutes)
 #
 # Layout: only the current one. The script reads how each script is assembled from
 # limiter/src/store/redis/mod.rs (lease_script! and Scripts::sources(): fast.lua, the
