@@ -1,68 +1,130 @@
 #!/usr/bin/env bash
-# Instructions per call of the lease scripts, counted by callgrind inside redis-server: unlike
+# Instructions per call of the store's commands, counted by callgrind inside redis-server: unlike
 # microseconds, the counts repeat exactly for the same binary and inputs, whatever else the machine
-# is doing, so they show the effect of a Lua change at once. Compares SET, a floor script that only
-# calls TIME + GET + SET on an account's value, the batch renewal the limiter sends for heartbeats
-# (one stream, and eight per call, counted per stream), the full heartbeat script, acquire as the
-# limiter loads it (fast path first) and its general code alone (a play on an account with room,
-# a denial on a full one), and release.
-# Needs redis-server, redis-cli, redis-benchmark and valgrind. N=5000 calls per phase by default.
+# is doing, so they show the effect of a Lua change at once. User-space instructions only: the
+# kernel's share of the network I/O is not counted (scripts/store-cost.sh measures that, as
+# Redis main-thread CPU).
+#
+# Compares SET (one per round trip and 8 per round trip); the heartbeat as the limiter sends it,
+# one native GETEX ... PX of the stream's lease key (likewise 1 and 8 per round trip); a floor
+# script that only calls TIME + GET + SET on an account's value; the full heartbeat script (the
+# rare path: lease key gone, or the account key's end near); acquire as the limiter loads it (fast
+# path first) and its general code alone (a play on an account with room, a denial on a full
+# one); and release.
+#
+# Layout: the one of issue 12 (lease key = account key + first 8 bytes of the nonce; acquire
+# takes 13 ARGV; no renew.lua). The script checks it and stops on anything else.
+#
+# Needs redis-server, redis-cli, redis-benchmark, valgrind (callgrind_control) and python3.
+# N=5000 calls per phase by default. Never touches any Redis but the one it starts under valgrind
+# on a free loopback port; that one is killed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LUA=limiter/src/store/redis/lua
 N=${N:-5000}
+# An hour: longer than the run under valgrind, so no pre-filled lease expires meanwhile.
+TTL_MS=3600000
+KEEP_MS=$((2 * TTL_MS))
+
+die() { echo "bench-script-instructions: $*" >&2; exit 1; }
+for tool in redis-server redis-cli redis-benchmark valgrind callgrind_control python3; do
+  command -v "$tool" >/dev/null || die "$tool not found"
+done
+[[ ! -e $LUA/renew.lua ]] || die "renew.lua exists: the batch-renewal layout, not this one"
+grep -q "return account_key \.\. string\.sub(nonce, 1, 8)" $LUA/fast.lua \
+  || die "fast.lua's lease_key is not account key + first 8 bytes of the nonce"
+grep -q 'ARGV\[13\]' $LUA/acquire.lua || die "acquire takes no ARGV[13] (caps book)"
+if grep -q 'ARGV\[1[4-9]\]' $LUA/acquire.lua $LUA/acquire_fast.lua; then die "acquire takes more than 13 ARGV"; fi
+
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --instr-atstart=no \
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
 vg=$!
 trap 'kill $vg 2>/dev/null; wait $vg 2>/dev/null; rm -rf "$work"' EXIT
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
+for _ in $(seq 300); do
+  redis-cli -p "$port" ping >/dev/null 2>&1 && break
+  kill -0 $vg 2>/dev/null || die "redis-server under valgrind did not start"
+  sleep 0.2
+done
 cli() { redis-cli -p "$port" "$@"; }
 
+# Each script as the limiter assembles it (lease_script! in limiter/src/store/redis/mod.rs):
+# fast.lua, the fast path if there is one, common.lua, the operation.
 ld() { cli SCRIPT LOAD "$(cat "$@")"; }
 acquire=$(ld $LUA/fast.lua $LUA/acquire_fast.lua $LUA/common.lua $LUA/acquire.lua)
-acquire_general=$(ld $LUA/common.lua $LUA/acquire.lua)
-renew=$(ld $LUA/fast.lua $LUA/renew.lua)
-heartbeat=$(ld $LUA/common.lua $LUA/heartbeat.lua)
+acquire_general=$(ld $LUA/fast.lua $LUA/common.lua $LUA/acquire.lua)
+heartbeat=$(ld $LUA/fast.lua $LUA/common.lua $LUA/heartbeat.lua)
 release=$(ld $LUA/fast.lua $LUA/release_fast.lua $LUA/common.lua $LUA/release.lua)
 floor=$(cli SCRIPT LOAD "redis.call('TIME') local v = redis.call('GET', KEYS[1]) if v then redis.call('SET', KEYS[1], v, 'PX', ARGV[2]) end return 1")
 
 # Details as record.rs builds them: length, type, then length + bytes of meta, profile, title.
 tv=$(printf '\x2a\x05\x0eLiving Room TV\x09profile-1\x0ftitle:tt0111161')
 phone=$(printf '\x28\x01\x0cMom-s iPhone\x09profile-2\x0ftitle:tt0068646')
-nonce=0123456789abcdef
-bench() { redis-benchmark -p "$port" -q -n "$1" -c 4 -r "$N" "${@:2}" >/dev/null 2>&1; }
-# Households: every account of `full` gets a tv and phones up to its limit of 4 (and some
-# denials); every account of `room` only a tv, so the measured plays there are granted.
-play() { # play CALLS SCRIPT KEY DEVICE DETAILS [PHASE]: acquire with the limiter's ARGV layout
-  local args=(EVALSHA "$2" 1 "$3" 90000 180000 '' 0 premium 4 "$4" "$nonce" "$5" '' '' '')
-  if [[ -n ${6:-} ]]; then phase "$6" "${args[@]}"; else bench "$1" "${args[@]}"; fi
+# Nonces: printable, so a lease key (account key + the nonce's first 8 bytes) can be named on the
+# command line: the tv's lease key on account X is sl:{X}tv-nonce.
+tv_nonce=tv-nonce-0000001 phone_nonce=ph-nonce-0000001
+bench() { redis-benchmark -p "$port" -q -n "$1" -c 4 -r "${RANGE:-$N}" "${@:2}" >/dev/null 2>&1; }
+play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE: a measured acquire with the limiter's 13 ARGV
+  phase "$6" 1 EVALSHA "$1" 1 "$2" "$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$3" "$5" "$4" '' '' '' ''
 }
-play $((N * 5)) "$acquire" 'sl:{full-__rand_int__}' tv-living-room-01 "$tv"
-play $((N * 5)) "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone"
-for room in room room_general; do
-  play $((N * 5)) "$acquire" "sl:{$room-__rand_int__}" tv-living-room-01 "$tv"
-done
+# Households, pre-filled through the acquire script in one pipe: every account of `full`
+# (sl:{full-%012d}, the form redis-benchmark gives __rand_int__; N of them) holds a tv and three
+# phones, premium's limit of 4; every account of `room` and `room_general` only a tv, so the
+# measured plays there are granted; `rel` (10 x N accounts, a tv each) is released, so that few
+# draws hit an account twice.
+python3 - "$acquire" "$N" "$TTL_MS" "$KEEP_MS" "$tv" "$phone" <<'PY' | cli --pipe >"$work/pipe.out"
+import sys
+sha, n, ttl, keep = sys.argv[1].encode(), int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4].encode()
+tv, phone = sys.argv[5].encode(), sys.argv[6].encode()
+def bulk(b): return b"$%d\r\n%s\r\n" % (len(b), b)
+out = []
+def play(key, device, details, nonce):
+    args = [b"EVALSHA", sha, b"1", key, ttl, keep, b"", b"0", b"premium", b"4", device, nonce, details,
+            b"", b"", b"", b""]
+    out.append(b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args))
+for a in range(n):
+    play(b"sl:{full-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
+    for j in range(3):
+        play(b"sl:{full-%012d}" % a, b"phone-%d-%d" % (a, j), phone, b"p%d-nonce-0000001" % j)
+    play(b"sl:{room-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
+    play(b"sl:{room_general-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
+for a in range(10 * n):
+    play(b"sl:{rel-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
+sys.stdout.buffer.write(b"".join(out))
+PY
+grep -q 'errors: 0,' "$work/pipe.out" || { cat "$work/pipe.out" >&2; die "pre-fill failed"; }
+# Counts the keys matching a pattern (a Lua SCAN: lease keys may end in any byte).
+count=$(cli SCRIPT LOAD "local n, c = 0, '0' repeat local p = redis.call('SCAN', c, 'MATCH', ARGV[1], 'COUNT', 1000) c = p[1] n = n + #p[2] until c == '0' return n")
+# The layout as the phases assume it: every pre-filled stream has its lease key, whose value is a
+# time in ms.
+leases=$(cli EVALSHA "$count" 0 'sl:{*}??-nonce')
+((leases == 16 * N)) || die "$leases lease keys after the pre-fill, expected $((16 * N))"
+[[ $(cli GET 'sl:{full-000000000001}tv-nonce') =~ ^[0-9]{13}$ ]] || die "lease key value is not a time in ms"
 
-phase() {
-  local name=$1; shift
+phase() { # phase NAME PIPELINE COMMAND...: counts instructions over N calls
+  local name=$1 pipe=$2; shift 2
   callgrind_control -z $vg >/dev/null 2>&1; callgrind_control -i on $vg >/dev/null 2>&1
-  bench "$N" "$@"
+  bench "$N" -P "$pipe" "$@"
   callgrind_control -i off $vg >/dev/null 2>&1; callgrind_control -d "$name" $vg >/dev/null 2>&1
 }
-phase set SET 'k:__rand_int__' 'Living Room TV 0123456789abcdef0123456789abcdef01234567'
-phase floor EVALSHA "$floor" 1 'sl:{full-__rand_int__}' 90000 180000
 k='sl:{full-__rand_int__}' d=tv-living-room-01
-phase renew EVALSHA "$renew" 1 "$k" 90000 180000 "$d" "$nonce"
-phase renew_batch8 EVALSHA "$renew" 8 "$k" "$k" "$k" "$k" "$k" "$k" "$k" "$k" 90000 180000 \
-  "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce" "$d" "$nonce"
-phase heartbeat EVALSHA "$heartbeat" 1 "$k" 90000 180000 premium 4 "$d" "$nonce"
-play "$N" "$acquire" 'sl:{room-__rand_int__}' phone-__rand_int__ "$phone" acquire_room
-play "$N" "$acquire_general" 'sl:{room_general-__rand_int__}' phone-__rand_int__ "$phone" acquire_room_general
-play "$N" "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" acquire_denied
-play "$N" "$acquire_general" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" acquire_denied_general
-phase release EVALSHA "$release" 1 'sl:{full-__rand_int__}' 90000 180000 tv-living-room-01 "$nonce"
+phase set 1 SET 'k:__rand_int__' 'Living Room TV 0123456789abcdef0123456789abcdef01234567'
+phase set_p8 8 SET 'k:__rand_int__' 'Living Room TV 0123456789abcdef0123456789abcdef01234567'
+phase getex 1 GETEX "${k}tv-nonce" PX "$TTL_MS"
+phase getex_p8 8 GETEX "${k}tv-nonce" PX "$TTL_MS"
+phase floor 1 EVALSHA "$floor" 1 "$k" "$TTL_MS" "$KEEP_MS"
+phase heartbeat 1 EVALSHA "$heartbeat" 1 "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce"
+# Plays of a new phone (a random device id; phones played on one account share a lease-key name,
+# which only an account drawn twice notices).
+play "$acquire" 'sl:{room-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_room
+play "$acquire_general" 'sl:{room_general-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_room_general
+play "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_denied
+play "$acquire_general" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_denied_general
+RANGE=$((10 * N)) phase release 1 EVALSHA "$release" 1 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce"
+# A draw that hits an account twice finds its lease released already ("not held", general code).
+released=$((10 * N - $(cli EVALSHA "$count" 0 'sl:{rel-*}tv-nonce')))
+echo "release: $released of $N calls released a live lease (the others found it released already)"
 
 python3 - "$work" "$N" <<'PY'
 import glob, re, sys
@@ -71,10 +133,12 @@ rows = {}
 for f in glob.glob(work + '/cg.out.*'):
     text = open(f).read()
     rows[re.search(r'desc: Trigger: dump (\S+)', text).group(1)] = int(re.search(r'totals: (\d+)', text).group(1)) / n
-rows['renew_batch8'] /= 8  # per stream
-set_cost = rows['set']
+names = ['set', 'set_p8', 'getex', 'getex_p8', 'floor', 'heartbeat', 'acquire_room', 'acquire_room_general',
+         'acquire_denied', 'acquire_denied_general', 'release']
+missing = [name for name in names if name not in rows]
+if missing:
+    sys.exit(f"bench-script-instructions: no callgrind dump for {missing}")
 print(f"| phase | instructions per call | x SET |\n|---|---|---|")
-for name in ['set', 'floor', 'renew', 'renew_batch8', 'heartbeat', 'acquire_room', 'acquire_room_general',
-             'acquire_denied', 'acquire_denied_general', 'release']:
-    print(f"| {name} | {rows[name]:,.0f} | {rows[name] / set_cost:.1f} |")
+for name in names:
+    print(f"| {name} | {rows[name]:,.0f} | {rows[name] / rows['set']:.2f} |")
 PY

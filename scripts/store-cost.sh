@@ -1,33 +1,54 @@
 #!/usr/bin/env bash
-# store-cost.sh: what screenlimit's Lua scripts cost Redis, measured on a throwaway local server.
+# store-cost.sh: what one Redis shard spends per screenlimit operation, measured on a throwaway
+# local server, for the store layout as it is since issue 12 (one value per account, plus one
+# lease key per live lease; a heartbeat on a live lease is one native GETEX of its lease key).
 #
-#   CPU:    server-side usec per call from INFO commandstats (CONFIG RESETSTAT before each run,
-#           so every EVALSHA run has cmdstat_evalsha to itself), for a plain SET, the acquire
-#           script and the heartbeat script, driven by redis-benchmark over loopback; every
-#           phase is run REPEAT times round-robin and the median is reported with the range.
+#   CPU:    each phase is one redis-benchmark run of -n BENCH_N calls from BENCH_C clients, each
+#           waiting for its answer (-P 1); SET and GETEX also run pipelined (-P PIPE), as the
+#           limiter sends a shard's commands in batches. Two measures per phase:
+#             - Redis main-thread CPU per operation, network I/O included (the fleet-sizing
+#               measure): the delta of INFO cpu used_cpu_user_main_thread +
+#               used_cpu_sys_main_thread over the run, divided by the calls of the phase's command;
+#             - INFO commandstats usec per call (command time alone, no I/O); CONFIG RESETSTAT
+#               before each run, so every run has its command's cmdstat to itself.
+#           Phases run REPEAT rounds round-robin; medians and ranges are reported, with ratios to
+#           the SET of the same run. Every phase but "new account" must find every key it reads
+#           (keyspace_misses 0), or the script stops.
 #   Memory: used_memory before and after loading STREAMS live streams in a household mix, and
-#           again with one stream per account (the worst case).
+#           again with one stream per account; the live streams are counted by decoding every
+#           account value, the lease keys by name, and DBSIZE - accounts must equal the streams.
 #
 # Needs redis-server, redis-cli, redis-benchmark (Debian redis-tools/redis-server 7.0) and python3.
-# Never touches any Redis but the one it starts; that one is killed on exit.
+# Never touches any Redis but the one it starts on a free loopback port; that one is killed on
+# exit. The machine's load average is printed at the start, at every round and at the end.
 #
 # Environment (defaults in brackets):
-#   STREAMS        live streams for the household-mix memory run              [1000000]
-#   WORST_STREAMS  streams for the one-stream-per-account memory run          [STREAMS]
-#   BENCH_N        requests per redis-benchmark run                           [100000]
-#   REPEAT         runs of every CPU phase (round-robin); the median is shown [3]
-#   BENCH_C        redis-benchmark connections                                [50]
-#   BENCH_KEYS     accounts pre-filled for the acquire/heartbeat phases      [100000]
-#   TTL_MS         lease TTL passed to the scripts (ARGV[2] is 2 x TTL)       [90000]
-#   LUA_REF        git revision to take the Lua scripts from; unset = the working tree
+#   STREAMS        live streams for the household-mix memory run               [1000000]
+#   WORST_STREAMS  streams for the one-stream-per-account memory run           [STREAMS]
+#   BENCH_N        calls per redis-benchmark run                               [100000]
+#   REPEAT         rounds of every CPU phase (round-robin), the median shown;
+#                  0 = memory only                                             [3]
+#   BENCH_C        redis-benchmark clients                                     [8]
+#   PIPE           commands per round trip in the pipelined SET/GETEX phases   [8]
+#   BENCH_KEYS     accounts pre-filled for each acquire/heartbeat case         [100000]
+#   RELEASE_KEYS   accounts loaded afresh (in db 1) before each release run     [10 x BENCH_N]
+#   TTL_MS         lease TTL passed to the scripts (ARGV[2] is 2 x TTL)        [3600000]
+#   LUA_REF        git revision to take the Lua scripts (and mod.rs) from; unset = working tree
 #
-# Example: LUA_REF=HEAD STREAMS=200000 scripts/store-cost.sh   (about 2-3 minutes at the defaults)
+# TTL_MS defaults to an hour, longer than any run: no call's cost depends on the TTL, but a TTL
+# shorter than the run would let pre-filled leases expire mid-run and turn renewals into misses.
 #
-# The scripts have changed shape over time; the layout is read off acquire.lua:
-#   fields:  ARGV[9..12] = type, meta, profile, title; 14 ARGV (up to 6e7c7e0)
-#   details: ARGV[9] = details bytes as limiter/src/store/redis/record.rs builds them; 11 ARGV,
-#            plus ARGV[12] = per-device-type caps when acquire.lua reads it (from cf75b30)
-# Heartbeat and release ARGV are the same in all. An unknown layout stops the script.
+# Example: STREAMS=300000 REPEAT=3 BENCH_N=50000 scripts/store-cost.sh   (about 3 minutes)
+#
+# Layout: only the current one. The script reads how each script is assembled from
+# limiter/src/store/redis/mod.rs (lease_script! and Scripts::sources(): fast.lua, the
+# operation's fast path if it has one, common.lua, the operation), checks the lease-key shape
+# in fast.lua (account key + first 8 bytes of the nonce, account key living 3 x keep = 6 TTLs),
+# that acquire takes 13 ARGV, that mod.rs renews with GETEX, and runs a functional check of
+# grant, lease key, GETEX, heartbeat, re-acquire, release. Anything else stops it. LUA_REF works
+# for any commit with this layout (from 41e7459 on). Older layouts are not measured here: for the
+# batch renewal (renew.lua, up to a30f03d) run this script as it was at that commit, from a
+# worktree of it; the PEXPIRE heartbeat of 257c199-6089a29 never had a version of its own.
 #
 # Household mix (memory run): account i holds 1 stream if i mod 10 is 0-4 (50% of accounts),
 # 2 if 5-7 (30%), 4 if 8-9 (20%): 1.9 streams per account on average.
@@ -37,16 +58,20 @@ STREAMS=${STREAMS:-1000000}
 WORST_STREAMS=${WORST_STREAMS:-$STREAMS}
 BENCH_N=${BENCH_N:-100000}
 REPEAT=${REPEAT:-3}
-BENCH_C=${BENCH_C:-50}
+BENCH_C=${BENCH_C:-8}
+PIPE=${PIPE:-8}
 BENCH_KEYS=${BENCH_KEYS:-100000}
-TTL_MS=${TTL_MS:-90000}
-REV_MS=$((2 * TTL_MS))
+RELEASE_KEYS=${RELEASE_KEYS:-$((10 * BENCH_N))}
+TTL_MS=${TTL_MS:-3600000}
+KEEP_MS=$((2 * TTL_MS))
+KEY_LIFE_MS=$((6 * TTL_MS))
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-LUA_DIR=$ROOT/limiter/src/store/redis/lua
+SCRIPT_START=$(date +%s)
 
+die() { echo "store-cost: $*" >&2; exit 1; }
 for tool in redis-server redis-cli redis-benchmark python3 sha1sum; do
-  command -v "$tool" >/dev/null || { echo "store-cost: $tool not found" >&2; exit 1; }
+  command -v "$tool" >/dev/null || die "$tool not found"
 done
 
 WORK=$(mktemp -d)
@@ -62,12 +87,77 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 log() { printf '[store-cost %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# ---------------------------------------------------------------- sources and layout
+src() { # src PATH: a file of the repository, from the working tree or from LUA_REF
+  if [[ -n ${LUA_REF:-} ]]; then
+    git -C "$ROOT" show "$LUA_REF:$1"
+  else
+    cat "$ROOT/$1"
+  fi
+}
+LUA=limiter/src/store/redis/lua
+src limiter/src/store/redis/mod.rs >"$WORK/mod.rs" || die "no limiter/src/store/redis/mod.rs"
+# How each script is assembled, from mod.rs; prints "op fast|plain" per operation, or fails.
+python3 - "$WORK/mod.rs" >"$WORK/ops" <<'PY' || die "mod.rs assembles its scripts in a way this script does not know"
+import re, sys
+text = open(sys.argv[1]).read()
+macro = re.search(r"macro_rules! lease_script \{(.*?)\n\}", text, re.S)
+assert macro, "no lease_script! macro"
+def norm(inc):
+    inc = inc.replace(" ", "")
+    return {'"lua/fast.lua"': "fast", '"lua/common.lua"': "common",
+            'concat!("lua/",$op,".lua")': "op", 'concat!("lua/",$op,"_fast.lua")': "op_fast"}.get(inc, "?" + inc)
+# Each arm's includes in order: the plain arm must be fast, common, <op>; the fast arm fast,
+# <op>_fast, common, <op>.
+arms = [[norm(i) for i in re.findall(r'include_str!\((concat!\([^)]*\)|"[^"]*")\)', arm)]
+        for arm in macro.group(1).split("=>")[1:]]
+assert arms == [["fast", "common", "op"], ["fast", "op_fast", "common", "op"]], arms
+sources = re.search(r"pub fn sources\(\).*?\[(.*?)\]\s*\}", text, re.S)
+assert sources, "no Scripts::sources()"
+ops = re.findall(r'\("(\w+)", lease_script!\((fast )?"(\w+)"\)\)', sources.group(1))
+assert ops, "Scripts::sources() lists nothing"
+for name, fast, op in ops:
+    assert name == op, (name, op)
+    print(name, "fast" if fast else "plain")
+for need in ("acquire", "heartbeat", "release", "list"):
+    assert need in [name for name, _, _ in ops], need + " missing from Scripts::sources()"
+PY
+src "$LUA/fast.lua" >"$WORK/fast.lua" || die "no fast.lua: not the lease-key layout"
+src "$LUA/common.lua" >"$WORK/common.lua"
+declare -A SHA
+while read -r op kind; do
+  src "$LUA/$op.lua" >"$WORK/$op.src"
+  if [[ $kind == fast ]]; then
+    src "$LUA/${op}_fast.lua" >"$WORK/$op.fast"
+    cat "$WORK/fast.lua" "$WORK/$op.fast" "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
+  else
+    cat "$WORK/fast.lua" "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
+  fi
+done <"$WORK/ops"
+# The lease-key layout, as this script builds its keys and arguments. Each check names what
+# changed, so a new layout is noticed here rather than measured wrongly.
+if src "$LUA/renew.lua" >/dev/null 2>&1; then die "renew.lua exists: the batch-renewal layout, not this one"; fi
+grep -q "return account_key \.\. string\.sub(nonce, 1, 8)" "$WORK/fast.lua" \
+  || die "fast.lua's lease_key is not account key + first 8 bytes of the nonce"
+grep -q "return 3 \* tonumber(keep)" "$WORK/fast.lua" || die "fast.lua's key_life is not 3 x keep (6 TTLs)"
+grep -q 'ARGV\[13\]' "$WORK/acquire.lua" || die "acquire takes no ARGV[13] (caps book)"
+if grep -q 'ARGV\[1[4-9]\]' "$WORK/acquire.lua"; then die "acquire takes more than 13 ARGV"; fi
+grep -q 'redis::cmd("GETEX")' "$WORK/mod.rs" || die "mod.rs does not renew with a native GETEX"
+if [[ -n ${LUA_REF:-} ]]; then
+  LUA_FROM="git $(git -C "$ROOT" rev-parse --short "$LUA_REF")"
+else
+  LUA_FROM="working tree at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  if ! git -C "$ROOT" diff --quiet HEAD -- limiter/src/store/redis 2>/dev/null; then
+    LUA_FROM="$LUA_FROM + uncommitted changes"
+  fi
+fi
 
 # ---------------------------------------------------------------- server
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
-
 PORT=
 for _ in 1 2 3 4 5; do
   PORT=$(free_port)
@@ -83,168 +173,144 @@ for _ in 1 2 3 4 5; do
   wait "$REDIS_PID" 2>/dev/null || true
   REDIS_PID=
 done
-[[ -n $REDIS_PID ]] || { echo "store-cost: could not start redis-server" >&2; cat "$WORK/redis.log" >&2; exit 1; }
+[[ -n $REDIS_PID ]] || { cat "$WORK/redis.log" >&2; die "could not start redis-server"; }
 
 rc() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+rcn() { local db=$1; shift; redis-cli -h 127.0.0.1 -p "$PORT" -n "$db" "$@"; }
 info_field() { rc INFO "$1" | tr -d '\r' | awk -F: -v k="$2" '$1 == k { print $2 }'; }
-
-# Other work on the machine inflates usec/call (a command preempted mid-way is timed as slow).
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-log "load average at start: $LOAD_START (the CPU figures mean something only on an idle machine)"
-log "redis-server $(redis-server --version | sed -E 's/.* v=([^ ]+).*/\1/') on 127.0.0.1:$PORT (pid $REDIS_PID), $(nproc) CPUs"
-
-# ---------------------------------------------------------------- scripts
-# Exactly what the service loads: the operation's fast path if it has one, common.lua, then the
-# operation (see lease_script! in limiter/src/store/redis/mod.rs).
-lua_src() { # lua_src NAME: one Lua file, from the working tree or from LUA_REF
-  if [[ -n ${LUA_REF:-} ]]; then
-    git -C "$ROOT" show "$LUA_REF:limiter/src/store/redis/lua/$1.lua"
-  else
-    cat "$LUA_DIR/$1.lua"
-  fi
+cpu_main() { # Redis main-thread CPU seconds so far, user + system
+  rc INFO cpu | tr -d '\r' | awk -F: '
+    $1 == "used_cpu_user_main_thread" { u = $2; nu++ }
+    $1 == "used_cpu_sys_main_thread" { s = $2; ns++ }
+    END { if (nu != 1 || ns != 1) exit 1; printf "%.6f\n", u + s }' \
+    || die "INFO cpu has no used_cpu_{user,sys}_main_thread"
 }
-# `git show` and `cat` give the same bytes, so a script's SHA is the one the service loads.
-lua_src common >"$WORK/common.lua"
-# The fast paths' shared helpers (fast.lua) come first wherever a fast path does; older trees
-# have no fast.lua.
-lua_src fast >"$WORK/helpers.lua" 2>/dev/null || : >"$WORK/helpers.lua"
-for op in acquire heartbeat release list; do
-  lua_src "$op" >"$WORK/$op.src"
-  if lua_src "${op}_fast" >"$WORK/$op.fast" 2>/dev/null; then
-    cat "$WORK/helpers.lua" "$WORK/$op.fast" >"$WORK/$op.fast.full"
-    mv "$WORK/$op.fast.full" "$WORK/$op.fast"
-  else
-    : >"$WORK/$op.fast"
-  fi
-done
-CAPS=0
-if grep -q 'ARGV\[14\]' "$WORK/acquire.src"; then
-  LAYOUT=fields
-elif grep -q 'ARGV\[11\]' "$WORK/acquire.src" && grep -q 'details' "$WORK/acquire.src" \
-  && ! grep -q 'ARGV\[1[3-9]\]' "$WORK/acquire.src"; then
-  LAYOUT=details
-  if grep -q 'ARGV\[12\]' "$WORK/acquire.src"; then CAPS=1; fi
-else
-  echo "store-cost: acquire.lua has an ARGV layout this script does not know" >&2
-  exit 1
-fi
-if [[ -n ${LUA_REF:-} ]]; then
-  LUA_FROM="git $(git -C "$ROOT" rev-parse --short "$LUA_REF")"
-else
-  LUA_FROM="working tree at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
-  if ! git -C "$ROOT" diff --quiet HEAD -- limiter/src/store/redis/lua 2>/dev/null; then
-    LUA_FROM="$LUA_FROM + uncommitted Lua changes"
-  fi
-fi
-LAYOUT_NAME=$LAYOUT
-((CAPS)) && LAYOUT_NAME="$LAYOUT + caps"
-log "Lua scripts from $LUA_FROM; acquire layout: $LAYOUT_NAME"
 
-declare -A SHA
-for op in acquire heartbeat release list; do
-  cat "$WORK/$op.fast" "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
+REDIS_VERSION=$(redis-server --version | sed -E 's/.* v=([^ ]+).*/\1/')
+LOAD_START=$(loadavg)
+log "load average at start: $LOAD_START (2-core machine shared with others: report ratios within one run)"
+log "redis-server $REDIS_VERSION on 127.0.0.1:$PORT (pid $REDIS_PID), $(nproc) CPUs"
+log "Lua from $LUA_FROM; scripts: $(tr '\n' ' ' <"$WORK/ops")"
+
+while read -r op _; do
   SHA[$op]=$(rc -x SCRIPT LOAD <"$WORK/$op.lua")
   expected=$(sha1sum "$WORK/$op.lua" | cut -d' ' -f1)
-  [[ ${SHA[$op]} == "$expected" ]] || { echo "store-cost: SHA mismatch for $op" >&2; exit 1; }
-done
-# The batch renewal the limiter sends for heartbeats: fast.lua + renew.lua (no prelude); older
-# trees lack it.
-if lua_src renew >"$WORK/renew.src" 2>/dev/null; then
-  cat "$WORK/helpers.lua" "$WORK/renew.src" >"$WORK/renew.lua"
-  SHA[renew]=$(rc -x SCRIPT LOAD <"$WORK/renew.lua")
-fi
-# Diagnostic floors: an empty script, and a script making the same Redis calls as a heartbeat
-# renewal (TIME, GET, SET ... PX) with no decoding or encoding.
+  [[ ${SHA[$op]} == "$expected" ]] || die "SHA mismatch for $op"
+done <"$WORK/ops"
+# Diagnostic floors: an empty script, and a script making the same Redis calls as the simplest
+# account write (TIME, GET, SET ... PX) with no decoding or encoding.
 SHA[noop]=$(rc SCRIPT LOAD 'return 1')
 SHA[floor]=$(rc SCRIPT LOAD "local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local v = redis.call('GET', KEYS[1]) or ARGV[1]
 redis.call('SET', KEYS[1], v, 'PX', ARGV[2])
 return now > 0 and 1 or 0")
-# Counts accounts, live streams and value bytes under a key pattern by decoding every value with
-# its own reader of the byte layout documented at the top of common.lua (so it does not depend on
-# the prelude's helpers). Header: B version, B limit, B plan length, plan, and from version 2
-# B override limit, I6 override end. ARGV: pattern, layout.
+# Counts what lies under a key pattern, decoding every account value with its own reader of the
+# byte layout documented at the top of common.lua (so it does not depend on the scripts'
+# helpers). An account key is 'sl:{' .. id .. '}'; anything longer that matches is a lease key.
+# A record is live when its state is 0 and its end is ahead: the stored end, or its lease key's
+# expiry once the stored end has passed (lease_ends in fast.lua).
+# Returns accounts, live streams, account value bytes, lease keys, live streams whose lease key
+# exists, lease value bytes, lease keys whose value is not a number.
 SHA[count]=$(rc SCRIPT LOAD "local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local fields, byte = ARGV[2] == 'fields', string.byte
+local byte, sub, find = string.byte, string.sub, string.find
 local function u48(s, i)
   local a, b, c, d, e, f = byte(s, i, i + 5)
   return ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
 end
-local keys, streams, bytes, cursor = 0, 0, 0, '0'
+local accounts, streams, bytes, leases, backed, lease_bytes, odd, cursor = 0, 0, 0, 0, 0, 0, 0, '0'
 repeat
   local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
   cursor = page[1]
   for _, key in ipairs(page[2]) do
-    local v = redis.call('GET', key)
-    if v then
-      keys, bytes = keys + 1, bytes + #v
+    local close = find(key, '}', 5, true)
+    if close ~= #key then
+      leases = leases + 1
+      local lv = redis.call('GET', key)
+      lease_bytes = lease_bytes + #lv
+      if not tonumber(lv) or #key ~= close + 8 then odd = odd + 1 end
+    else
+      local v = redis.call('GET', key)
+      accounts, bytes = accounts + 1, bytes + #v
       local p, n = 4 + byte(v, 3), #v
       if byte(v, 1) >= 2 then p = p + 7 end -- version 2: B override limit, I6 override end
-      while p <= n do
-        local state, ends, q
-        if fields then -- B state, B type, c16 nonce, I6 ends, I6 started, 4 x (B len, bytes)
-          state, ends, q = byte(v, p), u48(v, p + 18), p + 30
-          for _ = 1, 4 do q = q + 1 + byte(v, q) end
-        else -- B state, I6 ends, I6 started, 16 nonce, B len, device, B len, details
-          state, ends, q = byte(v, p), u48(v, p + 1), p + 30 + byte(v, p + 29)
-          q = q + 1 + byte(v, q)
+      while p <= n do -- B state, I6 ends, I6 started, c16 nonce, B len, device, B len, details
+        local state, ends = byte(v, p), u48(v, p + 1)
+        local lease_key = key .. sub(v, p + 13, p + 20)
+        local q = p + 30 + byte(v, p + 29)
+        if state == 0 then
+          local expiry = redis.call('PEXPIRETIME', lease_key)
+          if expiry > 0 then backed = backed + 1 end
+          if ends > now or expiry > now then streams = streams + 1 end
         end
-        if state == 0 and ends > now then streams = streams + 1 end
-        p = q
+        p = q + 1 + byte(v, q)
       end
     end
   end
 until cursor == '0'
-return { keys, streams, bytes }")
+return { accounts, streams, bytes, leases, backed, lease_bytes, odd }")
 
-# The benchmark device: a phone, as a request naming no plan (plan '' with default premium/4).
+# ---------------------------------------------------------------- arguments
+# The benchmark device: a phone, a play naming no plan (plan '' with default premium/4), no
+# device caps configured (the limiter then sends '' for both caps arguments). Its nonce is
+# printable, so its lease key, sl:{<account>}bench-no, can be named on a command line.
 BENCH_DEVICE=mobile-7f3a9c2e1b4d
 BENCH_NONCE=bench-nonce-0001
+BENCH_LEASE_SUFFIX=${BENCH_NONCE:0:8}
 BENCH_META='Samsung Galaxy S23'
-if [[ $LAYOUT == fields ]]; then
-  DEVICE_ARGS=(1 "$BENCH_META" profile-1 title:tt0111161)
-else
-  # record.rs encode_details: B body length, B type, then B length + bytes of meta, profile,
-  # title. No byte is 0 here (type 1), so it can travel as a command-line argument.
-  hex() { printf '\\x%02x' "$1"; }
-  body=$((1 + 1 + ${#BENCH_META} + 1 + 9 + 1 + 15))
-  DEVICE_ARGS=("$(printf "$(hex $body)$(hex 1)$(hex ${#BENCH_META})%s$(hex 9)%s$(hex 15)%s" \
-    "$BENCH_META" profile-1 title:tt0111161)")
-fi
-# Device caps: the service sends six 0 bytes (no cap). A NUL cannot be a command-line argument,
-# so redis-benchmark gets '' instead, which the script reads the same way (byte() of nothing
-# -> 0 = no cap); the pipelined loader sends the six 0 bytes.
-CAPS_ARGS=()
-((CAPS)) && CAPS_ARGS=('')
-acq_args() { # acq_args DEVICE NONCE: the ARGV of an acquire without a take-over
-  ACQ=("$TTL_MS" "$REV_MS" '' 0 premium 4 "$1" "$2" "${DEVICE_ARGS[@]}" '' '' "${CAPS_ARGS[@]}")
+# record.rs encode_details: B body length, B type, then B length + bytes of meta, profile,
+# title. No byte is 0 here (type 1), so it can travel as a command-line argument.
+hex() { printf '\\x%02x' "$1"; }
+body=$((1 + 1 + ${#BENCH_META} + 1 + 9 + 1 + 15))
+# shellcheck disable=SC2059 # the format is built from \x escapes on purpose
+DETAILS=$(printf "$(hex $body)$(hex 1)$(hex ${#BENCH_META})%s$(hex 9)%s$(hex 15)%s" \
+  "$BENCH_META" profile-1 title:tt0111161)
+acq_args() { # acq_args DEVICE NONCE: the 13 ARGV of an acquire without a take-over
+  ACQ=("$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$1" "$2" "$DETAILS" '' '' '' '')
 }
 acq_args "$BENCH_DEVICE" "$BENCH_NONCE"
 ACQ_TAIL=("${ACQ[@]}")
-HB_TAIL=("$TTL_MS" "$REV_MS" premium 4 "$BENCH_DEVICE" "$BENCH_NONCE")
+HB_TAIL=("$TTL_MS" "$KEEP_MS" premium 4 "$BENCH_DEVICE" "$BENCH_NONCE")
+REL_TAIL=("$TTL_MS" "$KEEP_MS" "$BENCH_DEVICE" "$BENCH_NONCE")
 
-# Functional check: grant, renew, release, then the released stream is told it expired.
+# ---------------------------------------------------------------- functional check
+# Grant, the lease key and its value, a native renewal, the full heartbeat, a re-acquire that
+# moves the lease key, a release that deletes it, and "expired" after the release.
+first() { head -1 | tr -d '\r'; }
+expect() { # expect WHAT GOT WANT
+  [[ $2 == "$3" ]] || die "layout check: $1 gave '$2', expected '$3'"
+}
+CK='sl:{check}'
 acq_args tv-check-0000001 0123456789abcdef
-chk=$(rc EVALSHA "${SHA[acquire]}" 1 'sl:{check}' "${ACQ[@]}" | head -1)
-[[ $chk == 1 ]] || { echo "store-cost: acquire did not grant (got $chk)" >&2; exit 1; }
-chk=$(rc EVALSHA "${SHA[heartbeat]}" 1 'sl:{check}' "$TTL_MS" "$REV_MS" premium 4 \
-  tv-check-0000001 0123456789abcdef | head -1)
-[[ $chk == 1 ]] || { echo "store-cost: heartbeat did not renew (got $chk)" >&2; exit 1; }
-if [[ -n ${SHA[renew]:-} ]]; then
-  chk=$(rc EVALSHA "${SHA[renew]}" 1 'sl:{check}' "$TTL_MS" "$REV_MS" tv-check-0000001 0123456789abcdef)
-  ((chk > 0)) || { echo "store-cost: renew did not renew (got $chk)" >&2; exit 1; }
-fi
-chk=$(rc EVALSHA "${SHA[release]}" 1 'sl:{check}' "$TTL_MS" "$REV_MS" tv-check-0000001 0123456789abcdef)
-[[ $chk == 1 ]] || { echo "store-cost: release did not release (got $chk)" >&2; exit 1; }
-chk=$(rc EVALSHA "${SHA[heartbeat]}" 1 'sl:{check}' "$TTL_MS" "$REV_MS" premium 4 \
-  tv-check-0000001 0123456789abcdef | head -1)
-[[ $chk == 3 ]] || { echo "store-cost: heartbeat after release should say expired (got $chk)" >&2; exit 1; }
-rc DEL 'sl:{check}' >/dev/null
+expect "acquire" "$(rc EVALSHA "${SHA[acquire]}" 1 "$CK" "${ACQ[@]}" | first)" 1
+expect "EXISTS lease key after acquire" "$(rc EXISTS "${CK}01234567" | first)" 1
+read -r now_s _ <<<"$(rc TIME | tr '\n' ' ')"
+lease_value=$(rc GET "${CK}01234567" | first)
+[[ $lease_value =~ ^[0-9]+$ ]] || die "layout check: lease key value '$lease_value' is not a time"
+life=$((lease_value - now_s * 1000))
+((life > KEY_LIFE_MS - 5000 && life <= KEY_LIFE_MS + 1000)) \
+  || die "layout check: lease key says the account lives $life ms more, expected ~$KEY_LIFE_MS (6 TTLs)"
+pttl=$(rc PTTL "${CK}01234567" | first)
+((pttl > TTL_MS - 5000 && pttl <= TTL_MS)) || die "layout check: lease key PTTL $pttl, expected ~$TTL_MS"
+expect "GETEX lease key" "$(rc GETEX "${CK}01234567" PX "$TTL_MS" | first)" "$lease_value"
+expect "heartbeat script" "$(rc EVALSHA "${SHA[heartbeat]}" 1 "$CK" "$TTL_MS" "$KEEP_MS" premium 4 \
+  tv-check-0000001 0123456789abcdef | first)" 1
+acq_args tv-check-0000001 fedcba9876543210
+expect "re-acquire" "$(rc EVALSHA "${SHA[acquire]}" 1 "$CK" "${ACQ[@]}" | first)" 1
+expect "EXISTS earlier lease key after re-acquire" "$(rc EXISTS "${CK}01234567" | first)" 0
+expect "EXISTS new lease key after re-acquire" "$(rc EXISTS "${CK}fedcba98" | first)" 1
+expect "release" "$(rc EVALSHA "${SHA[release]}" 1 "$CK" "$TTL_MS" "$KEEP_MS" tv-check-0000001 \
+  fedcba9876543210 | first)" 1
+expect "EXISTS lease key after release" "$(rc EXISTS "${CK}fedcba98" | first)" 0
+expect "heartbeat after release" "$(rc EVALSHA "${SHA[heartbeat]}" 1 "$CK" "$TTL_MS" "$KEEP_MS" \
+  premium 4 tv-check-0000001 fedcba9876543210 | first)" 3
+rc DEL "$CK" >/dev/null
+log "layout check passed: lease key = account key + nonce[1..8], value = account key's end (6 TTLs), PXAT the lease's end"
 
 # ---------------------------------------------------------------- loader
-# Writes EVALSHA acquire commands in RESP to stdout, for redis-cli --pipe.
+# Writes EVALSHA acquire commands in RESP to stdout, for redis-cli --pipe. Other streams get
+# 16 random bytes of nonce, as the limiter's (so their lease keys end in binary bytes).
 #   gen.py mix    PREFIX N   household mix until N streams     keys sl:{PREFIX%08d}
 #   gen.py single PREFIX N   N accounts of one stream          keys sl:{PREFIX%08d}
 #   gen.py bench  PREFIX A K A accounts of K streams each; stream 0 is the benchmark device
@@ -254,8 +320,8 @@ rc DEL 'sl:{check}' >/dev/null
 cat >"$WORK/gen.py" <<'PY'
 import random, sys
 
-layout, caps, mode, prefix, sha, ttl, rev = sys.argv[1:8]
-args = sys.argv[8:]
+mode, prefix, sha, ttl, keep = sys.argv[1:6]
+args = sys.argv[6:]
 rng = random.Random(20240601)
 KINDS = [  # type code, id prefix, hex digits (ids are 17-20 chars), device meta
     (0, "tv-", 14, "Living Room TV"),
@@ -266,11 +332,12 @@ KINDS = [  # type code, id prefix, hex digits (ids are 17-20 chars), device meta
 ]
 BENCH_DEVICE, BENCH_NONCE = b"mobile-7f3a9c2e1b4d", b"bench-nonce-0001"
 out = sys.stdout.buffer
-elements = 4 + (14 if layout == "fields" else 11) + int(caps)
-head = b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % (elements, sha.encode())
+# EVALSHA sha 1 key + 13 ARGV: ttl, keep, plan, limit, default plan, default limit, device,
+# nonce, details, replace device, replace nonce, the named plan's caps, the caps book.
+head = b"*17\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % sha.encode()
 def bulk(b): return b"$%d\r\n%s\r\n" % (len(b), b)
-tail_timing = bulk(ttl.encode()) + bulk(rev.encode()) + bulk(b"") + bulk(b"0") + bulk(b"premium") + bulk(b"4")
-tail_replace = bulk(b"") + bulk(b"") + (bulk(b"\0" * 6) if caps == "1" else b"")
+tail_timing = bulk(ttl.encode()) + bulk(keep.encode()) + bulk(b"") + bulk(b"0") + bulk(b"premium") + bulk(b"4")
+tail_rest = bulk(b"") * 4
 buf = []
 def stream(key, a, s, device=None, nonce=None):
     code, pfx, digits, meta = KINDS[(a + s) % 5]
@@ -280,12 +347,9 @@ def stream(key, a, s, device=None, nonce=None):
         nonce = rng.randbytes(16)
     title = b"title:tt%07d" % rng.randrange(10_000_000)
     profile, meta = b"profile-%d" % (s + 1), meta.encode()
-    if layout == "fields":
-        dev = bulk(b"%d" % code) + bulk(meta) + bulk(profile) + bulk(title)
-    else:  # record.rs encode_details
-        body = bytes([code, len(meta)]) + meta + bytes([len(profile)]) + profile + bytes([len(title)]) + title
-        dev = bulk(bytes([len(body)]) + body)
-    buf.append(head + bulk(key) + tail_timing + bulk(device) + bulk(nonce) + dev + tail_replace)
+    body = bytes([code, len(meta)]) + meta + bytes([len(profile)]) + profile + bytes([len(title)]) + title
+    details = bulk(bytes([len(body)]) + body)  # record.rs encode_details
+    buf.append(head + bulk(key) + tail_timing + bulk(device) + bulk(nonce) + details + tail_rest)
     if len(buf) >= 10000:
         out.write(b"".join(buf)); buf.clear()
 
@@ -310,25 +374,27 @@ elif mode in ("bench", "other"):
                 stream(key, 0, 0, BENCH_DEVICE, BENCH_NONCE)
             else:
                 stream(key, a, s)
+else:
+    sys.exit("gen.py: unknown mode " + mode)
 out.write(b"".join(buf))
 PY
 
-load() { # load MODE PREFIX ARGS... : pipes generated acquires into the server, checks for errors
-  python3 "$WORK/gen.py" "$LAYOUT" "$CAPS" "$1" "$2" "${SHA[acquire]}" "$TTL_MS" "$REV_MS" "${@:3}" \
-    | rc --pipe >"$WORK/pipe.out" 2>&1
-  grep -q 'errors: 0,' "$WORK/pipe.out" || { echo "store-cost: load failed:" >&2; cat "$WORK/pipe.out" >&2; exit 1; }
+load() { # load DB MODE PREFIX ARGS... : pipes generated acquires into db DB, checks for errors
+  python3 "$WORK/gen.py" "$2" "$3" "${SHA[acquire]}" "$TTL_MS" "$KEEP_MS" "${@:4}" \
+    | rcn "$1" --pipe >"$WORK/pipe.out" 2>&1
+  grep -q 'errors: 0,' "$WORK/pipe.out" || { cat "$WORK/pipe.out" >&2; die "load failed"; }
 }
-count() { # count PATTERN -> "accounts streams value_bytes"
+count() { # count DB PATTERN -> "accounts streams value_bytes lease_keys backed lease_bytes odd"
   local out
-  out=$(rc EVALSHA "${SHA[count]}" 0 "$1" "$LAYOUT" | tr '\n' ' ')
-  [[ $out =~ ^[0-9]+\ [0-9]+\ [0-9]+\ $ ]] || { echo "store-cost: count failed: $out" >&2; exit 1; }
+  out=$(rcn "$1" EVALSHA "${SHA[count]}" 0 "$2" | tr '\n' ' ')
+  [[ $out =~ ^([0-9]+\ ){7}$ ]] || die "count failed: $out"
   echo "$out"
 }
 listed() { # listed KEY... -> live streams per key as the list script (the service's read) reports
   # them, one digit per key. Only the reply's array header is read: records may hold any byte.
-  python3 - "$PORT" "${SHA[list]}" "$TTL_MS" "$LAYOUT" "$@" <<'PY'
+  python3 - "$PORT" "${SHA[list]}" "$TTL_MS" "$@" <<'PY'
 import socket, sys
-port, sha, ttl, layout, *keys = sys.argv[1:]
+port, sha, ttl, *keys = sys.argv[1:]
 def length(key):
     with socket.create_connection(("127.0.0.1", int(port))) as conn:
         args = [b"EVALSHA", sha.encode(), b"1", key.encode(), ttl.encode(), b"premium", b"4"]
@@ -336,20 +402,19 @@ def length(key):
         head = conn.makefile("rb").readline()  # the rest of the reply is left unread
     assert head.startswith(b"*"), head
     return int(head[1:])
-# The reply is some account fields, then per live lease 8 fields (fields layout) or one raw
-# record; an account that does not exist gives the account fields alone.
+# The reply is 5 account fields, then one raw record per live lease.
 fixed = length("sl:{store-cost-no-such-account}")
-per = 8 if layout == "fields" else 1
-print("".join(str((length(key) - fixed) // per) for key in keys))
+print("".join(str(length(key) - fixed) for key in keys))
 PY
 }
 
-# Waits for incremental rehashing of the main and expires dicts to finish. Redis does it 1 ms
-# per cron tick (and a step per dict access), so hz is raised meanwhile. Up to 60 s.
+# Waits for incremental rehashing of the main and expires dicts of dbs 0 and 1 to finish. Redis
+# does it 1 ms per cron tick (and a step per dict access), so hz is raised meanwhile. Up to 60 s.
 settle() {
   local waited=0 stats
   rc CONFIG SET hz 500 >/dev/null
-  while stats=$(rc DEBUG HTSTATS 0) && grep -q 'rehashing target' <<<"$stats"; do
+  # (No pipe into grep -q: under pipefail its early exit would end the wait at once.)
+  while stats=$(rc DEBUG HTSTATS 0 && rc DEBUG HTSTATS 1) && [[ $stats == *'rehashing target'* ]]; do
     if ((waited >= 600)); then log "WARNING: still rehashing after 60 s"; break; fi
     sleep 0.1
     waited=$((waited + 1))
@@ -359,178 +424,269 @@ settle() {
 }
 
 # ---------------------------------------------------------------- CPU
-# Acquire/heartbeat use the benchmark device (ACQ_TAIL, HB_TAIL above). __rand_int__ is replaced
-# per occurrence by redis-benchmark.
+# __rand_int__ is replaced per occurrence by redis-benchmark (12 digits, below the phase's range).
 VALUE=$(printf 'v%.0s' $(seq 60))
 
-# Phases are registered first, then run REPEAT rounds round-robin (so a burst of other load on the
-# machine spreads over all of them); each run is alone between CONFIG RESETSTAT and INFO.
-declare -A USEC CALLS RPS FAILED STAT RANGE CMD PER
+# Phases are registered first, then run REPEAT rounds round-robin (so a burst of other load on
+# the machine spreads over all of them); each run is alone between CONFIG RESETSTAT and INFO.
+declare -A NAME STAT RANGE CMD PIPED DBN MISSES_OK PRE POST
 PHASES=()
-phase() { # phase NAME CMDSTAT KEYRANGE COMMAND...; PER_CALL=n: each call does n operations
-  local name=$1
-  STAT[$name]=$2 RANGE[$name]=$3 PER[$name]=${PER_CALL:-1}
-  shift 3
-  CMD[$name]=$(printf '%q ' "$@") # args may hold any byte but NUL; %q round-trips them
-  PHASES+=("$name")
+phase() { # phase NAME PIPELINE CMDSTAT KEYRANGE COMMAND...; DB=n, MISSES=ok, PREP=fn, CHECK=fn
+  local id="$1 @$2"
+  NAME[$id]=$1 PIPED[$id]=$2 STAT[$id]=$3 RANGE[$id]=$4
+  DBN[$id]=${DB:-0} MISSES_OK[$id]=${MISSES:-} PRE[$id]=${PREP:-} POST[$id]=${CHECK:-}
+  shift 4
+  CMD[$id]=$(printf '%q ' "$@") # args may hold any byte but NUL; %q round-trips them
+  PHASES+=("$id")
 }
-run_once() { # run_once NAME: one redis-benchmark run, appends to USEC/RPS/CALLS/FAILED
-  local name=$1 csv line
+printf 'name\tpipe\tcpu_us\tusec\tcalls\tfailed\trps\tmisses\tnote\n' >"$WORK/runs.tsv"
+run_once() { # run_once ID: one redis-benchmark run, appends a line to runs.tsv
+  local name=$1 csv line cpu0 cpu1 note=''
   local -a cmd
   eval "cmd=(${CMD[$name]})"
+  [[ -z ${PRE[$name]} ]] || "${PRE[$name]}"
   settle # a rehash left running by an earlier phase would charge its steps to this one
   rc CONFIG RESETSTAT >/dev/null
-  csv=$(redis-benchmark -h 127.0.0.1 -p "$PORT" -n "$BENCH_N" -c "$BENCH_C" -P 1 -r "${RANGE[$name]}" --csv "${cmd[@]}" 2>/dev/null)
+  cpu0=$(cpu_main)
+  csv=$(redis-benchmark -h 127.0.0.1 -p "$PORT" --dbnum "${DBN[$name]}" -n "$BENCH_N" -c "$BENCH_C" \
+    -P "${PIPED[$name]}" -r "${RANGE[$name]}" --csv "${cmd[@]}" 2>/dev/null)
+  cpu1=$(cpu_main)
   line=$(rc INFO commandstats | tr -d '\r' | grep "^cmdstat_${STAT[$name]}:") \
-    || { echo "store-cost: no cmdstat_${STAT[$name]} after $name" >&2; exit 1; }
-  local usec calls failed rps
+    || die "no cmdstat_${STAT[$name]} after $name"
+  local usec calls failed rps misses cpu_us
   usec=$(sed -E 's/.*usec_per_call=([0-9.]+).*/\1/' <<<"$line")
   calls=$(sed -E 's/.*[:,]calls=([0-9]+).*/\1/' <<<"$line")
   failed=$(sed -E 's/.*failed_calls=([0-9]+).*/\1/' <<<"$line")
   rps=$(printf '%s\n' "$csv" | tail -1 | cut -d, -f2 | tr -d '"')
-  USEC[$name]+="$usec " RPS[$name]+="$rps " CALLS[$name]+="$calls " FAILED[$name]+="$failed "
-  log "$(printf '%-34s %8s usec/call  %7s calls  %6s failed  %9s req/s' "$name" "$usec" "$calls" "$failed" "$rps")"
+  misses=$(info_field stats keyspace_misses)
+  cpu_us=$(python3 -c "print(f'{($cpu1 - $cpu0) * 1e6 / $calls:.3f}')")
+  ((calls >= BENCH_N)) || die "$name: only $calls calls of $BENCH_N"
+  ((failed == 0)) || die "$name: $failed calls failed"
+  [[ -n ${MISSES_OK[$name]} ]] || ((misses == 0)) || die "$name: $misses keys were not found (keyspace_misses)"
+  [[ -z ${POST[$name]} ]] || { "${POST[$name]}"; note=$POST_NOTE; }
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${NAME[$name]}" "${PIPED[$name]}" "$cpu_us" "$usec" "$calls" \
+    "$failed" "$rps" "$misses" "$note" >>"$WORK/runs.tsv"
+  log "$(printf '%-42s -P %-2s %7s us CPU/op %6s usec/call %7s calls %6s misses %9s req/s' \
+    "${NAME[$name]}" "${PIPED[$name]}" "$cpu_us" "$usec" "$calls" "$misses" "$rps")${note:+ ($note per mille real releases)}"
 }
-median() { python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' $1; }
-spread() { python3 -c 'import sys; v = sorted(map(float, sys.argv[1:])); print(f"{v[0]:.2f}-{v[-1]:.2f}")' $1; }
-total() { python3 -c 'import sys; print(sum(map(int, sys.argv[1:])))' $1; }
 
-log "CPU phases: $REPEAT rounds of -n $BENCH_N -c $BENCH_C -P 1, accounts pre-filled: $BENCH_KEYS"
-load bench acq1- "$BENCH_KEYS" 1          # accounts holding the benchmark device only
-load bench hb2- "$BENCH_KEYS" 2           # benchmark device + 1 other
-load bench hb4- "$BENCH_KEYS" 4           # benchmark device + 3 others (a full premium account)
-load other acqo- "$BENCH_KEYS" 1          # accounts holding one other device (not the bench one)
-for p in acq1- hb2- hb4- acqo-; do
-  read -r _ s _ <<<"$(count "sl:{$p*")"
-  log "pre-filled sl:{$p*}: $s streams"
-done
+# REPEAT=0 skips the CPU phases (memory only).
+if ((REPEAT > 0)); then
+  log "CPU phases: $REPEAT rounds of -n $BENCH_N -c $BENCH_C -P 1 (and -P $PIPE for SET/GETEX), accounts pre-filled: $BENCH_KEYS"
+  load 0 bench acq1- "$BENCH_KEYS" 1 # accounts holding the benchmark device only
+  load 0 bench hb2- "$BENCH_KEYS" 2  # benchmark device + 1 other
+  load 0 bench hb4- "$BENCH_KEYS" 4  # benchmark device + 3 others (a full premium account)
+  load 0 other acqo- "$BENCH_KEYS" 1 # accounts holding one other device (not the bench one)
+  for p in acq1-:1 hb2-:2 hb4-:4 acqo-:1; do
+    read -r a s _ l b _ odd <<<"$(count 0 "sl:{${p%:*}*")"
+    log "pre-filled sl:{${p%:*}*}: $a accounts, $s live streams, $l lease keys ($b of live streams, $odd odd)"
+    want=$((BENCH_KEYS * ${p#*:}))
+    [[ $a == "$BENCH_KEYS" && $s == "$want" && $l == "$want" && $b == "$want" && $odd == 0 ]] \
+      || die "pre-fill of ${p%:*} does not hold $want live streams with their lease keys"
+  done
 
-# SET baseline over BENCH_KEYS keys, after an untimed pass that creates them, so the timed pass is
-# mostly overwrites (like the scripts' own SETs) and no hash-table growth lands on it.
-redis-benchmark -h 127.0.0.1 -p "$PORT" -n "$BENCH_N" -c "$BENCH_C" -P 1 -r "$BENCH_KEYS" -q \
-  SET 'key:__rand_int__' "$VALUE" >/dev/null 2>&1
-phase 'SET (60-byte value)'              set     "$BENCH_KEYS" SET 'key:__rand_int__' "$VALUE"
-phase 'evalsha return 1 (floor)'         evalsha 1000000   EVALSHA "${SHA[noop]}" 0
-phase 'evalsha TIME+GET+SET (floor)'     evalsha "$BENCH_KEYS" EVALSHA "${SHA[floor]}" 1 'sl:{hb2-__rand_int__}' "$VALUE" "$REV_MS"
-# Acquire on a fresh account: GET misses, one record written. Keys drawn from 10^8, so repeats
-# are rare (~0.1%); all are grants.
-phase 'acquire, new account'             evalsha 100000000 EVALSHA "${SHA[acquire]}" 1 'sl:{new-__rand_int__}' "${ACQ_TAIL[@]}"
-# Acquire from a device already holding the account's only stream (re-acquire: own record dropped
-# and rewritten): one record read, one written. Grant.
-phase 'acquire, re-acquire (1 stream)'   evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 'sl:{acq1-__rand_int__}' "${ACQ_TAIL[@]}"
-# Acquire a second stream (the account holds one other device; the first hit appends, later hits
-# replace the bench device's own record): 1-2 records read, 2 written. Grant.
-phase 'acquire, 2nd stream'              evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 'sl:{acqo-__rand_int__}' "${ACQ_TAIL[@]}"
-# Heartbeat renewals: every key was pre-filled with the benchmark device, so every call renews.
-phase 'full heartbeat script, 2-stream acct' evalsha "$BENCH_KEYS" EVALSHA "${SHA[heartbeat]}" 1 'sl:{hb2-__rand_int__}' "${HB_TAIL[@]}"
-phase 'full heartbeat script, 4-stream acct' evalsha "$BENCH_KEYS" EVALSHA "${SHA[heartbeat]}" 1 'sl:{hb4-__rand_int__}' "${HB_TAIL[@]}"
-# What the limiter sends for heartbeats: renew, one stream per call when the shard is quiet, and
-# when heartbeats arrive together a batch of them (here 8, each on a random account).
-if [[ -n ${SHA[renew]:-} ]]; then
-  renew_batch() { # renew_batch PREFIX N: EVALSHA renew with N random accounts of PREFIX
-    local keys=() args=() i
-    for ((i = 0; i < $2; i++)); do keys+=("sl:{$1__rand_int__}"); args+=("$BENCH_DEVICE" "$BENCH_NONCE"); done
-    RENEW=(EVALSHA "${SHA[renew]}" "$2" "${keys[@]}" "$TTL_MS" "$REV_MS" "${args[@]}")
+  # Release: each run releases the benchmark device's live lease on accounts loaded afresh in db 1
+  # (so earlier rounds leave nothing released), drawn from RELEASE_KEYS accounts; a draw that hits
+  # an account twice finds the lease already released (the general code answers "not held"), and
+  # the share of real releases is counted from the live streams left and shown.
+  release_prep() {
+    rcn 1 FLUSHDB >/dev/null
+    load 1 bench rel- "$RELEASE_KEYS" 1
+    read -r _ REL_BEFORE _ <<<"$(count 1 'sl:{rel-*')"
+    [[ $REL_BEFORE == "$RELEASE_KEYS" ]] || die "release pre-fill: $REL_BEFORE live streams, expected $RELEASE_KEYS"
   }
-  renew_batch hb2- 1
-  phase 'renew, 2-stream acct, 1 per call'  evalsha "$BENCH_KEYS" "${RENEW[@]}"
-  renew_batch hb2- 8
-  PER_CALL=8 phase 'renew, 2-stream acct, 8 per call' evalsha "$BENCH_KEYS" "${RENEW[@]}"
-  renew_batch hb4- 8
-  PER_CALL=8 phase 'renew, 4-stream acct, 8 per call' evalsha "$BENCH_KEYS" "${RENEW[@]}"
-fi
-for ((round = 1; round <= REPEAT; round++)); do
-  log "round $round of $REPEAT"
-  for name in "${PHASES[@]}"; do run_once "$name"; done
-done
+  release_check() {
+    local after leases backed
+    read -r _ after _ leases backed _ <<<"$(count 1 'sl:{rel-*')"
+    [[ $leases == "$after" && $backed == "$after" ]] || die "release left $after live streams but $leases lease keys"
+    POST_NOTE="$(((REL_BEFORE - after) * 1000 / BENCH_N))"
+    rcn 1 FLUSHDB >/dev/null
+  }
 
-# Post-checks: the heartbeat phases only renewed (stream counts unchanged), acquires granted.
-read -r _ hb2 _ <<<"$(count 'sl:{hb2-*')"
-read -r _ hb4 _ <<<"$(count 'sl:{hb4-*')"
-read -r acqo_keys acqo_streams _ <<<"$(count 'sl:{acqo-*')"
-read -r new_keys new_streams _ <<<"$(count 'sl:{new-*')"
-log "after: hb2 $hb2 streams (expect $((2 * BENCH_KEYS))), hb4 $hb4 (expect $((4 * BENCH_KEYS))),"\
-" acqo $acqo_streams streams on $acqo_keys accounts, new $new_streams streams on $new_keys accounts"
-[[ $hb2 == $((2 * BENCH_KEYS)) && $hb4 == $((4 * BENCH_KEYS)) ]] \
-  || log "WARNING: heartbeat phases changed stream counts; some calls were not renewals"
-[[ $acqo_keys == "$BENCH_KEYS" ]] || log "WARNING: the 2nd-stream phase did not hit the pre-filled accounts"
-# One more call of each benchmarked command, to see its reply: 1 = granted / renewed.
-for probe in "acquire sl:{acq1-000000000001}" "acquire sl:{acqo-000000000001}" \
-  "heartbeat sl:{hb2-000000000001}" "heartbeat sl:{hb4-000000000001}"; do
-  read -r op key <<<"$probe"
-  if [[ $op == acquire ]]; then tail_args=("${ACQ_TAIL[@]}"); else tail_args=("${HB_TAIL[@]}"); fi
-  reply=$(rc EVALSHA "${SHA[$op]}" 1 "$key" "${tail_args[@]}" | head -1)
-  [[ $reply == 1 ]] || log "WARNING: $op on $key replied $reply, not 1"
-done
+  # SET baseline over BENCH_KEYS keys, after an untimed pass that creates them, so the timed pass is
+  # mostly overwrites (like the scripts' own SETs) and no hash-table growth lands on it.
+  redis-benchmark -h 127.0.0.1 -p "$PORT" -n "$BENCH_KEYS" -c "$BENCH_C" -P "$PIPE" -r "$BENCH_KEYS" -q \
+    SET 'key:__rand_int__' "$VALUE" >/dev/null 2>&1
+  HB_LEASE="sl:{hb2-__rand_int__}$BENCH_LEASE_SUFFIX"
+  phase 'SET, 60-byte value'                      1 set "$BENCH_KEYS" SET 'key:__rand_int__' "$VALUE"
+  phase 'SET, 60-byte value'                      "$PIPE" set "$BENCH_KEYS" SET 'key:__rand_int__' "$VALUE"
+  # The heartbeat: GETEX of the lease key (the limiter reads the value, the account key's end).
+  phase 'heartbeat: GETEX lease key PX ttl'       1 getex "$BENCH_KEYS" GETEX "$HB_LEASE" PX "$TTL_MS"
+  phase 'heartbeat: GETEX lease key PX ttl'       "$PIPE" getex "$BENCH_KEYS" GETEX "$HB_LEASE" PX "$TTL_MS"
+  phase 'EVALSHA return 1 (floor)'                1 evalsha 1000000 EVALSHA "${SHA[noop]}" 0
+  phase 'EVALSHA TIME+GET+SET (floor)'            1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[floor]}" 1 \
+    'sl:{hb2-__rand_int__}' "$VALUE" "$KEY_LIFE_MS"
+  # Acquire on a fresh account: GETEX misses, the account value and a lease key are written. Keys
+  # drawn from 10^8, so repeats are rare (~0.1%); all are grants.
+  MISSES=ok phase 'acquire, new account'          1 evalsha 100000000 EVALSHA "${SHA[acquire]}" 1 \
+    'sl:{new-__rand_int__}' "${ACQ_TAIL[@]}"
+  # Acquire from a device already holding the account's only stream (re-acquire: its record and
+  # lease key deleted, the record rewritten, a lease key set; the bench nonce is the same each time,
+  # so the new lease key has the old one's name, which costs the same as a new name). Grant.
+  phase 'acquire, re-acquire (1 stream)'          1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 \
+    'sl:{acq1-__rand_int__}' "${ACQ_TAIL[@]}"
+  # Acquire a second stream (the account holds one other device; the first hit appends, later hits
+  # replace the bench device's own record and lease key). Grant.
+  phase 'acquire, 2nd stream'                     1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 \
+    'sl:{acqo-__rand_int__}' "${ACQ_TAIL[@]}"
+  DB=1 PREP=release_prep CHECK=release_check \
+    phase 'release of a live lease (1-stream acct)' 1 evalsha "$RELEASE_KEYS" EVALSHA "${SHA[release]}" 1 \
+    'sl:{rel-__rand_int__}' "${REL_TAIL[@]}"
+  # The full heartbeat script, the rare path (lease key gone, or the account key's end within 2
+  # TTLs): here every call renews a live lease, rewriting the account value and the lease key.
+  phase 'full heartbeat script, 2-stream acct'    1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[heartbeat]}" 1 \
+    'sl:{hb2-__rand_int__}' "${HB_TAIL[@]}"
+  phase 'full heartbeat script, 4-stream acct'    1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[heartbeat]}" 1 \
+    'sl:{hb4-__rand_int__}' "${HB_TAIL[@]}"
+
+
+  for ((round = 1; round <= REPEAT; round++)); do
+    log "round $round of $REPEAT, load average $(loadavg)"
+    for id in "${PHASES[@]}"; do run_once "$id"; done
+  done
+
+  # Post-checks: the heartbeat phases only renewed (stream and lease-key counts unchanged), the
+  # acquires granted and left one lease key per live stream.
+  post_check() { # post_check PREFIX ACCOUNTS MIN_STREAMS MAX_STREAMS
+    local a s l b odd
+    read -r a s _ l b _ odd <<<"$(count 0 "sl:{$1*")"
+    log "after: sl:{$1*}: $a accounts, $s live streams, $l lease keys ($b of live streams)"
+    if [[ $2 != any && $a != "$2" ]] || ! ((s >= $3 && s <= $4 && l == s && b == s && odd == 0)); then
+      die "after the CPU phases sl:{$1*} holds $a accounts, $s live streams, $l lease keys"
+    fi
+  }
+  post_check hb2- "$BENCH_KEYS" $((2 * BENCH_KEYS)) $((2 * BENCH_KEYS))
+  post_check hb4- "$BENCH_KEYS" $((4 * BENCH_KEYS)) $((4 * BENCH_KEYS))
+  post_check acq1- "$BENCH_KEYS" "$BENCH_KEYS" "$BENCH_KEYS"
+  post_check acqo- "$BENCH_KEYS" "$BENCH_KEYS" $((2 * BENCH_KEYS))
+  post_check new- any 1 $((REPEAT * BENCH_N))
+  # One more call of each benchmarked command, to see its reply: 1 = granted / renewed.
+  for probe in "acquire sl:{acq1-000000000001}" "acquire sl:{acqo-000000000001}" \
+    "heartbeat sl:{hb2-000000000001}" "heartbeat sl:{hb4-000000000001}"; do
+    read -r op key <<<"$probe"
+    if [[ $op == acquire ]]; then tail_args=("${ACQ_TAIL[@]}"); else tail_args=("${HB_TAIL[@]}"); fi
+    expect "$op on $key" "$(rc EVALSHA "${SHA[$op]}" 1 "$key" "${tail_args[@]}" | first)" 1
+  done
+  reply=$(rc GETEX "sl:{hb2-000000000001}$BENCH_LEASE_SUFFIX" PX "$TTL_MS" | first)
+  [[ $reply =~ ^[0-9]{13}$ ]] || die "GETEX of a benchmark lease key gave '$reply'"
+fi
 
 # ---------------------------------------------------------------- memory
-mem_run() { # mem_run MODE N -> sets MEM_* globals
+# Deletes the lease keys under a pattern (keys longer than their account key); returns how many.
+SHA[drop_leases]=$(rc SCRIPT LOAD "local n, cursor = 0, '0'
+repeat
+  local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+  cursor = page[1]
+  for _, key in ipairs(page[2]) do
+    if string.find(key, '}', 5, true) ~= #key then n = n + redis.call('DEL', key) end
+  end
+until cursor == '0'
+return n")
+dict_overhead() { # bytes of dictEntry + buckets of db 0's main and expires dicts
+  rc MEMORY STATS | tr -d '\r' \
+    | awk 'prev == "overhead.hashtable.main" || prev == "overhead.hashtable.expires" { t += $1 } { prev = $1 } END { print t }'
+}
+printf 'run\tstreams\taccounts\tlease_keys\tdbsize\tdelta\tvalue_bytes\tlease_value_bytes\ttables\tlease_freed\ttables_freed\tsecs\n' >"$WORK/mem.tsv"
+mem_run() { # mem_run MODE N: loads N streams, counts and checks them, appends to mem.tsv
+  local before after t0 t1 tables accounts streams vbytes leases backed lbytes odd dbsize sample want
   rc FLUSHALL >/dev/null
   sleep 0.2
-  local before after t0 t1
   before=$(info_field memory used_memory)
   t0=$(date +%s.%N)
-  load "$1" acct- "$2"
+  load 0 "$1" acct- "$2"
   t1=$(date +%s.%N)
-  # While a dict rehashes both bucket arrays are held; measure after it is done.
-  settle
+  settle # while a dict rehashes both bucket arrays are held; measure after it is done
   after=$(info_field memory used_memory)
-  # db.0 overhead: dictEntry per key in the main and expires dicts plus their bucket arrays.
-  MEM_TABLES=$(rc MEMORY STATS | tr -d '\r' \
-    | awk 'prev == "overhead.hashtable.main" || prev == "overhead.hashtable.expires" { t += $1 } { prev = $1 } END { print t }')
-  read -r MEM_KEYS MEM_STREAMS MEM_PAYLOAD <<<"$(count 'sl:{acct-*')"
-  # Cross-check the first ten accounts through the list script against the mix.
-  local sample
+  tables=$(dict_overhead)
+  log "$1: db 0 dicts (main, expires): $(rc DEBUG HTSTATS 0 | tr -d '\r' \
+    | awk '/table size:/ { size = $3 } /number of elements:/ { printf "%s keys in %s buckets; ", $4, size }')"
+  read -r accounts streams vbytes leases backed lbytes odd <<<"$(count 0 'sl:{acct-*')"
+  dbsize=$(rc DBSIZE | first)
+  log "$1: $streams live streams on $accounts accounts, $leases lease keys ($backed of live streams," \
+    "$odd odd), DBSIZE $dbsize; used_memory $before -> $after"
+  ((streams == $2)) || die "$1: counted $streams live streams, expected $2"
+  ((leases == $2 && backed == $2 && odd == 0)) || die "$1: $leases lease keys ($backed of live streams), expected $2"
+  ((dbsize - accounts == $2)) || die "$1: DBSIZE $dbsize - $accounts accounts is not $2 streams"
+  # Cross-check the first ten accounts through the list script (the service's read) against the mix.
+  # shellcheck disable=SC2046 # ten keys, one word each
   sample=$(listed $(printf 'sl:{acct-%08d} ' 0 1 2 3 4 5 6 7 8 9))
-  local want=1111111111
+  want=1111111111
   [[ $1 == mix ]] && want=1111122244
-  [[ $sample == "$want" ]] || { echo "store-cost: list on the first 10 accounts gave $sample, expected $want" >&2; exit 1; }
-  MEM_DELTA=$((after - before))
-  MEM_SECS=$(python3 -c "print(f'{$t1 - $t0:.1f}')")
-  MEM_PER=$(python3 -c "print(f'{$MEM_DELTA / $MEM_STREAMS:.1f}')")
-  MEM_PAYLOAD_PER=$(python3 -c "print(f'{$MEM_PAYLOAD / $MEM_STREAMS:.1f}')")
-  MEM_PER_KEY_OVERHEAD=$(python3 -c "print(f'{($MEM_DELTA - $MEM_PAYLOAD - $MEM_TABLES) / $MEM_KEYS:.1f}')")
-  MEM_TABLES_PER=$(python3 -c "print(f'{$MEM_TABLES / $MEM_STREAMS:.1f}')")
-  log "$1: $MEM_STREAMS streams on $MEM_KEYS accounts loaded in ${MEM_SECS}s;"\
-" used_memory $before -> $after (+$MEM_DELTA) = $MEM_PER B/stream;"\
-" value bytes $MEM_PAYLOAD_PER/stream; rest $MEM_PER_KEY_OVERHEAD B/account;"\
-" main+expires dict overhead $MEM_TABLES B ($MEM_TABLES_PER/stream)"
+  [[ $sample == "$want" ]] || die "list on the first 10 accounts gave $sample, expected $want"
+  # What the lease keys themselves hold: used_memory freed by deleting them (their dict entries
+  # in both dicts, key names, objects; the bucket arrays stay, as dicts do not shrink here).
+  local dropped freed_after freed_tables
+  dropped=$(rc EVALSHA "${SHA[drop_leases]}" 0 'sl:{acct-*' | first)
+  ((dropped == $2)) || die "$1: deleted $dropped lease keys, expected $2"
+  settle
+  freed_after=$(info_field memory used_memory)
+  freed_tables=$(dict_overhead)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$streams" "$accounts" "$leases" "$dbsize" \
+    "$((after - before))" "$vbytes" "$lbytes" "$tables" "$((after - freed_after))" \
+    "$((tables - freed_tables))" "$(python3 -c "print(f'{$t1 - $t0:.1f}')")" >>"$WORK/mem.tsv"
+  log "$1: +$((after - before)) B = $(((after - before) / streams)) B/stream; deleting the lease keys freed" \
+    "$((after - freed_after)) B ($(((after - freed_after) / streams)) B/stream)"
 }
-
 log "memory: household mix, $STREAMS streams"
 mem_run mix "$STREAMS"
-MIX=("$MEM_STREAMS" "$MEM_KEYS" "$MEM_DELTA" "$MEM_PER" "$MEM_PAYLOAD_PER" "$MEM_PER_KEY_OVERHEAD" "$MEM_SECS" "$MEM_TABLES_PER")
-[[ $MEM_STREAMS == "$STREAMS" ]] || log "WARNING: expected $STREAMS live streams, counted $MEM_STREAMS"
 log "memory: one stream per account, $WORST_STREAMS streams"
 mem_run single "$WORST_STREAMS"
-ONE=("$MEM_STREAMS" "$MEM_KEYS" "$MEM_DELTA" "$MEM_PER" "$MEM_PAYLOAD_PER" "$MEM_PER_KEY_OVERHEAD" "$MEM_SECS" "$MEM_TABLES_PER")
-[[ $MEM_STREAMS == "$WORST_STREAMS" ]] || log "WARNING: expected $WORST_STREAMS live streams, counted $MEM_STREAMS"
 rc FLUSHALL >/dev/null
+LOAD_END=$(loadavg)
+log "load average at end: $LOAD_END; $(($(date +%s) - SCRIPT_START)) s in all"
 
 # ---------------------------------------------------------------- summary
-SET_USEC=$(median "${USEC['SET (60-byte value)']}")
 echo
-echo "### Store cost per operation ($(date -u +%Y-%m-%d), redis $(redis-server --version | sed -E 's/.* v=([^ ]+).*/\1/'), $(nproc) CPUs)"
+echo "### Store cost per operation ($(date -u '+%Y-%m-%d %H:%M UTC'), redis $REDIS_VERSION, $(nproc) CPUs)"
 echo
-echo "redis-benchmark -n $BENCH_N -c $BENCH_C -P 1 over loopback, $REPEAT runs per operation (median; range in brackets);"
-echo "usec/call is server-side (INFO commandstats); TTL ${TTL_MS} ms;"
-echo "load average at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)."
-echo "Lua from $LUA_FROM ($LAYOUT_NAME layout); acquire ${SHA[acquire]:0:12}, heartbeat ${SHA[heartbeat]:0:12}."
+echo "STREAMS=$STREAMS WORST_STREAMS=$WORST_STREAMS BENCH_N=$BENCH_N REPEAT=$REPEAT BENCH_C=$BENCH_C" \
+  "PIPE=$PIPE BENCH_KEYS=$BENCH_KEYS RELEASE_KEYS=$RELEASE_KEYS TTL_MS=$TTL_MS scripts/store-cost.sh"
+echo "Load average at start $LOAD_START, at end $LOAD_END."
+echo "Lua from $LUA_FROM; acquire ${SHA[acquire]:0:12}, heartbeat ${SHA[heartbeat]:0:12}, release ${SHA[release]:0:12}."
 echo
-echo "usec/op is usec/call divided by the operations in a call (1, or 8 for a batch of renewals)."
-echo
-echo "| operation | usec/op | x SET | calls | failed | redis-benchmark calls/s |"
-echo "|---|---:|---:|---:|---:|---:|"
-per_op() { python3 -c "import sys; print(' '.join(f'{float(v) / $2:.2f}' for v in sys.argv[1:]))" $1; }
-for name in "${PHASES[@]}"; do
-  usecs=$(per_op "${USEC[$name]}" "${PER[$name]}")
-  usec=$(median "$usecs")
-  ratio=$(python3 -c "print(f'{$usec / $SET_USEC:.1f}')")
-  echo "| $name | $usec ($(spread "$usecs")) | ${ratio} | $(total "${CALLS[$name]}") |"\
-" $(total "${FAILED[$name]}") | $(median "${RPS[$name]}" | cut -d. -f1) |"
-done
-echo
-echo "| memory run | live streams (counted) | accounts | used_memory delta | bytes/stream | value bytes/stream (STRLEN) | dict entries+buckets bytes/stream | rest bytes/account | load time |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-echo "| household mix 50% x1, 30% x2, 20% x4 | ${MIX[0]} | ${MIX[1]} | ${MIX[2]} | ${MIX[3]} | ${MIX[4]} | ${MIX[7]} | ${MIX[5]} | ${MIX[6]} s |"
-echo "| one stream per account | ${ONE[0]} | ${ONE[1]} | ${ONE[2]} | ${ONE[3]} | ${ONE[4]} | ${ONE[7]} | ${ONE[5]} | ${ONE[6]} s |"
+python3 - "$WORK/runs.tsv" "$WORK/mem.tsv" <<'PY'
+import csv, statistics, sys
+SET = "SET, 60-byte value"
+def cpu_table(runs):
+    order, by = [], {}
+    for r in runs:
+        k = (r["name"], int(r["pipe"]))
+        if k not in by:
+            order.append(k); by[k] = []
+        by[k].append(r)
+    def vals(k, f): return [float(r[f]) for r in by[k]]
+    def med(k, f): return statistics.median(vals(k, f))
+    def rng(k, f): return f"{min(vals(k, f)):.2f}–{max(vals(k, f)):.2f}"
+    print("| operation | commands per round trip (-P) | Redis main-thread CPU µs per op, I/O included"
+          " | × SET -P 1 | × SET, same -P | INFO commandstats µs per call | × SET, same -P (commandstats)"
+          " | calls | calls/s (median) |")
+    print("|---|---:|---|---:|---:|---|---:|---:|---:|")
+    for k in order:
+        name, pipe = k
+        same = (SET, pipe) if (SET, pipe) in by else (SET, 1)
+        cpu, usec = med(k, "cpu_us"), med(k, "usec")
+        notes = [r["note"] for r in by[k] if r["note"]]
+        if notes:
+            name += f" (real releases {', '.join(f'{int(n) / 10:.1f} %' for n in notes)} of calls)"
+        calls = sum(int(r["calls"]) for r in by[k])
+        rps = statistics.median(float(r["rps"]) for r in by[k])
+        print(f"| {name} | {pipe} | {cpu:.2f} ({rng(k, 'cpu_us')}) | {cpu / med((SET, 1), 'cpu_us'):.2f}"
+              f" | {cpu / med(same, 'cpu_us'):.2f} | {usec:.2f} ({rng(k, 'usec')}) | {usec / med(same, 'usec'):.2f}"
+              f" | {calls:,} | {rps:,.0f} |")
+    print()
+runs = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+if runs:
+    cpu_table(runs)
+print("| memory run | live streams (counted) | accounts | lease keys | DBSIZE | used_memory delta"
+      " | **bytes per live stream** | account value bytes (STRLEN) per stream"
+      " | dict entries + buckets (main + expires) per stream | rest per key"
+      " | freed by deleting the lease keys, per stream | load time |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for m in csv.DictReader(open(sys.argv[2]), delimiter="\t"):
+    s, keys = int(m["streams"]), int(m["dbsize"])
+    delta, vb, tb = int(m["delta"]), int(m["value_bytes"]), int(m["tables"])
+    label = {"mix": "household mix 50% ×1, 30% ×2, 20% ×4", "single": "one stream per account"}[m["run"]]
+    print(f"| {label} | {s:,} | {int(m['accounts']):,} | {int(m['lease_keys']):,} | {keys:,} | {delta:,} |"
+          f" **{delta / s:.1f}** | {vb / s:.1f} | {tb / s:.1f} | {(delta - vb - tb) / keys:.1f} |"
+          f" {int(m['lease_freed']) / s:.1f} (of which dict entries {int(m['tables_freed']) / s:.1f}) | {m['secs']} s |")
+PY
