@@ -98,6 +98,7 @@ struct Twins {
     acquire_fast: Script,
     acquire_general: Script,
     native_renewal: Script,
+    touch: Script,
     heartbeat: Script,
     release_fast: Script,
     release: Script,
@@ -117,6 +118,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
         acquire_fast: frozen(shipped("acquire")),
         acquire_general: frozen(general("acquire")),
         native_renewal: Script::new(NATIVE_RENEWAL),
+        touch: Script::new(&shipped("touch")),
         heartbeat: frozen(general("heartbeat")),
         release_fast: frozen(shipped("release")),
         release: frozen(general("release")),
@@ -285,9 +287,12 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 device_id.clone(),
                 nonce.clone(),
             ];
-            // As the limiter does it: the native renewal first, the full script when the lease
-            // key is gone or the account key's end (its value) is within two TTLs. A renewed
-            // lease ends a TTL from now, as the full script would answer.
+            // As the limiter does it: the native renewal first; `touch` when the account key's
+            // end (the lease key's value) is within two TTLs; the full script when the lease key
+            // or the account key is gone. A renewed lease ends a TTL from now, as the full script
+            // would answer.
+            let mut lease = on("fast").into_bytes();
+            lease.extend_from_slice(&nonce[..8]);
             let renew_args = [ttl.clone(), nonce];
             let account_until = match call(&scripts.native_renewal, "fast", &renew_args, &mut redis)
             {
@@ -297,12 +302,26 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                     .and_then(|u| u.parse::<u64>().ok()),
                 other => panic!("the native renewal answered {other:?}"),
             };
-            let ours = match account_until {
-                Some(until) if until >= clock_ms + 2 * TTL_MS => {
+            let renewed = match account_until {
+                Some(until) if until >= clock_ms + 2 * TTL_MS => true,
+                Some(_) => {
+                    let touched: i64 = scripts
+                        .touch
+                        .key(on("fast"))
+                        .key(&lease)
+                        .arg(&keep)
+                        .invoke(&mut redis)
+                        .unwrap();
+                    touched == 1
+                }
+                None => false,
+            };
+            let ours = match renewed {
+                true => {
                     native_renewals += 1;
                     Value::Array(vec![Value::Int(1), Value::Int((clock_ms + TTL_MS) as i64)])
                 }
-                _ => call(&scripts.heartbeat, "fast", &args, &mut redis),
+                false => call(&scripts.heartbeat, "fast", &args, &mut redis),
             };
             let theirs = call(&scripts.heartbeat, "general", &args, &mut redis);
             if matches!(&ours, Value::Array(reply) if reply.first() == Some(&Value::Int(1))) {

@@ -49,9 +49,14 @@ macro_rules! lease_script {
     };
 }
 
-/// The scripts, one per operation.
+/// `touch`: the account key's life renewed for a natively renewed lease (the helpers and its
+/// four calls; no prelude).
+const TOUCH_SCRIPT: &str = concat!(include_str!("lua/fast.lua"), include_str!("lua/touch.lua"));
+
+/// The scripts, one per operation, and `touch`.
 pub struct Scripts {
     pub acquire: LuaScript,
+    pub touch: LuaScript,
     pub heartbeat: LuaScript,
     pub release: LuaScript,
     pub force_stop: LuaScript,
@@ -63,6 +68,7 @@ impl Scripts {
     pub fn new() -> Self {
         Scripts {
             acquire: LuaScript::new(lease_script!(fast "acquire")),
+            touch: LuaScript::new(TOUCH_SCRIPT),
             heartbeat: LuaScript::new(lease_script!("heartbeat")),
             release: LuaScript::new(lease_script!(fast "release")),
             force_stop: LuaScript::new(lease_script!("force_stop")),
@@ -71,9 +77,10 @@ impl Scripts {
         }
     }
 
-    fn all(&self) -> [&LuaScript; 6] {
+    fn all(&self) -> [&LuaScript; 7] {
         [
             &self.acquire,
+            &self.touch,
             &self.heartbeat,
             &self.release,
             &self.force_stop,
@@ -83,9 +90,10 @@ impl Scripts {
     }
 
     /// The source of every script by operation name, for tools such as the benchmark.
-    pub fn sources() -> [(&'static str, &'static str); 6] {
+    pub fn sources() -> [(&'static str, &'static str); 7] {
         [
             ("acquire", lease_script!(fast "acquire")),
+            ("touch", TOUCH_SCRIPT),
             ("heartbeat", lease_script!("heartbeat")),
             ("release", lease_script!(fast "release")),
             ("force_stop", lease_script!("force_stop")),
@@ -413,25 +421,29 @@ impl RedisStore {
     }
 
     /// The common heartbeat, one native command in the shard's next batch: `GETEX` of the lease
-    /// key with a new life of one TTL. True when the lease was there and its value (until when
-    /// the account key surely lives) is at least two TTLs ahead of this host's clock: renewed,
-    /// and the account key will outlive the lease by a TTL to spare for clock skew. False sends
-    /// the stream through the full heartbeat script, which also renews the account key's life
-    /// (about one heartbeat in twelve with the account key's six-TTL life).
+    /// key with a new life of one TTL. Its value says until when the account key surely lives:
+    /// at least two TTLs ahead of this host's clock (a TTL to spare for clock skew), the lease is
+    /// renewed and that is all; nearer, the small `touch` script renews the account key's life
+    /// too (about one heartbeat in twelve with its six-TTL life). False, when the lease key or
+    /// the account key is gone, sends the stream through the full heartbeat script.
     async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<bool, StoreError> {
         let index = ring::shard_for(account_id, self.shards.len());
+        let lease = lease_key(account_id, &stream.nonce);
         let mut command = redis::cmd("GETEX");
-        command
-            .arg(lease_key(account_id, &stream.nonce))
-            .arg("PX")
-            .arg(self.timing.ttl_ms);
+        command.arg(&lease).arg("PX").arg(self.timing.ttl_ms);
         let account_until = match self.send(index, command).await? {
             Value::BulkString(bytes) => std::str::from_utf8(&bytes)
                 .ok()
                 .and_then(|text| text.parse::<u64>().ok()),
-            _ => None,
+            _ => return Ok(false),
         };
-        Ok(account_until.is_some_and(|until| until >= now_ms() + 2 * self.timing.ttl_ms))
+        if account_until.is_some_and(|until| until >= now_ms() + 2 * self.timing.ttl_ms) {
+            return Ok(true);
+        }
+        let mut call = self.scripts.touch.key(account_key(account_id));
+        call.key(lease).arg(self.timing.revocation_ms);
+        let touched: u64 = self.run(account_id, &call).await?;
+        Ok(touched == 1)
     }
 
     fn timing_args<'a, 's>(&self, invocation: &'a mut Call<'s>) -> &'a mut Call<'s> {
