@@ -47,6 +47,9 @@ pub enum Scenario {
     StoreCycle(crate::extra::StoreCycleArgs),
     /// Play-start with plans from a warm PostgreSQL cache vs plans named in the request.
     PlanCache(crate::extra::PlanCacheArgs),
+    /// One shard's slice of the fleet: Redis main-thread CPU per heartbeat and per play-start
+    /// against a SET baseline, batch depth, and the projection to the seed's peak.
+    Fleet(crate::fleet::FleetArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -90,7 +93,8 @@ pub struct Common {
     #[arg(long)]
     pub quiet: bool,
     /// `store.batch_window` of spawned limiters: how long a shard's batch waits for company
-    /// (default: the limiter's own, 0s).
+    /// (default: the limiter's own, 0s; `fleet`: 2ms). `fleet` also uses it in its model, so give
+    /// it with `--url` too.
     #[arg(long, value_parser = dur)]
     pub batch_window: Option<Duration>,
     /// Serving lanes (`threads`) of each spawned limiter; 0: one per CPU.
@@ -188,6 +192,7 @@ impl Scenario {
             Scenario::Steady(a) => Some(&a.common),
             Scenario::Race(a) => Some(&a.common),
             Scenario::Churn(a) => Some(&a.common),
+            Scenario::Fleet(a) => Some(&a.common),
             _ => None,
         }
     }
@@ -200,6 +205,7 @@ impl Scenario {
             Scenario::Overhead(_) => "overhead",
             Scenario::StoreCycle(_) => "store-cycle",
             Scenario::PlanCache(_) => "plan-cache",
+            Scenario::Fleet(_) => "fleet",
         }
     }
 }
@@ -260,7 +266,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
         let mut setup =
             LimiterSetup::new(common.heartbeat_interval, common.ttl, common.store_timeout);
         setup.threads = common.limiter_threads;
-        setup.batch_window = common.batch_window;
+        setup.batch_window = match &scenario {
+            Scenario::Fleet(_) => Some(
+                common
+                    .batch_window
+                    .unwrap_or(crate::fleet::DEFAULT_BATCH_WINDOW),
+            ),
+            _ => common.batch_window,
+        };
         let limiters = common.limiters;
         tokio::task::spawn_blocking(move || Stack::spawn(limiters, &setup)).await??
     } else {
@@ -268,6 +281,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
     };
     let connections = match &scenario {
         Scenario::Max(a) => a.levels.iter().copied().max().unwrap_or(1),
+        Scenario::Fleet(a) => common.connections.max(a.clients),
         _ => common.connections,
     };
     let rec = Arc::new(Recorder::new());
@@ -280,6 +294,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
         Scenario::Steady(a) => steady(a, &api, &stack, &mut report).await?,
         Scenario::Race(a) => race(a, &api, &mut report).await?,
         Scenario::Churn(a) => churn(a, &api, &mut report).await?,
+        Scenario::Fleet(a) => crate::fleet::fleet(a, &api, &stack, &mut report).await?,
         _ => unreachable!("handled above"),
     };
     report.duration_sec = started.elapsed().as_secs_f64();
