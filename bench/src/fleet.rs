@@ -5,22 +5,25 @@
 //! used_cpu_sys_main_thread`, network I/O included) as a delta over a phase divided by that
 //! phase's operations. The run, in order, all against the same server:
 //!
-//! 1. **Closed loop**, `--clients` (8) each waiting for its answer: heartbeats, then play-starts,
-//!    `--closed-step` each; and `redis-benchmark -c 8 -t set` on the same server as the baseline
-//!    the targets are written against (heartbeat ≤ 0.5×, play-start ≤ 2× a SET).
+//! 1. **Closed loop**, `--clients` (8) each waiting for its answer, and the baseline the
+//!    targets are written against (heartbeat ≤ 0.5×, play-start ≤ 2× a SET):
+//!    `redis-benchmark -c 8 -t set` on the same server, then heartbeats, then play-starts,
+//!    `--closed-step` each.
 //! 2. The server is emptied (when spawned), the open loop's population is loaded (its Redis
-//!    memory per stream measured), then an **idle window** measures what the server's main
-//!    thread (and the limiters) burn with no traffic: it is subtracted from every phase.
+//!    memory per stream measured), and an **idle window** measures what the server's main
+//!    thread (and the limiters) burn with no traffic; a second one follows the open loop. Their
+//!    mean is subtracted from every phase (figures without the subtraction are reported too).
 //! 3. **Open loop**: `--players` live leases, each heartbeating on its own jittered schedule
-//!    (every `--heartbeat-every` ± 10 %, random phase), first alone (`--heartbeat-only`), then
-//!    with play-starts at `--play-rate` (each a graceful stop of a random player's stream and a
-//!    new play from a new device: the population stays constant) for `--duration`. The
-//!    play-start's cost is attributed by subtraction: the mixed phase's CPU minus its heartbeats
-//!    at the heartbeat-only phase's cost per heartbeat. By default the rates are the fleet
-//!    model's per (limiter process, shard) pair times the limiters spawned, so the batch depth
-//!    each limiter reaches is the one a fleet process would.
-//! 4. A PING probe measures the store round trip under the same traffic (after the measured
-//!    windows, so it costs them nothing), for the model's expected batch depth.
+//!    (every `--heartbeat-every` ± 10 %, random phase). `--rounds` rounds, each a window of
+//!    heartbeats alone (`--heartbeat-only`) then a mixed window (`--duration`) with play-starts
+//!    at `--play-rate` (each a graceful stop of a random player's stream and a new play from a
+//!    new device: the population stays constant). The play-start's cost is attributed by
+//!    subtraction: the mixed windows' CPU minus their heartbeats at the heartbeat windows' cost
+//!    per heartbeat, over the play-starts. By default the rates are the fleet model's per
+//!    (limiter process, shard) pair times the limiters spawned, so each limiter's batches are as
+//!    deep as a fleet process's would be.
+//! 4. Store round trips: PING on a connection of its own under the heartbeat traffic, and the
+//!    limiter's own batch cycle (time between batches while its queue never idles, minus W).
 //! 5. The **projection** to the seed's peak, printed as a model with its inputs.
 //!
 //! Batch depth comes from the limiters' `/metrics` (`screenlimit_store_batches_total` and
