@@ -21,6 +21,7 @@ run steady steady --spawn --leases "${STEADY_LEASES:-200000}" --duration "${STEA
 run race race --spawn --accounts 10000 --extra 3 --plan standard --wave 200 --connections 64
 run churn churn --spawn --clients 200 --duration 60s --ttl 2s --heartbeat-interval 1s \
   --connections 64 --progress 15s
+run fleet fleet --spawn --progress 15s
 run overhead overhead --rounds 3 --step 8s --concurrency 32
 run plan-cache plan-cache --accounts 20000 --rounds 5 --step 4s --concurrency 1,16
 echo "== peer ($(date -u +%H:%M:%S))" | tee "$OUT/peer.txt"

@@ -97,12 +97,11 @@ pub struct OverheadArgs {
 
 pub async fn overhead(args: &OverheadArgs) -> anyhow::Result<Report> {
     let mut report = Report::new("overhead");
-    let setup = LimiterSetup {
-        heartbeat_interval: Duration::from_secs(30),
-        ttl: Duration::from_secs(90),
-        store_timeout: Duration::from_millis(25),
-        extra_yaml: String::new(),
-    };
+    let setup = LimiterSetup::new(
+        Duration::from_secs(30),
+        Duration::from_secs(90),
+        Duration::from_millis(25),
+    );
     let redis = RedisProc::start()?;
     let limiter = LimiterProc::start(&redis.url(), &setup)?;
     let mut stats = redis.stats()?;
@@ -550,12 +549,11 @@ pub async fn plan_cache(args: &PlanCacheArgs) -> anyhow::Result<Report> {
         args.accounts - 1
     ))?;
     let redis = RedisProc::start()?;
-    let mut setup = LimiterSetup {
-        heartbeat_interval: Duration::from_secs(30),
-        ttl: Duration::from_secs(90),
-        store_timeout: Duration::from_millis(25),
-        extra_yaml: String::new(),
-    };
+    let mut setup = LimiterSetup::new(
+        Duration::from_secs(30),
+        Duration::from_secs(90),
+        Duration::from_millis(25),
+    );
     let request = LimiterProc::start(&redis.url(), &setup)?;
     setup.extra_yaml = format!(
         "plan_source:\n  kind: postgres\n  postgres_url: \"host=127.0.0.1 port={} user=postgres dbname=postgres\"\n",

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod client;
 pub mod extra;
+pub mod fleet;
 pub mod procs;
 pub mod scenarios;
 pub mod stats;

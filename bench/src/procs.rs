@@ -180,6 +180,18 @@ impl RedisStats {
     pub fn dbsize(&mut self) -> anyhow::Result<u64> {
         Ok(redis::cmd("DBSIZE").query(&mut self.conn)?)
     }
+
+    /// Empties every database (scripts stay loaded).
+    pub fn flushall(&mut self) -> anyhow::Result<()> {
+        redis::cmd("FLUSHALL").exec(&mut self.conn)?;
+        Ok(())
+    }
+
+    /// One `PING` round trip.
+    pub fn ping(&mut self) -> anyhow::Result<()> {
+        redis::cmd("PING").exec(&mut self.conn)?;
+        Ok(())
+    }
 }
 
 /// CPU seconds (user + sys) a process has used, from `/proc/<pid>/stat`.
@@ -191,6 +203,20 @@ pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) / 100.0)
+}
+
+/// Resident memory of a process in bytes, from `/proc/<pid>/status` (`VmRSS`).
+pub fn process_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 /// The limiter binary: `$SCREENLIMIT_LIMITER_BIN`, else next to this executable (or its parent
@@ -224,8 +250,27 @@ pub struct LimiterSetup {
     pub heartbeat_interval: Duration,
     pub ttl: Duration,
     pub store_timeout: Duration,
+    /// `store.batch_window`: how long a shard's batch waits for company (None: the limiter's
+    /// default).
+    pub batch_window: Option<Duration>,
+    /// `threads` (serving lanes); 0: the limiter's default, one per CPU.
+    pub threads: usize,
     /// Extra top-level YAML (e.g. a `plan_source` block).
     pub extra_yaml: String,
+}
+
+impl LimiterSetup {
+    /// The limiter's defaults for everything but the lease timing.
+    pub fn new(heartbeat_interval: Duration, ttl: Duration, store_timeout: Duration) -> Self {
+        LimiterSetup {
+            heartbeat_interval,
+            ttl,
+            store_timeout,
+            batch_window: None,
+            threads: 0,
+            extra_yaml: String::new(),
+        }
+    }
 }
 
 pub struct LimiterProc {
@@ -240,6 +285,10 @@ fn ms(d: Duration) -> String {
     format!("{}ms", d.as_millis())
 }
 
+fn us(d: Duration) -> String {
+    format!("{}us", d.as_micros())
+}
+
 impl LimiterProc {
     pub fn start(redis_url: &str, setup: &LimiterSetup) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
@@ -249,11 +298,20 @@ impl LimiterProc {
              plans: {{ basic: 1, standard: 2, premium: 4 }}\n\
              default_plan: basic\n\
              lease: {{ heartbeat_interval: {}, ttl: {} }}\n\
-             store: {{ backend: redis, redis_shards: [\"{redis_url}\"], timeout: {} }}\n\
-             stream_id_secret: \"{STREAM_ID_SECRET}\"\n{}",
+             store: {{ backend: redis, redis_shards: [\"{redis_url}\"], timeout: {}{} }}\n\
+             stream_id_secret: \"{STREAM_ID_SECRET}\"\n{}{}",
             ms(setup.heartbeat_interval),
             ms(setup.ttl),
             ms(setup.store_timeout),
+            setup
+                .batch_window
+                .map(|w| format!(", batch_window: {}", us(w)))
+                .unwrap_or_default(),
+            if setup.threads > 0 {
+                format!("threads: {}\n", setup.threads)
+            } else {
+                String::new()
+            },
             setup.extra_yaml
         );
         let path = dir.path().join("limiter.yaml");

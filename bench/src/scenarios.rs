@@ -47,6 +47,9 @@ pub enum Scenario {
     StoreCycle(crate::extra::StoreCycleArgs),
     /// Play-start with plans from a warm PostgreSQL cache vs plans named in the request.
     PlanCache(crate::extra::PlanCacheArgs),
+    /// One shard's slice of the fleet: Redis main-thread CPU per heartbeat and per play-start
+    /// against a SET baseline, batch depth, and the projection to the seed's peak.
+    Fleet(crate::fleet::FleetArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -89,6 +92,14 @@ pub struct Common {
     /// Do not print the table.
     #[arg(long)]
     pub quiet: bool,
+    /// `store.batch_window` of spawned limiters: how long a shard's batch waits for company
+    /// (default: the limiter's own, 0s; `fleet`: 2ms). `fleet` also uses it in its model, so give
+    /// it with `--url` too.
+    #[arg(long, value_parser = dur)]
+    pub batch_window: Option<Duration>,
+    /// Serving lanes (`threads`) of each spawned limiter; 0: one per CPU.
+    #[arg(long, default_value_t = 0)]
+    pub limiter_threads: usize,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -181,6 +192,7 @@ impl Scenario {
             Scenario::Steady(a) => Some(&a.common),
             Scenario::Race(a) => Some(&a.common),
             Scenario::Churn(a) => Some(&a.common),
+            Scenario::Fleet(a) => Some(&a.common),
             _ => None,
         }
     }
@@ -193,6 +205,7 @@ impl Scenario {
             Scenario::Overhead(_) => "overhead",
             Scenario::StoreCycle(_) => "store-cycle",
             Scenario::PlanCache(_) => "plan-cache",
+            Scenario::Fleet(_) => "fleet",
         }
     }
 }
@@ -209,7 +222,7 @@ fn finish(mut report: Report, json: Option<&PathBuf>, quiet: bool) -> anyhow::Re
     Ok(report)
 }
 
-fn progress(rec: Arc<Recorder>, every: Duration, label: &'static str) -> JoinHandle<()> {
+pub(crate) fn progress(rec: Arc<Recorder>, every: Duration, label: &'static str) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.tick().await;
@@ -220,7 +233,7 @@ fn progress(rec: Arc<Recorder>, every: Duration, label: &'static str) -> JoinHan
     })
 }
 
-fn run_tag() -> String {
+pub(crate) fn run_tag() -> String {
     format!("{:06x}", random_range(0..0xff_ffffu32))
 }
 
@@ -250,11 +263,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
             .clone(),
     };
     let stack = if common.spawn {
-        let setup = LimiterSetup {
-            heartbeat_interval: common.heartbeat_interval,
-            ttl: common.ttl,
-            store_timeout: common.store_timeout,
-            extra_yaml: String::new(),
+        let mut setup =
+            LimiterSetup::new(common.heartbeat_interval, common.ttl, common.store_timeout);
+        setup.threads = common.limiter_threads;
+        setup.batch_window = match &scenario {
+            Scenario::Fleet(_) => Some(
+                common
+                    .batch_window
+                    .unwrap_or(crate::fleet::DEFAULT_BATCH_WINDOW),
+            ),
+            _ => common.batch_window,
         };
         let limiters = common.limiters;
         tokio::task::spawn_blocking(move || Stack::spawn(limiters, &setup)).await??
@@ -263,6 +281,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
     };
     let connections = match &scenario {
         Scenario::Max(a) => a.levels.iter().copied().max().unwrap_or(1),
+        Scenario::Fleet(a) => common.connections.max(a.clients),
         _ => common.connections,
     };
     let rec = Arc::new(Recorder::new());
@@ -275,6 +294,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
         Scenario::Steady(a) => steady(a, &api, &stack, &mut report).await?,
         Scenario::Race(a) => race(a, &api, &mut report).await?,
         Scenario::Churn(a) => churn(a, &api, &mut report).await?,
+        Scenario::Fleet(a) => crate::fleet::fleet(a, &api, &stack, &mut report).await?,
         _ => unreachable!("handled above"),
     };
     report.duration_sec = started.elapsed().as_secs_f64();
@@ -350,17 +370,17 @@ impl CostWindow {
     }
 }
 
-fn round2(x: f64) -> f64 {
+pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn kind(i: usize) -> (&'static str, &'static str) {
+pub(crate) fn kind(i: usize) -> (&'static str, &'static str) {
     DEVICE_KINDS[i % DEVICE_KINDS.len()]
 }
 
 /// Loads `count` streams with `workers` concurrent play-starts; `args(i)` gives
 /// (account, device, plan, kind index). Returns the stream ids (empty where not granted).
-async fn load(
+pub(crate) async fn load(
     api: &Api,
     count: usize,
     workers: usize,
@@ -398,7 +418,7 @@ async fn load(
     std::mem::take(&mut *out.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-fn short(play: &Play) -> String {
+pub(crate) fn short(play: &Play) -> String {
     match play {
         Play::Granted { .. } => "granted".into(),
         Play::Denied { .. } => "409".into(),
@@ -407,7 +427,7 @@ fn short(play: &Play) -> String {
     }
 }
 
-fn beat_label(beat: &Beat) -> String {
+pub(crate) fn beat_label(beat: &Beat) -> String {
     match beat {
         Beat::Ok => "200".into(),
         Beat::Expired => "410 lease_expired".into(),

@@ -103,7 +103,12 @@ impl Recorder {
     /// Something that must not happen in a healthy run (transport error, 5xx, degraded answer,
     /// an answer the scenario did not expect).
     pub fn fail(&self, what: &str) {
-        *self.lock().failures.entry(what.to_owned()).or_default() += 1;
+        self.fail_n(what, 1);
+    }
+
+    /// `n` failures of one kind at once (e.g. carried over from another recorder).
+    pub fn fail_n(&self, what: &str, n: u64) {
+        *self.lock().failures.entry(what.to_owned()).or_default() += n;
     }
 
     /// An invariant was checked `n` times (violations are counted apart).
@@ -116,11 +121,28 @@ impl Recorder {
     }
 
     pub fn violated(&self, invariant: &str) {
+        self.violated_n(invariant, 1);
+    }
+
+    pub fn violated_n(&self, invariant: &str, n: u64) {
         *self
             .lock()
             .violations
             .entry(invariant.to_owned())
-            .or_default() += 1;
+            .or_default() += n;
+    }
+
+    /// Carries `other`'s failures (prefixed) and invariant checks over into this recorder.
+    pub fn absorb(&self, other: &Recorder, prefix: &str) {
+        let mut tmp = Report::default();
+        other.fill(&mut tmp, 1.0);
+        for (what, n) in tmp.failures {
+            self.fail_n(&format!("{prefix}: {what}"), n);
+        }
+        for (name, inv) in tmp.invariants {
+            self.checked(&name, inv.checks);
+            self.violated_n(&name, inv.violations);
+        }
     }
 
     pub fn note_interval(&self, secs: f64) {
@@ -236,6 +258,10 @@ pub struct Report {
     pub figures: BTreeMap<String, serde_json::Value>,
     /// Scenario-specific rows (one per concurrency level, per phase ...).
     pub rows: Vec<serde_json::Value>,
+    /// Preformatted tables of a scenario (printed after the rows); when present, figures that
+    /// are JSON objects are left to the JSON report.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub text: String,
 }
 
 impl Report {
@@ -298,6 +324,7 @@ impl Report {
         for row in &self.rows {
             out.push_str(&format!("  {row}\n"));
         }
+        out.push_str(&self.text);
         if self.failures.values().all(|&n| n == 0) {
             out.push_str("failures: none\n");
         } else {
@@ -310,6 +337,9 @@ impl Report {
             ));
         }
         for (k, v) in &self.figures {
+            if !self.text.is_empty() && v.is_object() {
+                continue;
+            }
             out.push_str(&format!("{k} = {v}\n"));
         }
         out.push_str(if self.ok() {

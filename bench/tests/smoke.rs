@@ -120,3 +120,85 @@ async fn churn_smoke() {
         "some crashes measured"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_smoke() {
+    let r = scenario(&[
+        "fleet",
+        "--players",
+        "200",
+        "--play-rate",
+        "20",
+        "--heartbeat-every",
+        "1s",
+        "--heartbeat-interval",
+        "1s",
+        "--ttl",
+        "3s",
+        "--closed-step",
+        "1s",
+        "--closed-leases",
+        "100",
+        "--closed-accounts",
+        "100",
+        "--baseline-requests",
+        "5000",
+        "--idle",
+        "300ms",
+        "--heartbeat-only",
+        "1s",
+        "--duration",
+        "1s",
+        "--rounds",
+        "1",
+        "--probe",
+        "200ms",
+        "--verify-accounts",
+        "50",
+        "--connections",
+        "16",
+    ])
+    .await;
+    // The figures are there (their values are timings: not asserted).
+    let f = &r.figures;
+    assert_eq!(f["baseline"]["sets"], 5000);
+    for phase in ["heartbeat", "play_start"] {
+        let p = &f["closed"][phase];
+        assert!(p["ops"].as_u64().unwrap() > 0, "{phase}: {p}");
+        for key in [
+            "redis_main_us_per_op",
+            "redis_main_us_per_op_idle_subtracted",
+            "ratio_to_set",
+            "commands_per_batch",
+            "ops_per_batch",
+        ] {
+            assert!(p[key].is_number(), "closed {phase} {key}: {p}");
+        }
+    }
+    let open = &f["open"];
+    assert!(open["heartbeat_only"]["ops"].as_u64().unwrap() > 0);
+    assert!(open["mixed"]["play_starts"].as_u64().unwrap() > 0);
+    for key in [
+        "redis_main_us_per_play_start_cycle_idle_subtracted",
+        "commands_per_batch",
+        "heartbeats_per_batch",
+        "play_starts_per_batch",
+    ] {
+        assert!(open["mixed"][key].is_number(), "mixed {key}");
+    }
+    assert!(open["idle"]["redis_main_thread_ms_per_sec"].is_number());
+    let model = &f["projection"];
+    for key in [
+        "shards_needed",
+        "redis_main_cores",
+        "limiter_cores",
+        "redis_bytes_per_stream",
+        "limiter_rss_bytes_per_process",
+    ] {
+        assert!(model[key].is_number(), "projection {key}: {model}");
+    }
+    assert!(model["per_pair"]["expected_commands_per_batch"].is_number());
+    assert!(r.text.contains("Fleet projection"), "{}", r.text);
+    assert!(r.invariants["no_account_above_cap"].checks > 0);
+    assert!(r.invariants["live_leases_match_players"].checks > 0);
+}
