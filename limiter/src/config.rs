@@ -157,10 +157,9 @@ pub struct StoreConfig {
     pub circuit_probe_interval: Duration,
     /// Consecutive failures that open a shard's circuit.
     pub circuit_failure_threshold: u32,
-    /// How long a batch that finds its shard idle waits for company before it goes: commands
-    /// that arrive meanwhile share its round trip. 0 sends at once (commands still share a round
-    /// trip when they arrive while another is in flight). Counted within `timeout`; Tokio's timer
-    /// rounds it up to whole milliseconds.
+    /// How long a shard's batch waits for company before it goes: commands that arrive
+    /// meanwhile share its round trip. 0 sends at once (commands still share a round trip when
+    /// they arrive while another is in flight). Counted within `timeout`.
     #[serde(with = "humantime_serde")]
     pub batch_window: Duration,
     /// Sentinel-managed shards, instead of `redis_shards`.

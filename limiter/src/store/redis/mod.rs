@@ -278,12 +278,10 @@ impl RedisStore {
     /// Sends shard `index`'s waiting commands, batch after batch, until none wait.
     async fn send_batches(self: Arc<Self>, index: usize) {
         let queue = &self.shards[index].queue;
-        // Only a batch that starts from an idle queue waits for company: the ones after it took
-        // everything that came while the one before was in flight.
-        if !self.batch_window.is_zero() {
-            tokio::time::sleep(self.batch_window).await;
-        }
         loop {
+            if !self.batch_window.is_zero() {
+                tokio::time::sleep(self.batch_window).await;
+            }
             let batch = queue.take_batch();
             let commands: Vec<&Cmd> = batch.iter().map(|job| &job.command).collect();
             let replies = self.run_batch(index, &commands).await;
