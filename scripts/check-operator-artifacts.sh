@@ -5,6 +5,8 @@
 #      virtualenv under target/, on the default values and on the example/namespaced variants.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/venv.sh
+source scripts/lib/venv.sh
 
 echo "== operator: crds/ fresh"
 cargo run --quiet --locked -p screenlimit-operator --bin crdgen > crds/streamlimiter.yaml
@@ -22,15 +24,7 @@ fi
 echo "== operator: helm lint + helm template (helm-python-sdk)"
 venv=target/helm-venv
 if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import helm_python' 2>/dev/null; then
-  if ! python3 -m venv "$venv" 2>/dev/null; then
-    echo "python3 -m venv failed; installing python3-venv from Debian's packages"
-    sudo_cmd=()
-    [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-venv
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-  fi
+  make_venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check helm-python-sdk==0.2.2 PyYAML
 fi
 

@@ -11,6 +11,8 @@
 #   SCHEMATHESIS_STORES="memory redis"              which stores to run on
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/venv.sh
+source scripts/lib/venv.sh
 
 schemathesis_version=4.32.5
 seed=${SCHEMATHESIS_SEED:-20260611}
@@ -22,15 +24,7 @@ target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 echo "== schemathesis: virtualenv"
 venv=$target_dir/schemathesis-venv
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -qF "$schemathesis_version"; then
-  if ! python3 -m venv "$venv" 2>/dev/null; then
-    echo "python3 -m venv failed; installing python3-venv from Debian's packages"
-    sudo_cmd=()
-    [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-venv
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-  fi
+  make_venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$schemathesis_version"
 fi
 { command -v redis-server && command -v redis-cli; } >/dev/null || scripts/install-test-deps.sh

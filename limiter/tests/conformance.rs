@@ -67,6 +67,15 @@ async fn granted<S: LeaseStore>(store: &S, cmd: &AcquireCmd) -> StreamRef {
     }
 }
 
+/// Runs `attempts` all at once; how many were granted.
+async fn racing_winners<S: LeaseStore>(store: &S, attempts: &[AcquireCmd]) -> usize {
+    let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
+    results
+        .iter()
+        .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
+        .count()
+}
+
 async fn kick<S: LeaseStore>(store: &S, account: &str, stream: &StreamRef) -> ForceStopOutcome {
     let cmd = ForceStopCmd {
         account_id: account.into(),
@@ -137,11 +146,7 @@ mod cases {
         let attempts: Vec<AcquireCmd> = (0..60)
             .map(|i| play("family", &format!("dev-{i}"), None))
             .collect();
-        let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
-        let winners = results
-            .iter()
-            .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
-            .count();
+        let winners = racing_winners(store, &attempts).await;
         assert_eq!(winners, 3, "60 racers for 3 free slots");
         assert_eq!(store.list("family").await.unwrap().active.len(), 4);
     }
@@ -699,11 +704,7 @@ mod plan_rule_cases {
         let attempts: Vec<AcquireCmd> = (0..40)
             .map(|i| on("family", &format!("phone-{i}"), DeviceType::Mobile, None))
             .collect();
-        let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
-        let winners = results
-            .iter()
-            .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
-            .count();
+        let winners = racing_winners(store, &attempts).await;
         assert_eq!(
             winners, 2,
             "40 phones racing, no plan named, mobile cap of 2"
@@ -717,11 +718,7 @@ mod plan_rule_cases {
         let attempts: Vec<AcquireCmd> = (0..20)
             .map(|i| on("fresh", &format!("phone-{i}"), DeviceType::Mobile, None))
             .collect();
-        let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
-        let winners = results
-            .iter()
-            .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
-            .count();
+        let winners = racing_winners(store, &attempts).await;
         assert_eq!(
             winners, 1,
             "20 phones racing on a new account of a capped default plan"
@@ -786,11 +783,7 @@ mod plan_rule_cases {
                 )
             })
             .collect();
-        let results = futures::future::join_all(attempts.iter().map(|c| store.acquire(c))).await;
-        let winners = results
-            .iter()
-            .filter(|r| matches!(r, Ok(AcquireOutcome::Granted { .. })))
-            .count();
+        let winners = racing_winners(store, &attempts).await;
         assert_eq!(winners, 1, "40 phones racing under a mobile cap of 1");
     }
 
