@@ -28,10 +28,12 @@
 //!
 //! With `--background-busy F`, a background load (`GET`/`SET bg:<n>` on
 //! `--background-connections` connections, one command at a time each, paced at a rate
-//! calibrated at the start for a main thread F busy) runs through the open loop and through a
-//! window of it alone before and one after; the open loop's costs are then also reported as
-//! **marginal** (window CPU minus the background-alone CPU per second × the window's length,
-//! over its operations), and the projection uses those: what a shard already busy with other
+//! calibrated at the start for a main thread F busy) runs through the open loop and through
+//! windows of it alone: before the first round, between rounds (the players hold their
+//! heartbeats, and their schedules move on by the pause) and after the last. The open loop's
+//! costs are then also reported as **marginal** (each round's window CPU minus the mean
+//! background-alone CPU per second of the windows either side × the window's length, over
+//! its operations), and the projection uses those: what a shard already busy with other
 //! connections pays for this traffic, rather than an idle shard's full wake-up per batch.
 //!
 //! Batch depth comes from the limiters' `/metrics` (`screenlimit_store_batches_total` and
@@ -137,7 +139,7 @@ pub struct FleetArgs {
     pub shard_cpu_budget: f64,
     /// Keep the Redis main thread about this busy (0..1) with unrelated background traffic
     /// (`GET`/`SET bg:<n>` from many connections) through the open loop and windows of that
-    /// background alone before and after it; the open loop's costs are then also reported as
+    /// background alone before, between the rounds of and after it; the open loop's costs are then also reported as
     /// marginal (window CPU minus the background-alone CPU per second × the window), and the
     /// projection uses those. 0: no background.
     #[arg(long, default_value_t = 0.0)]
@@ -145,7 +147,8 @@ pub struct FleetArgs {
     /// Connections (one task each) of the background load.
     #[arg(long, default_value_t = 64)]
     pub background_connections: usize,
-    /// Each window of the background load alone (one before the open loop, one after).
+    /// Each window of the background load alone (before the open loop, between rounds with
+    /// the players paused, and after).
     #[arg(long, default_value = "6s", value_parser = dur)]
     pub background_alone: Duration,
     /// Length of each of the background load's calibration steps (4 of them).
@@ -580,6 +583,10 @@ struct Shared {
     /// The current phase's client (its recorder changes at each phase boundary).
     api: Mutex<Api>,
     interval: Duration,
+    /// While true the players send nothing (a background-alone window between rounds)...
+    pause: watch::Sender<bool>,
+    /// ...and their schedules move by every pause's length (µs), so none bursts afterwards.
+    shift_us: AtomicU64,
 }
 
 impl Shared {
@@ -589,6 +596,10 @@ impl Shared {
 
     fn phase(&self, rec: &Arc<Recorder>) {
         self.api.lock().unwrap_or_else(|e| e.into_inner()).rec = rec.clone();
+    }
+
+    fn shift(&self) -> Duration {
+        Duration::from_micros(self.shift_us.load(Ordering::Acquire))
     }
 }
 
@@ -636,11 +647,24 @@ async fn player(shared: Arc<Shared>, i: usize, first: Instant, mut stop: watch::
     let mut generation = 0usize;
     let mut next = first;
     let jittered = |interval: Duration| interval.mul_f64(random_range(0.9..1.1f64));
+    let mut pause = shared.pause.subscribe();
     loop {
+        // `next` is on the unshifted schedule; every pause so far moves it on.
+        let due = next + shared.shift();
         tokio::select! {
-            _ = tokio::time::sleep_until(next.into()) => {
+            _ = tokio::time::sleep_until(due.into()) => {
+                if *pause.borrow_and_update() {
+                    tokio::select! {
+                        _ = pause.wait_for(|p| !*p) => {}
+                        _ = stop.changed() => break,
+                    }
+                    continue;
+                }
+                if next + shared.shift() > Instant::now() {
+                    continue; // a pause moved it on while this task slept
+                }
                 let api = shared.api();
-                let beat = api.heartbeat(&h.name, &stream, next).await;
+                let beat = api.heartbeat(&h.name, &stream, due).await;
                 if beat != Beat::Ok {
                     api.rec.fail(&format!("heartbeat: {}", beat_label(&beat)));
                 }
@@ -662,7 +686,8 @@ async fn player(shared: Arc<Shared>, i: usize, first: Instant, mut stop: watch::
                     other => api.rec.fail(&format!("play_start: {}", short(&other))),
                 }
                 p.pending.store(false, Ordering::Release);
-                next = Instant::now() + jittered(shared.interval);
+                let now = Instant::now();
+                next = now.checked_sub(shared.shift()).unwrap_or(now) + jittered(shared.interval);
             }
             _ = stop.changed() => break,
         }
@@ -900,9 +925,13 @@ pub async fn fleet(
         (None, Vec::new(), None)
     };
     let bg_ops = || bg.as_ref().map_or(0, Background::ops);
-    let mut bg_windows: Vec<(String, Delta, u64, u64)> = Vec::new();
+    // (name, delta, background ops, limiter ops, round: 0 for the background alone).
+    let mut bg_windows: Vec<(String, Delta, u64, u64, usize)> = Vec::new();
+    // The background-alone windows in order: before round 1, between rounds, after the last.
+    let mut alone: Vec<Delta> = Vec::new();
     if let Some((d, n)) = bg_before {
-        bg_windows.push(("background alone, before".into(), d, n, 0));
+        bg_windows.push(("background alone, before".into(), d, n, 0, 0));
+        alone.push(d);
     }
 
     // ---- 3. the open loop: rounds of heartbeats alone, then heartbeats and play-starts.
@@ -923,6 +952,8 @@ pub async fn fleet(
         players: ps,
         api: Mutex::new(phase_api(&warmup)),
         interval: args.heartbeat_every,
+        pause: watch::channel(false).0,
+        shift_us: AtomicU64::new(0),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let t_open = Instant::now() + Duration::from_millis(200);
@@ -945,6 +976,35 @@ pub async fn fleet(
     let (mut cmds_hb, mut cmds_mixed) = (BTreeMap::new(), BTreeMap::new());
     let mut windows = Vec::new();
     for round in 1..=rounds {
+        if round > 1
+            && let Some(bg) = &bg
+        {
+            // The background alone between rounds: the players hold their heartbeats and
+            // resume on a schedule moved by the pause.
+            eprintln!(
+                "fleet: background alone {:?} (players paused)",
+                args.background_alone
+            );
+            let t0 = Instant::now();
+            shared.pause.send_replace(true);
+            tokio::time::sleep(Duration::from_millis(100)).await; // in-flight calls return
+            let o0 = bg.ops();
+            let d = idle_window(&mut meter, args.background_alone).await?;
+            let n = bg.ops() - o0;
+            shared
+                .shift_us
+                .fetch_add(t0.elapsed().as_micros() as u64, Ordering::AcqRel);
+            shared.pause.send_replace(false);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            bg_windows.push((
+                format!("background alone, after round {}", round - 1),
+                d,
+                n,
+                0,
+                0,
+            ));
+            alone.push(d);
+        }
         eprintln!(
             "fleet: open loop round {round}/{rounds}, {} players every {:?}: heartbeats alone {:?}, then + {play_rate:.0} play-starts/s {:?}",
             live.len(),
@@ -980,6 +1040,7 @@ pub async fn fleet(
                 d,
                 bg_b - bg_a,
                 hb_n,
+                round,
             ));
         }
 
@@ -1046,7 +1107,13 @@ pub async fn fleet(
             "batches": d.batches, "commands": d.commands}),
         );
         if bg.is_some() {
-            bg_windows.push((format!("mixed, round {round}"), d, bg_c - bg_b, m_hb + m_pl));
+            bg_windows.push((
+                format!("mixed, round {round}"),
+                d,
+                bg_c - bg_b,
+                m_hb + m_pl,
+                round,
+            ));
         }
     }
 
@@ -1065,7 +1132,6 @@ pub async fn fleet(
     for t in tasks {
         let _ = t.await;
     }
-    let mut bg_after = None;
     let mut bg_errors = 0;
     let bg_rate = bg.as_ref().map_or(0.0, Background::rate);
     if let Some(bg) = bg {
@@ -1073,8 +1139,8 @@ pub async fn fleet(
         let o0 = bg.ops();
         let d = idle_window(&mut meter, args.background_alone).await?;
         let n = bg.ops() - o0;
-        bg_windows.push(("background alone, after".into(), d, n, 0));
-        bg_after = Some(d);
+        bg_windows.push(("background alone, after".into(), d, n, 0, 0));
+        alone.push(d);
         bg_errors = bg.stop().await;
         if bg_errors > 0 {
             main.fail_n("background: command failed", bg_errors);
@@ -1122,19 +1188,29 @@ pub async fn fleet(
     ops_out.extend(mixed_ops.iter().cloned());
     report.ops.extend(ops_out.iter().cloned());
 
-    // With a background load, what it alone costs per second (its two windows' mean).
-    let bg_alone = match (bg_before, bg_after) {
-        (Some((b, _)), Some(a)) => {
-            let mut d = b;
-            d.add(&a);
-            Some((
-                ratio(d.redis_main, d.secs),
-                ratio(b.redis_main, b.secs),
-                ratio(a.redis_main, a.secs),
-            ))
+    // With a background load, what it alone costs per second: each window of it alone, and
+    // for round r the mean of the two around it (before it and after it).
+    let alone_rates: Vec<f64> = alone.iter().map(|d| ratio(d.redis_main, d.secs)).collect();
+    let bg_alone = (bg_target > 0.0 && alone.len() >= 2).then(|| {
+        let mut d = Delta::default();
+        alone.iter().for_each(|a| d.add(a));
+        let max = alone_rates.iter().copied().fold(f64::MIN, f64::max);
+        let min = alone_rates.iter().copied().fold(f64::MAX, f64::min);
+        (ratio(d.redis_main, d.secs), max - min)
+    });
+    let base_of = |round: usize| -> f64 {
+        match (alone.get(round.saturating_sub(1)), alone.get(round)) {
+            (Some(a), Some(b)) if round > 0 => {
+                let mut d = *a;
+                d.add(b);
+                ratio(d.redis_main, d.secs)
+            }
+            _ => bg_alone.map_or(0.0, |b| b.0),
         }
-        _ => None,
     };
+    // Each background window's marginal CPU (seconds): against its round's neighbours, or the
+    // background alone's mean for the alone windows.
+    let marginal_cpu = |d: &Delta, round: usize| d.redis_main - base_of(round) * d.secs;
     let idle_sub = |d: &Delta| d.redis_main - idle_redis * d.secs;
     let idle_sub_lim = |d: &Delta| d.limiter - idle_limiter * d.secs;
     let phase = |name: &'static str, d: &Delta, ops: u64, lat: Option<&OpSummary>| Phase {
@@ -1219,10 +1295,16 @@ pub async fn fleet(
     };
     // Marginal costs over the background: the window's CPU minus the background alone's CPU
     // per second over the same duration.
-    let marginal = bg_alone.map(|(per_sec, _, _)| {
-        let sub = |d: &Delta| d.redis_main - per_sec * d.secs;
-        let hb = per_op_us(sub(&d_hb), hb_count);
-        (hb, play_cycle(sub(&d_mixed), hb))
+    let marginal = bg_alone.map(|_| {
+        let sum = |phase: &str| -> f64 {
+            bg_windows
+                .iter()
+                .filter(|w| w.4 > 0 && w.0.starts_with(phase))
+                .map(|w| marginal_cpu(&w.1, w.4))
+                .sum()
+        };
+        let hb = per_op_us(sum("heartbeats"), hb_count);
+        (hb, play_cycle(sum("mixed"), hb))
     });
     // The costs the projection uses: marginal with a background, else idle-subtracted.
     let (hb_cost, play_cost) = marginal.unwrap_or((hb_only.redis_us, mixed_play.redis_us));
@@ -1301,24 +1383,23 @@ pub async fn fleet(
         "open loop on an otherwise idle shard, idle CPU subtracted".to_owned()
     };
     // The background's windows: busy fraction, its rate, and the limiter traffic's marginal CPU.
-    let bg_per_sec = bg_alone.map_or(0.0, |b| b.0);
     let bg_rows: Vec<(String, f64, f64, u64, f64, f64)> = bg_windows
         .iter()
-        .map(|(name, d, n, ops)| {
+        .map(|(name, d, n, ops, round)| {
             (
                 name.clone(),
                 d.secs,
                 ratio(d.redis_main, d.secs),
                 *ops,
                 ratio(*n as f64, d.secs),
-                d.redis_main - bg_per_sec * d.secs,
+                marginal_cpu(d, *round),
             )
         })
         .collect();
-    // The two background-alone windows' spread, and what it moves a heartbeat's marginal cost by.
-    let bg_spread = bg_alone.map(|(_, b, a)| (b - a).abs());
-    let hb_noise_us = bg_spread.map(|s| per_op_us(s / 2.0 * d_hb.secs, hb_count));
-    let background_json = bg_alone.map_or(Value::Null, |(mean, before, after)| {
+    // The background-alone windows' spread (max - min), and what half of it moves a
+    // heartbeat's marginal cost by.
+    let hb_noise_us = bg_alone.map(|(_, spread)| per_op_us(spread / 2.0 * d_hb.secs, hb_count));
+    let background_json = bg_alone.map_or(Value::Null, |(mean, spread)| {
         json!({
             "target_busy": bg_target,
             "connections": args.background_connections,
@@ -1327,9 +1408,9 @@ pub async fn fleet(
             "rate_per_sec": bg_rate.round(),
             "errors": bg_errors,
             "alone_redis_main_ms_per_sec": round3(mean * 1e3),
-            "alone_redis_main_ms_per_sec_before": round3(before * 1e3),
-            "alone_redis_main_ms_per_sec_after": round3(after * 1e3),
-            "alone_spread_ms_per_sec": round3((before - after).abs() * 1e3),
+            "alone_redis_main_ms_per_sec_windows": alone_rates.iter().map(|r| round3(r * 1e3)).collect::<Vec<_>>(),
+            "alone_spread_ms_per_sec": round3(spread * 1e3),
+            "marginal_base": "each round's windows minus the mean of the background-alone windows before and after that round (players paused between rounds)",
             "heartbeat_marginal_us_moved_by_half_the_spread": hb_noise_us.map(round2),
             "windows": bg_rows.iter().map(|(name, secs, busy, ops, rate, marg)| json!({
                 "window": name, "secs": round2(*secs), "redis_main_thread_busy": round3(*busy),
@@ -1572,7 +1653,7 @@ pub async fn fleet(
         bytes_per_stream,
         loaded
     );
-    if let Some((mean, before, after)) = bg_alone {
+    if let Some((mean, spread)) = bg_alone {
         let _ = writeln!(
             t,
             "\nBackground load (--background-busy {:.2}): {} connections, GET/SET bg:<n> one at a time, paced at {:.0}/s (calibrated: {}); {} errors",
@@ -1592,13 +1673,13 @@ pub async fn fleet(
         );
         let _ = writeln!(
             t,
-            "{:<27} {:>6} {:>7} {:>9} {:>8} {:>11} {:>10}",
+            "{:<33} {:>6} {:>7} {:>9} {:>8} {:>11} {:>10}",
             "window", "secs", "busy %", "bg ops/s", "lim ops", "marginal ms", "µs/op marg"
         );
         for (name, secs, busy, ops, rate, marg) in &bg_rows {
             let _ = writeln!(
                 t,
-                "{:<27} {:>6.2} {:>7.1} {:>9.0} {:>8} {:>11.2} {:>10}",
+                "{:<33} {:>6.2} {:>7.1} {:>9.0} {:>8} {:>11.2} {:>10}",
                 name,
                 secs,
                 busy * 100.0,
@@ -1615,15 +1696,18 @@ pub async fn fleet(
         let (m_hb_us, m_play_us) = marginal.unwrap_or_default();
         let _ = writeln!(
             t,
-            "marginal Redis µs per heartbeat {m_hb_us:.2} ({:.2}× SET; plain {:.2} with the background in, {:.2} on the idle shard's subtraction), per play-start+stop {m_play_us:.2} ({:.2}× SET); background alone {:.1} ms/s (before {:.1}, after {:.1}: spread {:.1} ms/s, ± {:.2} µs per heartbeat)",
+            "marginal Redis µs per heartbeat {m_hb_us:.2} ({:.2}× SET; plain {:.2} with the background in, {:.2} on the idle shard's subtraction), per play-start+stop {m_play_us:.2} ({:.2}× SET); background alone {:.1} ms/s ({}: spread {:.1} ms/s, ± {:.2} µs per heartbeat; each round's windows net of the background-alone windows either side)",
             ratio(m_hb_us, set.redis_us),
             hb_only.redis_raw_us,
             hb_only.redis_us,
             ratio(m_play_us, set.redis_us),
             mean * 1e3,
-            before * 1e3,
-            after * 1e3,
-            (before - after).abs() * 1e3,
+            alone_rates
+                .iter()
+                .map(|r| format!("{:.1}", r * 1e3))
+                .collect::<Vec<_>>()
+                .join(", "),
+            spread * 1e3,
             hb_noise_us.unwrap_or(0.0)
         );
     }

@@ -232,7 +232,7 @@ async fn fleet_background_smoke() {
         "--duration",
         "1s",
         "--rounds",
-        "1",
+        "2",
         "--probe",
         "200ms",
         "--verify-accounts",
@@ -264,7 +264,16 @@ async fn fleet_background_smoke() {
     assert!(bg["rate_per_sec"].as_f64().unwrap() > 0.0, "{bg}");
     assert!(bg["alone_spread_ms_per_sec"].is_number(), "{bg}");
     let windows = bg["windows"].as_array().expect("background windows");
-    assert_eq!(windows.len(), 4, "alone, heartbeats, mixed, alone: {bg}");
+    // Alone, 2 × (heartbeats, mixed) with the background alone between them (players paused),
+    // alone.
+    assert_eq!(windows.len(), 7, "{bg}");
+    assert_eq!(
+        bg["alone_redis_main_ms_per_sec_windows"]
+            .as_array()
+            .map(Vec::len),
+        Some(3),
+        "{bg}"
+    );
     assert!(
         windows
             .iter()
