@@ -26,6 +26,16 @@
 //!    limiter's own batch cycle (time between batches while its queue never idles, minus W).
 //! 5. The **projection** to the seed's peak, printed as a model with its inputs.
 //!
+//! With `--background-busy F`, a background load (`GET`/`SET bg:<n>` on
+//! `--background-connections` connections, one command at a time each, paced at a rate
+//! calibrated at the start for a main thread F busy) runs through the open loop and through
+//! windows of it alone: before the first round, between rounds (the players hold their
+//! heartbeats, and their schedules move on by the pause) and after the last. The open loop's
+//! costs are then also reported as **marginal** (each round's window CPU minus the mean
+//! background-alone CPU per second of the windows either side × the window's length, over
+//! its operations), and the projection uses those: what a shard already busy with other
+//! connections pays for this traffic, rather than an idle shard's full wake-up per batch.
+//!
 //! Batch depth comes from the limiters' `/metrics` (`screenlimit_store_batches_total` and
 //! `screenlimit_store_batched_commands_total`, deltas per phase).
 
@@ -127,6 +137,23 @@ pub struct FleetArgs {
     /// Share of its core a shard's main thread may use in the model.
     #[arg(long, default_value_t = 0.5)]
     pub shard_cpu_budget: f64,
+    /// Keep the Redis main thread about this busy (0..1) with unrelated background traffic
+    /// (`GET`/`SET bg:<n>` from many connections) through the open loop and windows of that
+    /// background alone before, between the rounds of and after it; the open loop's costs are then also reported as
+    /// marginal (window CPU minus the background-alone CPU per second × the window), and the
+    /// projection uses those. 0: no background.
+    #[arg(long, default_value_t = 0.0)]
+    pub background_busy: f64,
+    /// Connections (one task each) of the background load.
+    #[arg(long, default_value_t = 64)]
+    pub background_connections: usize,
+    /// Each window of the background load alone (before the open loop, between rounds with
+    /// the players paused, and after).
+    #[arg(long, default_value = "6s", value_parser = dur)]
+    pub background_alone: Duration,
+    /// Length of each of the background load's calibration steps (4 of them).
+    #[arg(long, default_value = "1s", value_parser = dur)]
+    pub background_calibrate: Duration,
 }
 
 // ------------------------------------------------------------------------------ measurements
@@ -342,6 +369,138 @@ fn quantile(sorted: &[u64], q: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize] as f64
 }
 
+// ------------------------------------------------------------------------------ background
+
+/// Cheap traffic unrelated to the limiter (`GET bg:<n>`, one in ten a `SET`) from many
+/// connections, each its own task sending one command at a time, paced to a shared rate.
+struct Background {
+    rate: Arc<AtomicU64>,
+    ops: Arc<AtomicU64>,
+    errors: Arc<AtomicU64>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Background {
+    async fn start(url: &str, connections: usize) -> anyhow::Result<Self> {
+        let client = redis::Client::open(url)?;
+        let connections = connections.max(1);
+        let rate = Arc::new(AtomicU64::new(0f64.to_bits()));
+        let ops = Arc::new(AtomicU64::new(0));
+        let errors = Arc::new(AtomicU64::new(0));
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        for _ in 0..connections {
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .context("background connection")?;
+            let (rate, ops, errors, mut stop_rx) =
+                (rate.clone(), ops.clone(), errors.clone(), stop_rx.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(1));
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                let (mut last, mut credit) = (Instant::now(), random_range(0.0..1.0f64));
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        _ = stop_rx.changed() => break,
+                    }
+                    let now = Instant::now();
+                    let per_conn =
+                        f64::from_bits(rate.load(Ordering::Relaxed)) / connections as f64;
+                    // At most 50 ms of backlog: a task held up does not burst afterwards.
+                    credit =
+                        (credit + per_conn * (now - last).as_secs_f64()).min(1.0 + per_conn * 0.05);
+                    last = now;
+                    while credit >= 1.0 && !*stop_rx.borrow() {
+                        credit -= 1.0;
+                        let key = format!("bg:{}", random_range(0..10_000u32));
+                        let res = if random_range(0..10u32) == 0 {
+                            redis::cmd("SET")
+                                .arg(&key)
+                                .arg("x")
+                                .exec_async(&mut conn)
+                                .await
+                        } else {
+                            redis::cmd("GET").arg(&key).exec_async(&mut conn).await
+                        };
+                        match res {
+                            Ok(()) => ops.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => errors.fetch_add(1, Ordering::Relaxed),
+                        };
+                    }
+                }
+            }));
+        }
+        Ok(Background {
+            rate,
+            ops,
+            errors,
+            stop,
+            tasks,
+        })
+    }
+
+    fn set_rate(&self, per_sec: f64) {
+        self.rate
+            .store(per_sec.max(0.0).to_bits(), Ordering::Relaxed);
+    }
+
+    fn rate(&self) -> f64 {
+        f64::from_bits(self.rate.load(Ordering::Relaxed))
+    }
+
+    fn ops(&self) -> u64 {
+        self.ops.load(Ordering::Relaxed)
+    }
+
+    async fn stop(self) -> u64 {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.errors.load(Ordering::Relaxed)
+    }
+}
+
+/// The background's rate for a main thread `target` busy: four steps of `step`, each at the
+/// last step's rate scaled by target ÷ the busy fraction it reached (a busier loop costs less
+/// per command, so one step from a light load would undershoot).
+async fn calibrate(
+    meter: &mut Meter<'_>,
+    bg: &Background,
+    target: f64,
+    step: Duration,
+) -> anyhow::Result<Vec<Value>> {
+    let mut rate = 5_000.0;
+    let mut steps = Vec::new();
+    for _ in 0..4 {
+        bg.set_rate(rate);
+        tokio::time::sleep(step / 4).await;
+        let (a, oa) = (meter.snap().await?, bg.ops());
+        tokio::time::sleep(step).await;
+        let (b, ob) = (meter.snap().await?, bg.ops());
+        let d = Delta::between(&a, &b);
+        let busy = ratio(d.redis_main, d.secs);
+        let achieved = ratio((ob - oa) as f64, d.secs);
+        steps.push(
+            json!({"rate_per_sec": rate.round(), "achieved_per_sec": achieved.round(),
+                          "busy": round3(busy),
+                          "redis_main_us_per_op": round2(per_op_us(d.redis_main, ob - oa))}),
+        );
+        eprintln!(
+            "fleet: background at {rate:.0}/s: {achieved:.0}/s achieved, Redis main thread {:.1} % busy",
+            busy * 100.0
+        );
+        if busy > 0.0 {
+            rate *= (target / busy).clamp(0.25, 8.0);
+        }
+    }
+    bg.set_rate(rate);
+    Ok(steps)
+}
+
 // ------------------------------------------------------------------------------ closed loop
 
 /// `clients` workers, each sending its next call when the last was answered, for `step`:
@@ -424,6 +583,10 @@ struct Shared {
     /// The current phase's client (its recorder changes at each phase boundary).
     api: Mutex<Api>,
     interval: Duration,
+    /// While true the players send nothing (a background-alone window between rounds)...
+    pause: watch::Sender<bool>,
+    /// ...and their schedules move by every pause's length (µs), so none bursts afterwards.
+    shift_us: AtomicU64,
 }
 
 impl Shared {
@@ -433,6 +596,10 @@ impl Shared {
 
     fn phase(&self, rec: &Arc<Recorder>) {
         self.api.lock().unwrap_or_else(|e| e.into_inner()).rec = rec.clone();
+    }
+
+    fn shift(&self) -> Duration {
+        Duration::from_micros(self.shift_us.load(Ordering::Acquire))
     }
 }
 
@@ -480,11 +647,24 @@ async fn player(shared: Arc<Shared>, i: usize, first: Instant, mut stop: watch::
     let mut generation = 0usize;
     let mut next = first;
     let jittered = |interval: Duration| interval.mul_f64(random_range(0.9..1.1f64));
+    let mut pause = shared.pause.subscribe();
     loop {
+        // `next` is on the unshifted schedule; every pause so far moves it on.
+        let due = next + shared.shift();
         tokio::select! {
-            _ = tokio::time::sleep_until(next.into()) => {
+            _ = tokio::time::sleep_until(due.into()) => {
+                if *pause.borrow_and_update() {
+                    tokio::select! {
+                        _ = pause.wait_for(|p| !*p) => {}
+                        _ = stop.changed() => break,
+                    }
+                    continue;
+                }
+                if next + shared.shift() > Instant::now() {
+                    continue; // a pause moved it on while this task slept
+                }
                 let api = shared.api();
-                let beat = api.heartbeat(&h.name, &stream, next).await;
+                let beat = api.heartbeat(&h.name, &stream, due).await;
                 if beat != Beat::Ok {
                     api.rec.fail(&format!("heartbeat: {}", beat_label(&beat)));
                 }
@@ -506,7 +686,8 @@ async fn player(shared: Arc<Shared>, i: usize, first: Instant, mut stop: watch::
                     other => api.rec.fail(&format!("play_start: {}", short(&other))),
                 }
                 p.pending.store(false, Ordering::Release);
-                next = Instant::now() + jittered(shared.interval);
+                let now = Instant::now();
+                next = now.checked_sub(shared.shift()).unwrap_or(now) + jittered(shared.interval);
             }
             _ = stop.changed() => break,
         }
@@ -724,6 +905,34 @@ pub async fn fleet(
 
     eprintln!("fleet: idle {:?}", args.idle);
     let idle_before = idle_window(&mut meter, args.idle).await?;
+    // The background load (if asked for): calibrated, then a window of it alone.
+    let bg_target = args.background_busy.clamp(0.0, 0.95);
+    let (bg, bg_calibration, bg_before) = if bg_target > 0.0 {
+        eprintln!(
+            "fleet: background load on {} connections, target {:.0} % busy",
+            args.background_connections,
+            bg_target * 100.0
+        );
+        let bg = Background::start(&redis_url, args.background_connections).await?;
+        let steps = calibrate(&mut meter, &bg, bg_target, args.background_calibrate).await?;
+        tokio::time::sleep(args.background_calibrate / 4).await;
+        eprintln!("fleet: background alone {:?}", args.background_alone);
+        let o0 = bg.ops();
+        let d = idle_window(&mut meter, args.background_alone).await?;
+        let n = bg.ops() - o0;
+        (Some(bg), steps, Some((d, n)))
+    } else {
+        (None, Vec::new(), None)
+    };
+    let bg_ops = || bg.as_ref().map_or(0, Background::ops);
+    // (name, delta, background ops, limiter ops, round: 0 for the background alone).
+    let mut bg_windows: Vec<(String, Delta, u64, u64, usize)> = Vec::new();
+    // The background-alone windows in order: before round 1, between rounds, after the last.
+    let mut alone: Vec<Delta> = Vec::new();
+    if let Some((d, n)) = bg_before {
+        bg_windows.push(("background alone, before".into(), d, n, 0, 0));
+        alone.push(d);
+    }
 
     // ---- 3. the open loop: rounds of heartbeats alone, then heartbeats and play-starts.
     let live: Arc<Vec<usize>> = Arc::new(
@@ -743,6 +952,8 @@ pub async fn fleet(
         players: ps,
         api: Mutex::new(phase_api(&warmup)),
         interval: args.heartbeat_every,
+        pause: watch::channel(false).0,
+        shift_us: AtomicU64::new(0),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let t_open = Instant::now() + Duration::from_millis(200);
@@ -765,6 +976,35 @@ pub async fn fleet(
     let (mut cmds_hb, mut cmds_mixed) = (BTreeMap::new(), BTreeMap::new());
     let mut windows = Vec::new();
     for round in 1..=rounds {
+        if round > 1
+            && let Some(bg) = &bg
+        {
+            // The background alone between rounds: the players hold their heartbeats and
+            // resume on a schedule moved by the pause.
+            eprintln!(
+                "fleet: background alone {:?} (players paused)",
+                args.background_alone
+            );
+            let t0 = Instant::now();
+            shared.pause.send_replace(true);
+            tokio::time::sleep(Duration::from_millis(100)).await; // in-flight calls return
+            let o0 = bg.ops();
+            let d = idle_window(&mut meter, args.background_alone).await?;
+            let n = bg.ops() - o0;
+            shared
+                .shift_us
+                .fetch_add(t0.elapsed().as_micros() as u64, Ordering::AcqRel);
+            shared.pause.send_replace(false);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            bg_windows.push((
+                format!("background alone, after round {}", round - 1),
+                d,
+                n,
+                0,
+                0,
+            ));
+            alone.push(d);
+        }
         eprintln!(
             "fleet: open loop round {round}/{rounds}, {} players every {:?}: heartbeats alone {:?}, then + {play_rate:.0} play-starts/s {:?}",
             live.len(),
@@ -777,9 +1017,11 @@ pub async fn fleet(
         let ticker = progress(hb_rec.clone(), common.progress, "fleet heartbeats");
         let hb0 = hb_rec.count("heartbeat");
         let a = meter.snap().await?;
+        let bg_a = bg_ops();
         tokio::time::sleep(args.heartbeat_only).await;
         shared.phase(&mixed_rec);
         let b = meter.snap().await?;
+        let bg_b = bg_ops();
         ticker.abort();
         let hb_n = hb_rec.count("heartbeat") - hb0;
         add_calls(&mut cmds_hb, meter.take_commandstats()?);
@@ -788,8 +1030,19 @@ pub async fn fleet(
         windows.push(
             json!({"round": round, "phase": "heartbeats", "secs": round2(d.secs),
             "heartbeats": hb_n, "redis_main_cpu_ms": round2(d.redis_main * 1e3),
+            "redis_main_thread_busy": round3(ratio(d.redis_main, d.secs)),
+            "background_ops": bg_b - bg_a,
             "batches": d.batches, "commands": d.commands}),
         );
+        if bg.is_some() {
+            bg_windows.push((
+                format!("heartbeats alone, round {round}"),
+                d,
+                bg_b - bg_a,
+                hb_n,
+                round,
+            ));
+        }
 
         // Heartbeats and play-starts.
         let ticker = progress(mixed_rec.clone(), common.progress, "fleet mixed");
@@ -836,6 +1089,7 @@ pub async fn fleet(
         }
         shared.phase(&tail_rec);
         let c = meter.snap().await?;
+        let bg_c = bg_ops();
         ticker.abort();
         add_calls(&mut cmds_mixed, meter.take_commandstats()?);
         let (m_hb, m_pl) = (
@@ -848,8 +1102,19 @@ pub async fn fleet(
             json!({"round": round, "phase": "mixed", "secs": round2(d.secs),
             "heartbeats": m_hb, "play_starts": m_pl,
             "redis_main_cpu_ms": round2(d.redis_main * 1e3),
+            "redis_main_thread_busy": round3(ratio(d.redis_main, d.secs)),
+            "background_ops": bg_c - bg_b,
             "batches": d.batches, "commands": d.commands}),
         );
+        if bg.is_some() {
+            bg_windows.push((
+                format!("mixed, round {round}"),
+                d,
+                bg_c - bg_b,
+                m_hb + m_pl,
+                round,
+            ));
+        }
     }
 
     // ---- 4. the store round trip under the same traffic (heartbeats), then stop.
@@ -866,6 +1131,20 @@ pub async fn fleet(
     let _ = stop_tx.send(true);
     for t in tasks {
         let _ = t.await;
+    }
+    let mut bg_errors = 0;
+    let bg_rate = bg.as_ref().map_or(0.0, Background::rate);
+    if let Some(bg) = bg {
+        eprintln!("fleet: background alone again {:?}", args.background_alone);
+        let o0 = bg.ops();
+        let d = idle_window(&mut meter, args.background_alone).await?;
+        let n = bg.ops() - o0;
+        bg_windows.push(("background alone, after".into(), d, n, 0, 0));
+        alone.push(d);
+        bg_errors = bg.stop().await;
+        if bg_errors > 0 {
+            main.fail_n("background: command failed", bg_errors);
+        }
     }
     eprintln!("fleet: idle again {:?}", args.idle);
     let idle_after = idle_window(&mut meter, args.idle).await?;
@@ -909,6 +1188,29 @@ pub async fn fleet(
     ops_out.extend(mixed_ops.iter().cloned());
     report.ops.extend(ops_out.iter().cloned());
 
+    // With a background load, what it alone costs per second: each window of it alone, and
+    // for round r the mean of the two around it (before it and after it).
+    let alone_rates: Vec<f64> = alone.iter().map(|d| ratio(d.redis_main, d.secs)).collect();
+    let bg_alone = (bg_target > 0.0 && alone.len() >= 2).then(|| {
+        let mut d = Delta::default();
+        alone.iter().for_each(|a| d.add(a));
+        let max = alone_rates.iter().copied().fold(f64::MIN, f64::max);
+        let min = alone_rates.iter().copied().fold(f64::MAX, f64::min);
+        (ratio(d.redis_main, d.secs), max - min)
+    });
+    let base_of = |round: usize| -> f64 {
+        match (alone.get(round.saturating_sub(1)), alone.get(round)) {
+            (Some(a), Some(b)) if round > 0 => {
+                let mut d = *a;
+                d.add(b);
+                ratio(d.redis_main, d.secs)
+            }
+            _ => bg_alone.map_or(0.0, |b| b.0),
+        }
+    };
+    // Each background window's marginal CPU (seconds): against its round's neighbours, or the
+    // background alone's mean for the alone windows.
+    let marginal_cpu = |d: &Delta, round: usize| d.redis_main - base_of(round) * d.secs;
     let idle_sub = |d: &Delta| d.redis_main - idle_redis * d.secs;
     let idle_sub_lim = |d: &Delta| d.limiter - idle_limiter * d.secs;
     let phase = |name: &'static str, d: &Delta, ops: u64, lat: Option<&OpSummary>| Phase {
@@ -991,6 +1293,21 @@ pub async fn fleet(
         p50_ms: find(&mixed_ops, "mixed.play_start").map_or(0.0, |o| o.p50_ms),
         p99_ms: find(&mixed_ops, "mixed.play_start").map_or(0.0, |o| o.p99_ms),
     };
+    // Marginal costs over the background: the window's CPU minus the background alone's CPU
+    // per second over the same duration.
+    let marginal = bg_alone.map(|_| {
+        let sum = |phase: &str| -> f64 {
+            bg_windows
+                .iter()
+                .filter(|w| w.4 > 0 && w.0.starts_with(phase))
+                .map(|w| marginal_cpu(&w.1, w.4))
+                .sum()
+        };
+        let hb = per_op_us(sum("heartbeats"), hb_count);
+        (hb, play_cycle(sum("mixed"), hb))
+    });
+    // The costs the projection uses: marginal with a background, else idle-subtracted.
+    let (hb_cost, play_cost) = marginal.unwrap_or((hb_only.redis_us, mixed_play.redis_us));
     let cmds_per_hb = ratio(d_hb.commands as f64, hb_count as f64);
     let cmds_per_cycle = if m_play == 0 {
         0.0
@@ -1036,9 +1353,7 @@ pub async fn fleet(
     let play_rate_proc = per_proc(m_play as f64, d_mixed.secs);
     let near = |measured: f64, model: f64| model > 0.0 && (measured / model - 1.0).abs() <= 0.1;
     let rates_match = near(hb_rate_proc, hb_pair) && near(play_rate_proc, play_pair);
-    let redis_cores = (args.peak_heartbeats * hb_only.redis_us
-        + args.peak_play_starts * mixed_play.redis_us)
-        / 1e6;
+    let redis_cores = (args.peak_heartbeats * hb_cost + args.peak_play_starts * play_cost) / 1e6;
     let redis_cores_raw = (args.peak_heartbeats * hb_only.redis_raw_us
         + args.peak_play_starts * mixed_play.redis_raw_us)
         / 1e6;
@@ -1058,6 +1373,52 @@ pub async fn fleet(
     let play_ratio = ratio(closed_phases[1].redis_us, set.redis_us);
     let open_hb_ratio = ratio(hb_only.redis_us, set.redis_us);
     let open_play_ratio = ratio(mixed_play.redis_us, set.redis_us);
+
+    let cost_basis = if marginal.is_some() {
+        format!(
+            "marginal: open-loop window CPU minus the background-alone CPU per second over the same duration, Redis main thread kept about {:.0} % busy by background traffic",
+            bg_target * 100.0
+        )
+    } else {
+        "open loop on an otherwise idle shard, idle CPU subtracted".to_owned()
+    };
+    // The background's windows: busy fraction, its rate, and the limiter traffic's marginal CPU.
+    let bg_rows: Vec<(String, f64, f64, u64, f64, f64)> = bg_windows
+        .iter()
+        .map(|(name, d, n, ops, round)| {
+            (
+                name.clone(),
+                d.secs,
+                ratio(d.redis_main, d.secs),
+                *ops,
+                ratio(*n as f64, d.secs),
+                marginal_cpu(d, *round),
+            )
+        })
+        .collect();
+    // The background-alone windows' spread (max - min), and what half of it moves a
+    // heartbeat's marginal cost by.
+    let hb_noise_us = bg_alone.map(|(_, spread)| per_op_us(spread / 2.0 * d_hb.secs, hb_count));
+    let background_json = bg_alone.map_or(Value::Null, |(mean, spread)| {
+        json!({
+            "target_busy": bg_target,
+            "connections": args.background_connections,
+            "traffic": "GET bg:<n> (one in ten SET), n < 10,000, one command at a time per connection",
+            "calibration": bg_calibration,
+            "rate_per_sec": bg_rate.round(),
+            "errors": bg_errors,
+            "alone_redis_main_ms_per_sec": round3(mean * 1e3),
+            "alone_redis_main_ms_per_sec_windows": alone_rates.iter().map(|r| round3(r * 1e3)).collect::<Vec<_>>(),
+            "alone_spread_ms_per_sec": round3(spread * 1e3),
+            "marginal_base": "each round's windows minus the mean of the background-alone windows before and after that round (players paused between rounds)",
+            "heartbeat_marginal_us_moved_by_half_the_spread": hb_noise_us.map(round2),
+            "windows": bg_rows.iter().map(|(name, secs, busy, ops, rate, marg)| json!({
+                "window": name, "secs": round2(*secs), "redis_main_thread_busy": round3(*busy),
+                "background_ops_per_sec": rate.round(), "limiter_ops": ops,
+                "marginal_redis_main_ms": round2(marg * 1e3),
+            })).collect::<Vec<_>>(),
+        })
+    });
 
     // JSON.
     let open_json = json!({
@@ -1080,6 +1441,7 @@ pub async fn fleet(
             "heartbeats_per_sec_per_limiter": round2(per_proc(hb_count as f64, d_hb.secs)),
             "redis_main_us_per_heartbeat": round2(hb_only.redis_raw_us),
             "redis_main_us_per_heartbeat_idle_subtracted": round2(hb_only.redis_us),
+            "redis_main_us_per_heartbeat_marginal": marginal.map(|m| round2(m.0)),
             "ratio_to_set": round3(open_hb_ratio),
             "limiter_cpu_us_per_heartbeat": round2(hb_only.limiter_us),
             "redis_main_thread_busy": round3(ratio(d_hb.redis_main, d_hb.secs)),
@@ -1102,6 +1464,7 @@ pub async fn fleet(
             "redis_main_us_per_op_all": round2(per_op_us(d_mixed.redis_main, m_hb + m_play + m_release)),
             "redis_main_us_per_play_start_cycle": round2(mixed_play.redis_raw_us),
             "redis_main_us_per_play_start_cycle_idle_subtracted": round2(mixed_play.redis_us),
+            "redis_main_us_per_play_start_cycle_marginal": marginal.map(|m| round2(m.1)),
             "ratio_to_set": round3(open_play_ratio),
             "limiter_cpu_us_per_play_start_cycle": round2(mixed_play.limiter_us),
             "redis_main_thread_busy": round3(ratio(d_mixed.redis_main, d_mixed.secs)),
@@ -1121,6 +1484,7 @@ pub async fn fleet(
                              "count": pings.len(), "p50_us": ping_rtt_us,
                              "p99_us": quantile(&pings, 0.99)},
         "limiter_rss_bytes": rss,
+        "background": background_json,
     });
     let projection = json!({
         "inputs": {
@@ -1145,8 +1509,9 @@ pub async fn fleet(
             "measured_commands_per_batch": round2(mixed_depth),
             "open_loop_rates_match_model": rates_match,
         },
-        "redis_main_us_per_heartbeat": round2(hb_only.redis_us),
-        "redis_main_us_per_play_start_cycle": round2(mixed_play.redis_us),
+        "redis_main_us_per_heartbeat": round2(hb_cost),
+        "redis_main_us_per_play_start_cycle": round2(play_cost),
+        "cost_basis": cost_basis,
         "redis_main_cores": round2(redis_cores),
         "redis_main_cores_without_idle_subtraction": round2(redis_cores_raw),
         "shards_needed": shards_needed,
@@ -1288,6 +1653,64 @@ pub async fn fleet(
         bytes_per_stream,
         loaded
     );
+    if let Some((mean, spread)) = bg_alone {
+        let _ = writeln!(
+            t,
+            "\nBackground load (--background-busy {:.2}): {} connections, GET/SET bg:<n> one at a time, paced at {:.0}/s (calibrated: {}); {} errors",
+            bg_target,
+            args.background_connections,
+            bg_rate,
+            bg_calibration
+                .iter()
+                .map(|c| format!(
+                    "{}/s → {:.1} %",
+                    c["achieved_per_sec"],
+                    c["busy"].as_f64().unwrap_or(0.0) * 100.0
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            bg_errors
+        );
+        let _ = writeln!(
+            t,
+            "{:<33} {:>6} {:>7} {:>9} {:>8} {:>11} {:>10}",
+            "window", "secs", "busy %", "bg ops/s", "lim ops", "marginal ms", "µs/op marg"
+        );
+        for (name, secs, busy, ops, rate, marg) in &bg_rows {
+            let _ = writeln!(
+                t,
+                "{:<33} {:>6.2} {:>7.1} {:>9.0} {:>8} {:>11.2} {:>10}",
+                name,
+                secs,
+                busy * 100.0,
+                rate,
+                ops,
+                marg * 1e3,
+                if *ops > 0 {
+                    format!("{:.2}", per_op_us(*marg, *ops))
+                } else {
+                    "-".into()
+                }
+            );
+        }
+        let (m_hb_us, m_play_us) = marginal.unwrap_or_default();
+        let _ = writeln!(
+            t,
+            "marginal Redis µs per heartbeat {m_hb_us:.2} ({:.2}× SET; plain {:.2} with the background in, {:.2} on the idle shard's subtraction), per play-start+stop {m_play_us:.2} ({:.2}× SET); background alone {:.1} ms/s ({}: spread {:.1} ms/s, ± {:.2} µs per heartbeat; each round's windows net of the background-alone windows either side)",
+            ratio(m_hb_us, set.redis_us),
+            hb_only.redis_raw_us,
+            hb_only.redis_us,
+            ratio(m_play_us, set.redis_us),
+            mean * 1e3,
+            alone_rates
+                .iter()
+                .map(|r| format!("{:.1}", r * 1e3))
+                .collect::<Vec<_>>()
+                .join(", "),
+            spread * 1e3,
+            hb_noise_us.unwrap_or(0.0)
+        );
+    }
     let _ = writeln!(
         t,
         "\nFleet projection to the seed's peak (model; inputs, then outputs)"
@@ -1295,6 +1718,11 @@ pub async fn fleet(
     fn kv(t: &mut String, k: impl std::fmt::Display, v: String) {
         let _ = writeln!(t, "  {k:<62} {v}");
     }
+    let alt = if marginal.is_some() {
+        "plain, background included"
+    } else {
+        "without idle subtraction"
+    };
     kv(
         &mut t,
         "peak heartbeats/s, play-starts/s, streams (seed)",
@@ -1362,18 +1790,25 @@ pub async fn fleet(
     );
     kv(
         &mut t,
-        "Redis µs per heartbeat, per play-start+stop at that depth",
-        format!("{:.2}, {:.2}", hb_only.redis_us, mixed_play.redis_us),
+        if marginal.is_some() {
+            format!(
+                "Redis µs per heartbeat, per play-start+stop: MARGINAL at {:.0} % busy",
+                bg_target * 100.0
+            )
+        } else {
+            "Redis µs per heartbeat, per play-start+stop at that depth".to_owned()
+        },
+        format!("{hb_cost:.2}, {play_cost:.2}"),
     );
     kv(
         &mut t,
-        "Redis main-thread cores at peak (without idle subtraction)",
+        format!("Redis main-thread cores at peak ({alt})"),
         format!("{redis_cores:.1} ({redis_cores_raw:.1})"),
     );
     kv(
         &mut t,
         format!(
-            "shards needed at {:.0} % (without idle subtraction)",
+            "shards needed at {:.0} % ({alt})",
             args.shard_cpu_budget * 100.0
         ),
         format!(

@@ -202,3 +202,89 @@ async fn fleet_smoke() {
     assert!(r.invariants["no_account_above_cap"].checks > 0);
     assert!(r.invariants["live_leases_match_players"].checks > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_background_smoke() {
+    let r = scenario(&[
+        "fleet",
+        "--players",
+        "200",
+        "--play-rate",
+        "20",
+        "--heartbeat-every",
+        "1s",
+        "--heartbeat-interval",
+        "1s",
+        "--ttl",
+        "3s",
+        "--closed-step",
+        "500ms",
+        "--closed-leases",
+        "100",
+        "--closed-accounts",
+        "100",
+        "--baseline-requests",
+        "2000",
+        "--idle",
+        "300ms",
+        "--heartbeat-only",
+        "1s",
+        "--duration",
+        "1s",
+        "--rounds",
+        "2",
+        "--probe",
+        "200ms",
+        "--verify-accounts",
+        "50",
+        "--connections",
+        "16",
+        "--background-busy",
+        "0.05",
+        "--background-connections",
+        "8",
+        "--background-calibrate",
+        "200ms",
+        "--background-alone",
+        "500ms",
+    ])
+    .await;
+    // The marginal figures are there (their values are timings: not asserted).
+    let f = &r.figures;
+    let open = &f["open"];
+    assert!(
+        open["heartbeat_only"]["redis_main_us_per_heartbeat_marginal"].is_number(),
+        "{open}"
+    );
+    assert!(
+        open["mixed"]["redis_main_us_per_play_start_cycle_marginal"].is_number(),
+        "{open}"
+    );
+    let bg = &open["background"];
+    assert!(bg["rate_per_sec"].as_f64().unwrap() > 0.0, "{bg}");
+    assert!(bg["alone_spread_ms_per_sec"].is_number(), "{bg}");
+    let windows = bg["windows"].as_array().expect("background windows");
+    // Alone, 2 × (heartbeats, mixed) with the background alone between them (players paused),
+    // alone.
+    assert_eq!(windows.len(), 7, "{bg}");
+    assert_eq!(
+        bg["alone_redis_main_ms_per_sec_windows"]
+            .as_array()
+            .map(Vec::len),
+        Some(3),
+        "{bg}"
+    );
+    assert!(
+        windows
+            .iter()
+            .all(|w| w["redis_main_thread_busy"].is_number())
+    );
+    assert!(
+        f["projection"]["cost_basis"]
+            .as_str()
+            .unwrap()
+            .starts_with("marginal")
+    );
+    assert!(r.text.contains("MARGINAL"), "{}", r.text);
+    assert!(r.invariants["live_leases_match_players"].checks > 0);
+}
