@@ -3,25 +3,18 @@
 //! (`screenlimit_limiter::ids`), called, never restated; the dashboard adds only what it needs to
 //! put an id in an address at all (see [`crate::limiter::addressable`]).
 
-use screenlimit_limiter::ids::{IdError, MAX_ID_LEN, validate_token};
+use screenlimit_limiter::ids::{IdError, MAX_ID_LEN, has_stream_id_shape, validate_token};
 
 use crate::limiter::addressable;
 
 /// How much of a refused id a page repeats (it may be long or hostile; askama escapes it).
 const SHOWN_CHARS: usize = 80;
 
-/// Longest stream id the dashboard passes on. The limiter's are `<code>.<device id>`: the code
-/// is base64url of a 16-byte nonce, a byte and a plan id (at most `MAX_ID_LEN`) plus a 16-character
-/// tag, under 130 characters; the device id at most `MAX_ID_LEN`. Anything longer is not one.
-pub const MAX_STREAM_ID_LEN: usize = 4 * MAX_ID_LEN;
-
 /// What is wrong with a stream id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StreamIdProblem {
     #[error("it does not have the shape of one (the limiter's code, a dot, then the device id)")]
     Shape,
-    #[error("it {0}")]
-    Whole(IdError),
     #[error("its device part {0}")]
     Device(IdError),
 }
@@ -70,44 +63,26 @@ pub fn check_account_id(id: &str) -> Result<(), BadId> {
     Ok(())
 }
 
-/// Checks that `id` has the shape of a stream id the limiter issues (`ids::StreamIdCodec`):
-/// `<code>.<device id>`, the device id by the limiter's id rule, the code of the same alphabet
-/// (base64url lies inside it). Whether it is this account's is the limiter's to say.
+/// Checks that `id` has the shape of a stream id the limiter issues, by the limiter's own rule
+/// (`ids::has_stream_id_shape`). Whether it is this account's is the limiter's to say.
 pub fn check_stream_id(id: &str) -> Result<(), BadId> {
-    stream_id_problem(id).map_or(Ok(()), |problem| {
-        Err(BadId::Stream {
-            shown: shown(id),
-            problem,
-        })
-    })
-}
-
-fn stream_id_problem(id: &str) -> Option<StreamIdProblem> {
-    if id.len() > MAX_STREAM_ID_LEN {
-        return Some(StreamIdProblem::Whole(IdError::TooLong {
-            max: MAX_STREAM_ID_LEN,
-        }));
+    if has_stream_id_shape(id) {
+        return Ok(());
     }
-    let Some((code, device)) = id.split_once('.') else {
-        return Some(StreamIdProblem::Shape);
+    // Say what is wrong as precisely as the parts allow: the device part, else the shape.
+    let problem = match id.split_once('.').map(|(_, device)| validate_token(device)) {
+        Some(Err(e)) => StreamIdProblem::Device(e),
+        _ => StreamIdProblem::Shape,
     };
-    if code.is_empty() {
-        return Some(StreamIdProblem::Shape);
-    }
-    if let Err(e) = validate_token(device) {
-        return Some(StreamIdProblem::Device(e));
-    }
-    // The code may be longer than one id: the id rule applies to each piece of it.
-    let pieces = code.as_bytes().chunks(MAX_ID_LEN);
-    pieces
-        .map(|piece| std::str::from_utf8(piece).map_err(|_| IdError::BadCharacter))
-        .find_map(|piece| piece.and_then(validate_token).err())
-        .map(StreamIdProblem::Whole)
+    Err(BadId::Stream {
+        shown: shown(id),
+        problem,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use screenlimit_limiter::ids::{PlanTag, StreamIdCodec, StreamRef};
+    use screenlimit_limiter::ids::{PlanTag, STREAM_ID, StreamIdCodec, StreamRef};
 
     use super::*;
 
@@ -142,7 +117,7 @@ mod tests {
 
     #[test]
     fn stream_ids_that_could_leave_their_segment_are_refused() {
-        let long = format!("{}.tv", "A".repeat(MAX_STREAM_ID_LEN));
+        let long = format!("{}.tv", "A".repeat(STREAM_ID.max_chars));
         for bad in [
             "",
             ".",
