@@ -66,30 +66,28 @@ pub struct Scripts {
 
 impl Scripts {
     pub fn new() -> Self {
+        let [
+            acquire,
+            touch,
+            heartbeat,
+            release,
+            force_stop,
+            list,
+            set_override,
+        ] = Self::sources().map(|(_, source)| LuaScript::new(source));
         Scripts {
-            acquire: LuaScript::new(lease_script!(fast "acquire")),
-            touch: LuaScript::new(TOUCH_SCRIPT),
-            heartbeat: LuaScript::new(lease_script!("heartbeat")),
-            release: LuaScript::new(lease_script!(fast "release")),
-            force_stop: LuaScript::new(lease_script!("force_stop")),
-            list: LuaScript::new(lease_script!("list")),
-            set_override: LuaScript::new(lease_script!("set_override")),
+            acquire,
+            touch,
+            heartbeat,
+            release,
+            force_stop,
+            list,
+            set_override,
         }
     }
 
-    fn all(&self) -> [&LuaScript; 7] {
-        [
-            &self.acquire,
-            &self.touch,
-            &self.heartbeat,
-            &self.release,
-            &self.force_stop,
-            &self.list,
-            &self.set_override,
-        ]
-    }
-
-    /// The source of every script by operation name, for tools such as the benchmark.
+    /// The source of every script by operation name (in the order of the fields), for loading
+    /// after a `NOSCRIPT` and for tools such as the benchmark.
     pub fn sources() -> [(&'static str, &'static str); 7] {
         [
             ("acquire", lease_script!(fast "acquire")),
@@ -243,13 +241,9 @@ impl RedisStore {
     }
 
     /// Runs one script call on the account's shard, in the shard's next batch.
-    async fn run<T: FromRedisValue>(
-        &self,
-        account_id: &str,
-        call: &Call<'_>,
-    ) -> Result<T, StoreError> {
+    async fn run<T: FromRedisValue>(&self, account_id: &str, call: Call) -> Result<T, StoreError> {
         let index = ring::shard_for(account_id, self.shards.len());
-        let reply = self.send(index, call.command()).await?;
+        let reply = self.send(index, call.into_command()).await?;
         redis::from_redis_value(reply).map_err(|e| malformed(&e.to_string()))
     }
 
@@ -285,22 +279,29 @@ impl RedisStore {
             if !self.batch_window.is_zero() {
                 tokio::time::sleep(self.batch_window).await;
             }
-            let batch = queue.take_batch();
-            let commands: Vec<&Cmd> = batch.iter().map(|job| &job.command).collect();
-            let replies = self.run_batch(index, &commands).await;
-            for (i, job) in batch.into_iter().enumerate() {
-                let answer = match &replies {
-                    Ok(replies) => match &replies[i] {
-                        Value::ServerError(error) => Err(StoreError::Backend {
-                            shard: index,
-                            message: error.to_string(),
-                        }),
-                        value => Ok(value.clone()),
-                    },
-                    Err(error) => Err(error.clone()),
-                };
-                // A command whose request went away no longer listens; that is fine.
-                let _ = job.answer.send(answer);
+            let (commands, answers): (Vec<Cmd>, Vec<_>) = queue
+                .take_batch()
+                .into_iter()
+                .map(|job| (job.command, job.answer))
+                .unzip();
+            // A command whose request went away no longer listens; that is fine.
+            match self.run_batch(index, commands).await {
+                Ok(replies) => {
+                    for (answer, reply) in answers.into_iter().zip(replies) {
+                        let _ = answer.send(match reply {
+                            Value::ServerError(error) => Err(StoreError::Backend {
+                                shard: index,
+                                message: error.to_string(),
+                            }),
+                            value => Ok(value),
+                        });
+                    }
+                }
+                Err(error) => {
+                    for answer in answers {
+                        let _ = answer.send(Err(error.clone()));
+                    }
+                }
             }
             if !queue.finish_batch() {
                 return;
@@ -311,37 +312,44 @@ impl RedisStore {
     /// One pipeline of `commands` on shard `index`: a reply per command, in order. Scripts the
     /// server lost (a restart, a failover, `SCRIPT FLUSH`) are loaded again and the commands it
     /// refused with `NOSCRIPT` sent once more.
-    async fn run_batch(&self, index: usize, commands: &[&Cmd]) -> Result<Vec<Value>, StoreError> {
-        let mut replies = self.pipeline(index, commands.iter().copied()).await?;
+    async fn run_batch(&self, index: usize, commands: Vec<Cmd>) -> Result<Vec<Value>, StoreError> {
+        let mut pipe = redis::pipe();
+        for command in commands {
+            pipe.add_command(command);
+        }
+        let mut replies = self.pipeline(index, &pipe).await?;
         let lost: Vec<usize> = (0..replies.len())
             .filter(|&i| matches!(&replies[i], Value::ServerError(e) if e.code() == "NOSCRIPT"))
             .collect();
         if lost.is_empty() {
             return Ok(replies);
         }
-        let loads: Vec<Cmd> = self.scripts.all().map(LuaScript::load_command).into();
-        self.pipeline(index, loads.iter()).await?;
-        let again = self
-            .pipeline(index, lost.iter().map(|&i| commands[i]))
-            .await?;
+        let mut loads = redis::pipe();
+        for (_, source) in Scripts::sources() {
+            loads.cmd("SCRIPT").arg("LOAD").arg(source);
+        }
+        self.pipeline(index, &loads).await?;
+        let mut again = redis::pipe();
+        for (i, command) in pipe.cmd_iter().enumerate() {
+            if lost.contains(&i) {
+                again.add_command(command.clone());
+            }
+        }
+        let again = self.pipeline(index, &again).await?;
         for (i, reply) in lost.into_iter().zip(again) {
             replies[i] = reply;
         }
         Ok(replies)
     }
 
-    /// `commands` as one pipeline (one write, one read) under the shard's breaker and deadline.
-    async fn pipeline<'c>(
+    /// `pipe` as one write and one read under the shard's breaker and deadline: a reply per
+    /// command, in order.
+    async fn pipeline(
         &self,
         index: usize,
-        commands: impl Iterator<Item = &'c Cmd>,
+        pipe: &redis::Pipeline,
     ) -> Result<Vec<Value>, StoreError> {
-        let mut pipe = redis::pipe();
-        for command in commands {
-            pipe.add_command(command.clone());
-        }
         let count = pipe.len();
-        let pipe = &pipe;
         let replies = self
             .guarded(index, |mut connection| async move {
                 connection.req_packed_commands(pipe, 0, count).await
@@ -416,7 +424,7 @@ impl RedisStore {
     }
 
     /// The audit arguments every logging script ends with: caps and retention.
-    fn audit_args<'a, 's>(invocation: &'a mut Call<'s>) -> &'a mut Call<'s> {
+    fn audit_args(invocation: &mut Call) -> &mut Call {
         invocation
             .arg(AUDIT_PER_ACCOUNT)
             .arg(AUDIT_RECENT)
@@ -443,13 +451,16 @@ impl RedisStore {
         if account_until.is_some_and(|until| until >= now_ms() + 2 * self.timing.ttl_ms) {
             return Ok(true);
         }
-        let mut call = self.scripts.touch.key(account_key(account_id));
-        call.key(lease).arg(self.timing.revocation_ms);
-        let touched: u64 = self.run(account_id, &call).await?;
+        let mut call = self
+            .scripts
+            .touch
+            .call(&[account_key(account_id).into_bytes(), lease]);
+        call.arg(self.timing.revocation_ms);
+        let touched: u64 = self.run(account_id, call).await?;
         Ok(touched == 1)
     }
 
-    fn timing_args<'a, 's>(&self, invocation: &'a mut Call<'s>) -> &'a mut Call<'s> {
+    fn timing_args<'a>(&self, invocation: &'a mut Call) -> &'a mut Call {
         invocation
             .arg(self.timing.ttl_ms)
             .arg(self.timing.revocation_ms)
@@ -512,7 +523,7 @@ fn leases(records: &[Value]) -> Result<Vec<Lease>, StoreError> {
 
 impl LeaseStore for RedisStore {
     async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
-        let mut invocation = self.scripts.acquire.key(account_key(&cmd.account_id));
+        let mut invocation = self.scripts.acquire.call(&[account_key(&cmd.account_id)]);
         self.timing_args(&mut invocation);
         match &cmd.plan {
             Some(plan) => invocation.arg(&plan.name).arg(plan.limit),
@@ -534,7 +545,7 @@ impl LeaseStore for RedisStore {
             Some(plan) => invocation.arg(&plan.device_caps.0[..]).arg(""),
             None => invocation.arg("").arg(&self.caps_book[..]),
         };
-        let reply: Vec<Value> = self.run(&cmd.account_id, &invocation).await?;
+        let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         match reply.as_slice() {
             [granted, limit, count, expires, plan, plan_limit] if int(granted)? == 1 => {
                 Ok(AcquireOutcome::Granted {
@@ -579,7 +590,7 @@ impl LeaseStore for RedisStore {
             let expires_at = 0; // not read: the store's clock is not asked for a native renewal
             return Ok(HeartbeatOutcome::Renewed { expires_at });
         }
-        let mut invocation = self.scripts.heartbeat.key(account_key(account_id));
+        let mut invocation = self.scripts.heartbeat.call(&[account_key(account_id)]);
         let plan = if stream.plan.limit > 0 {
             &stream.plan
         } else {
@@ -590,7 +601,7 @@ impl LeaseStore for RedisStore {
             .arg(plan.limit)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
-        let reply: Vec<Value> = self.run(account_id, &invocation).await?;
+        let reply: Vec<Value> = self.run(account_id, invocation).await?;
         match reply.as_slice() {
             [code, expires] if int(code)? == 1 => Ok(HeartbeatOutcome::Renewed {
                 expires_at: int(expires)?,
@@ -609,11 +620,11 @@ impl LeaseStore for RedisStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<ReleaseOutcome, StoreError> {
-        let mut invocation = self.scripts.release.key(account_key(account_id));
+        let mut invocation = self.scripts.release.call(&[account_key(account_id)]);
         self.timing_args(&mut invocation)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
-        let code: u64 = self.run(account_id, &invocation).await?;
+        let code: u64 = self.run(account_id, invocation).await?;
         Ok(if code == 1 {
             ReleaseOutcome::Released
         } else {
@@ -622,10 +633,11 @@ impl LeaseStore for RedisStore {
     }
 
     async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
-        let mut invocation = self.scripts.force_stop.key(account_key(&cmd.account_id));
-        invocation
-            .key(account_audit_key(&cmd.account_id))
-            .key(SHARD_AUDIT_KEY);
+        let mut invocation = self.scripts.force_stop.call(&[
+            account_key(&cmd.account_id),
+            account_audit_key(&cmd.account_id),
+            SHARD_AUDIT_KEY.to_owned(),
+        ]);
         self.timing_args(&mut invocation)
             .arg(&cmd.stream.device_id)
             .arg(&cmd.stream.nonce[..])
@@ -634,7 +646,7 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.actor)
             .arg(&cmd.reason);
         Self::audit_args(&mut invocation);
-        let code: u64 = self.run(&cmd.account_id, &invocation).await?;
+        let code: u64 = self.run(&cmd.account_id, invocation).await?;
         Ok(match code {
             1 => ForceStopOutcome::Stopped,
             2 => ForceStopOutcome::AlreadyStopped,
@@ -666,12 +678,12 @@ impl LeaseStore for RedisStore {
     }
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
-        let mut invocation = self.scripts.list.key(account_key(account_id));
+        let mut invocation = self.scripts.list.call(&[account_key(account_id)]);
         invocation
             .arg(self.timing.ttl_ms)
             .arg(&self.default_plan.name)
             .arg(self.default_plan.limit);
-        let reply: Vec<Value> = self.run(account_id, &invocation).await?;
+        let reply: Vec<Value> = self.run(account_id, invocation).await?;
         match reply.as_slice() {
             [
                 plan,
@@ -700,10 +712,11 @@ impl LeaseStore for RedisStore {
     }
 
     async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
-        let mut invocation = self.scripts.set_override.key(account_key(&cmd.account_id));
-        invocation
-            .key(account_audit_key(&cmd.account_id))
-            .key(SHARD_AUDIT_KEY);
+        let mut invocation = self.scripts.set_override.call(&[
+            account_key(&cmd.account_id),
+            account_audit_key(&cmd.account_id),
+            SHARD_AUDIT_KEY.to_owned(),
+        ]);
         let (limit, duration_ms) = cmd.grant.map_or((0, 0), |g| (g.limit, g.duration_ms));
         self.timing_args(&mut invocation)
             .arg(&self.default_plan.name)
@@ -714,7 +727,7 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.actor)
             .arg(&cmd.reason);
         Self::audit_args(&mut invocation);
-        let reply: Vec<u64> = self.run(&cmd.account_id, &invocation).await?;
+        let reply: Vec<u64> = self.run(&cmd.account_id, invocation).await?;
         match reply.as_slice() {
             [0, _] => Ok(None),
             &[limit, until] => Ok(Some(LimitOverride {
