@@ -9,14 +9,13 @@
 //! container's command again over the same emptyDirs, as the kubelet does.
 //!
 //! Needs root (namespaces, mounts, `setpriv`), as the CI machine has.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::os::unix::fs::{PermissionsExt, chown};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -192,7 +191,6 @@ impl Cluster {
         let pod = Pod {
             name,
             dns,
-            ip,
             netns,
             dir,
             container,
@@ -228,7 +226,6 @@ pub struct Pod {
     pub name: String,
     /// `<pod>.<service>.<namespace>.svc`
     pub dns: String,
-    pub ip: Ipv4Addr,
     netns: Netns,
     dir: PathBuf,
     container: Container,
@@ -440,16 +437,6 @@ impl Pod {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-    }
-
-    /// The pod's emptyDir mounted at `path`, as the node holds it.
-    pub fn volume(&self, path: &str) -> &Path {
-        &self
-            .empty_dirs
-            .iter()
-            .find(|(_, p)| p == path)
-            .unwrap_or_else(|| panic!("no emptyDir at {path}"))
-            .0
     }
 }
 
