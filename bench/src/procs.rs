@@ -52,9 +52,14 @@ impl RedisProc {
             port,
             proc: Proc(child),
         };
+        // Our own server, not one a parallel run started on the same port in the meantime.
+        let our_pid = redis.proc.pid().to_string();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if redis.stats().and_then(|mut s| s.info("server")).is_ok() {
+            let answering = redis
+                .stats()
+                .and_then(|mut s| s.field("server", "process_id"));
+            if answering.is_ok_and(|pid| pid == our_pid) {
                 return Ok(redis);
             }
             if Instant::now() > deadline {

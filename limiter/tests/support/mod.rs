@@ -34,22 +34,32 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> Self {
-        Self::start_on(free_port())
+        Self::spawn_on_a_free_port(&[])
     }
 
     pub fn start_on(port: u16) -> Self {
-        Self::spawn(port, &[])
+        Self::spawn(port, &[]).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A replica of the server on `primary_port`.
     pub fn start_replica_of(primary_port: u16) -> Self {
-        Self::spawn(
-            free_port(),
-            &["--replicaof", "127.0.0.1", &primary_port.to_string()],
-        )
+        Self::spawn_on_a_free_port(&["--replicaof", "127.0.0.1", &primary_port.to_string()])
     }
 
-    fn spawn(port: u16, extra: &[&str]) -> Self {
+    /// A port found free can be taken by a parallel test before our server binds it; then
+    /// another test's server would answer our PING, so try again on a new port.
+    fn spawn_on_a_free_port(extra: &[&str]) -> Self {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            match Self::spawn(free_port(), extra) {
+                Ok(server) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("{last_error}")
+    }
+
+    fn spawn(port: u16, extra: &[&str]) -> Result<Self, String> {
         let child = Command::new(redis_server_bin())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(extra)
@@ -59,30 +69,20 @@ impl RedisServer {
             .unwrap_or_else(|e| {
                 panic!("cannot start redis-server ({e}); run scripts/install-test-deps.sh or set REDIS_SERVER_BIN")
             });
-        let server = RedisServer {
+        let mut server = RedisServer {
             port,
             child: Some(child),
         };
-        server.wait_until_ready();
-        server
+        server.wait_until_ready()?;
+        Ok(server)
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    fn wait_until_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.command("PING").is_some_and(|r| r.starts_with("+PONG")) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "redis-server on port {} did not answer PING within 10s",
-            self.port
-        );
+    fn wait_until_ready(&mut self) -> Result<(), String> {
+        wait_for_own_redis(self.child.as_mut().expect("spawned"), self.port)
     }
 
     /// Sends one inline command and returns the raw reply, or `None` if the server is down.
@@ -152,6 +152,32 @@ impl RedisServer {
     }
 }
 
+/// Waits until `child` itself answers on `port` (`INFO server` names its pid): a port found
+/// free can be taken by a parallel test's server before ours binds it, and that one would
+/// answer a plain PING.
+fn wait_for_own_redis(child: &mut Child, port: u16) -> Result<(), String> {
+    let our_pid = format!("process_id:{}\r\n", child.id());
+    let probe = RedisServer { port, child: None };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "redis-server on port {port} exited at start ({status}); was the port taken?"
+            ));
+        }
+        if probe
+            .command("INFO server")
+            .is_some_and(|r| r.contains(&our_pid))
+        {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!(
+        "redis-server on port {port} did not answer within 10s"
+    ))
+}
+
 /// A Redis Sentinel of the test's own, monitoring the given masters (name, port) with quorum 2,
 /// tuned to fail over within about a second.
 pub struct SentinelServer {
@@ -162,6 +188,17 @@ pub struct SentinelServer {
 
 impl SentinelServer {
     pub fn start(masters: &[(&str, u16)]) -> Self {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            match Self::try_start(masters) {
+                Ok(sentinel) => return sentinel,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("{last_error}")
+    }
+
+    fn try_start(masters: &[(&str, u16)]) -> Result<Self, String> {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut conf = format!(
@@ -185,23 +222,13 @@ impl SentinelServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-server --sentinel");
-        let sentinel = SentinelServer {
+        let mut sentinel = SentinelServer {
             port,
             child: Some(child),
             _dir: dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while sentinel
-            .command("PING")
-            .is_none_or(|r| !r.starts_with("+PONG"))
-        {
-            assert!(
-                Instant::now() < deadline,
-                "sentinel on {port} did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        sentinel
+        let child = sentinel.child.as_mut().expect("spawned");
+        wait_for_own_redis(child, port).map(|()| sentinel)
     }
 
     pub fn url(&self) -> String {
@@ -257,8 +284,20 @@ impl LimiterProcess {
             .unwrap_or_else(|stderr| panic!("limiter did not start: {stderr}"))
     }
 
-    /// Starts the binary; on failure returns what it printed.
+    /// Starts the binary; on failure returns what it printed. A port found free can be taken
+    /// by a parallel test before the limiter binds it: then it tries another.
     pub fn try_start(config_yaml: &str, env: &[(&str, &str)]) -> Result<Self, String> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match Self::try_start_once(config_yaml, env) {
+                Err(stderr) if stderr.contains("Address already in use") && attempts < 5 => {}
+                outcome => return outcome,
+            }
+        }
+    }
+
+    fn try_start_once(config_yaml: &str, env: &[(&str, &str)]) -> Result<Self, String> {
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("limiter.yaml");
         let port = free_port();
