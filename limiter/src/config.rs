@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Unexpected, Visitor};
 
 use crate::model::{DeviceCaps, DeviceType, Plan};
+pub use crate::store::redis::access::{AuthConfig, TlsConfig};
 
 /// Environment variables that override the file, for containers and quick local runs.
 pub const ENV_OVERRIDES: &[(&str, &str)] = &[
@@ -26,6 +27,19 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_AUTH_TOKEN_FILE", "auth_token_file"),
     ("SCREENLIMIT_PLAN_DB_URL", "plan_source.postgres_url"),
     ("SCREENLIMIT_THREADS", "threads"),
+    ("SCREENLIMIT_REDIS_USERNAME", "store.auth.username"),
+    (
+        "SCREENLIMIT_REDIS_PASSWORD",
+        "the data nodes' password (wins over store.auth.password_file)",
+    ),
+    (
+        "SCREENLIMIT_SENTINEL_USERNAME",
+        "store.sentinel.auth.username",
+    ),
+    (
+        "SCREENLIMIT_SENTINEL_PASSWORD",
+        "the Sentinels' password (wins over store.sentinel.auth.password_file)",
+    ),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -164,6 +178,10 @@ pub struct StoreConfig {
     pub batch_window: Duration,
     /// Sentinel-managed shards, instead of `redis_shards`.
     pub sentinel: Option<SentinelConfig>,
+    /// TLS for `rediss://` addresses.
+    pub tls: TlsConfig,
+    /// The data nodes' user and password.
+    pub auth: AuthConfig,
 }
 
 /// Shards whose master Redis Sentinel tracks; the limiter follows failovers by itself.
@@ -177,6 +195,9 @@ pub struct SentinelConfig {
     /// How often Sentinel is asked where each master is.
     #[serde(default = "default_sentinel_poll", with = "humantime_serde")]
     pub poll_interval: Duration,
+    /// The Sentinels' own user and password (`requirepass` in sentinel.conf), if any.
+    #[serde(default)]
+    pub auth: AuthConfig,
 }
 
 fn default_sentinel_poll() -> Duration {
@@ -333,6 +354,8 @@ impl Default for StoreConfig {
             circuit_failure_threshold: 3,
             batch_window: Duration::ZERO,
             sentinel: None,
+            tls: TlsConfig::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -402,6 +425,9 @@ impl Config {
     pub fn check_named_files(&self) -> Result<(), ConfigError> {
         self.resolve_stream_id_secret()?;
         self.resolve_auth_token()?;
+        if self.store.backend == Backend::Redis {
+            crate::store::redis::access::Access::resolve(&self.store)?;
+        }
         if self.plan_source.kind == PlanSourceKind::Postgres
             && let Some(url) = self.resolve_plan_db_url()?
         {
@@ -505,6 +531,10 @@ impl Config {
                 .parse()
                 .map_err(|e| invalid("threads", format!("SCREENLIMIT_THREADS={threads:?}: {e}")))?;
         }
+        self.store.auth.apply_env(&env, "SCREENLIMIT_REDIS");
+        if let Some(sentinel) = &mut self.store.sentinel {
+            sentinel.auth.apply_env(&env, "SCREENLIMIT_SENTINEL");
+        }
         Ok(())
     }
 
@@ -595,6 +625,7 @@ impl Config {
                 ));
             }
         }
+        crate::store::redis::access::validate(&self.store)?;
         self.validate_plan_source()?;
         if self.max_body_bytes < 512 {
             return Err(invalid("max_body_bytes", "must be at least 512"));
@@ -667,11 +698,11 @@ impl Config {
                 if let Some(bad) = sentinel
                     .addresses
                     .iter()
-                    .find(|a| !a.starts_with("redis://"))
+                    .find(|a| !(a.starts_with("redis://") || a.starts_with("rediss://")))
                 {
                     return Err(invalid(
                         "store.sentinel.addresses",
-                        format!("{bad:?} must be a redis:// URL"),
+                        format!("{bad:?} must be a redis:// or rediss:// URL"),
                     ));
                 }
                 if let Some(bad) = sentinel

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use screenlimit_limiter::config::Config;
+use screenlimit_limiter::config::{Config, ConfigError};
 
 // A play-start allocates in hyper, serde and the Redis client; mimalloc took 10 % off the
 // limiter's CPU per request against the system allocator (BENCHMARKS.md, "Profile").
@@ -58,6 +58,11 @@ fn main() -> ExitCode {
     // `server::run` builds its own runtimes: one single-threaded runtime per `threads`.
     match screenlimit_limiter::server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
+        // Found at start by contacting the store (a wrong password, a missing ACL permission).
+        Err(error) if error.downcast_ref::<ConfigError>().is_some() => {
+            eprintln!("screenlimit-limiter: bad configuration: {error}");
+            ExitCode::from(2)
+        }
         Err(error) => {
             eprintln!("screenlimit-limiter: {error:#}");
             ExitCode::FAILURE

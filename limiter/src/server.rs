@@ -36,6 +36,7 @@ type Incoming = (std::net::TcpStream, SocketAddr);
 async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     let auth_token = config.resolve_auth_token()?;
     let service = Arc::new(StreamService::from_config(&config)?);
+    service.check_store_access().await?;
     let router = crate::api::router(service.clone(), config.max_body_bytes, auth_token.clone());
     let listener = TcpListener::bind(config.listen)
         .await

@@ -164,6 +164,11 @@ impl StreamService {
             .ok_or(ServiceError::UnknownStream)
     }
 
+    /// At start: stops on store credentials, permissions or TLS that cannot work.
+    pub async fn check_store_access(&self) -> Result<(), crate::config::ConfigError> {
+        self.store.check_access().await
+    }
+
     /// Counts a store failure and says whether the policy lets the operation go on without it.
     fn on_store_error(&self, error: StoreError) -> Result<(), ServiceError> {
         self.metrics.store_error(&error);

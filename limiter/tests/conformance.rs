@@ -7,6 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use screenlimit_limiter::config::StoreConfig;
 use screenlimit_limiter::ids::{PlanTag, StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
     AcquireCmd, AcquireOutcome, AuditKind, DenyRule, Device, DeviceCaps, DeviceType, ForceStopCmd,
@@ -15,8 +16,10 @@ use screenlimit_limiter::model::{
 use screenlimit_limiter::plans::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::memory::MemoryStore;
+use screenlimit_limiter::store::redis::access::Access;
 use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec};
 use support::RedisServer;
+use support::tls::{Certificates, LIMITER_USER, SecureRedis};
 
 /// Short enough for quick tests, long enough for a loaded 2-core machine.
 const TTL: Duration = Duration::from_millis(600);
@@ -843,7 +846,8 @@ mod plan_rule_cases {
 
 struct Backend<S> {
     store: Arc<S>,
-    _redis: Option<RedisServer>,
+    /// The servers (and files) the store uses, stopped when the case ends.
+    _redis: Option<Box<dyn std::any::Any>>,
 }
 
 fn timing() -> Timing {
@@ -877,10 +881,39 @@ fn redis_backend_with(plans: PlanBook) -> Backend<RedisStore> {
         batch_window: Duration::ZERO,
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
+        access: Default::default(),
     };
     Backend {
         store: RedisStore::new(&options, &plans, timing()).unwrap(),
-        _redis: Some(redis),
+        _redis: Some(Box::new(redis)),
+    }
+}
+
+/// Redis over TLS (client certificates required), signed in as the limiter's ACL user.
+fn redis_tls_backend() -> Backend<RedisStore> {
+    let certs = Certificates::make();
+    let redis = SecureRedis::start(&certs);
+    let mut config = StoreConfig {
+        redis_shards: vec![redis.url()],
+        ..StoreConfig::default()
+    };
+    config.tls.ca_file = Some(certs.path("ca.crt"));
+    config.tls.client_cert_file = Some(certs.path("client.crt"));
+    config.tls.client_key_file = Some(certs.path("client.key"));
+    config.auth.username = Some(LIMITER_USER.0.into());
+    config.auth.password = Some(LIMITER_USER.1.into());
+    let options = RedisOptions {
+        shards: ShardSpec::Urls(config.redis_shards.clone()),
+        deadline: Duration::from_secs(2),
+        batch_window: Duration::ZERO,
+        failure_threshold: 3,
+        probe_interval: Duration::from_millis(100),
+        access: Access::resolve(&config).unwrap(),
+    };
+    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
+    Backend {
+        store: RedisStore::new(&options, &plans, timing()).unwrap(),
+        _redis: Some(Box::new((redis, certs))),
     }
 }
 
@@ -893,28 +926,29 @@ fn redis_backend_capped_default() -> Backend<RedisStore> {
     redis_backend_with(PlanBook::new(standard_one_mobile(), [basic()]))
 }
 
-/// One module of cases from `$cases`, each run on both backends (by default `memory_backend`
-/// and `redis_backend`).
+/// One module of cases from `$cases`, each run on every backend: by default `memory_backend`,
+/// `redis_backend` and `redis_tls_backend`; or the two given.
 macro_rules! conformance_module {
     ($module:ident, $cases:ident, $($case:ident),* $(,)?) => {
-        conformance_module!($module, $cases, memory_backend, redis_backend; $($case),*);
+        mod $module {
+            conformance_module!(@on memory, memory_backend, $cases; $($case),*);
+            conformance_module!(@on redis, redis_backend, $cases; $($case),*);
+            conformance_module!(@on redis_tls, redis_tls_backend, $cases; $($case),*);
+        }
     };
     ($module:ident, $cases:ident, $memory:ident, $redis:ident; $($case:ident),* $(,)?) => {
         mod $module {
-            mod memory {
-                $(#[tokio::test]
-                async fn $case() {
-                    let backend = super::super::$memory();
-                    super::super::$cases::$case(&*backend.store).await;
-                })*
-            }
-            mod redis {
-                $(#[tokio::test]
-                async fn $case() {
-                    let backend = super::super::$redis();
-                    super::super::$cases::$case(&*backend.store).await;
-                })*
-            }
+            conformance_module!(@on memory, $memory, $cases; $($case),*);
+            conformance_module!(@on redis, $redis, $cases; $($case),*);
+        }
+    };
+    (@on $backend:ident, $make:ident, $cases:ident; $($case:ident),*) => {
+        mod $backend {
+            $(#[tokio::test]
+            async fn $case() {
+                let backend = super::super::$make();
+                super::super::$cases::$case(&*backend.store).await;
+            })*
         }
     };
 }

@@ -30,6 +30,7 @@ fn store_with_window(servers: &[&RedisServer], ttl: Duration, window: Duration) 
         batch_window: window,
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
+        access: Default::default(),
     };
     RedisStore::new(
         &options,

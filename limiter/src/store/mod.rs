@@ -131,6 +131,7 @@ impl AnyStore {
                     batch_window: config.batch_window,
                     failure_threshold: config.circuit_failure_threshold,
                     probe_interval: config.circuit_probe_interval,
+                    access: redis::access::Access::resolve(config)?,
                 };
                 AnyStore::Redis(
                     RedisStore::new(&options, plans, timing).map_err(anyhow::Error::msg)?,
@@ -141,6 +142,15 @@ impl AnyStore {
 }
 
 impl AnyStore {
+    /// At start: a store whose credentials, permissions or TLS setup cannot work is a config
+    /// error (see `RedisStore::check_access`).
+    pub async fn check_access(&self) -> Result<(), crate::config::ConfigError> {
+        match self {
+            AnyStore::Memory(_) => Ok(()),
+            AnyStore::Redis(store) => store.check_access().await,
+        }
+    }
+
     /// Each shard's circuit, without touching the network: (shard, open).
     pub fn circuits(&self) -> Vec<(usize, bool)> {
         match self {

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+pub mod tls;
+
 pub const SECRET: &str = "conformance-test-stream-id-secret";
 
 pub fn free_port() -> u16 {
@@ -88,10 +90,29 @@ impl RedisServer {
     /// Sends one inline command and returns the raw reply, or `None` if the server is down.
     /// Simple, integer, error and bulk-string replies are read whole.
     pub fn command(&self, command: &str) -> Option<String> {
+        self.command_as(None, command)
+    }
+
+    /// `command` on a connection that first signs in as `user` (name, password), when given.
+    pub fn command_as(&self, user: Option<(&str, &str)>, command: &str) -> Option<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        stream.write_all(format!("{command}\r\n").as_bytes()).ok()?;
         let mut reply = Vec::new();
+        if let Some((name, password)) = user {
+            stream
+                .write_all(format!("AUTH {name} {password}\r\n").as_bytes())
+                .ok()?;
+            let mut byte = [0u8; 1];
+            while !reply.ends_with(b"\r\n") {
+                stream.read_exact(&mut byte).ok()?;
+                reply.push(byte[0]);
+            }
+            if reply != b"+OK\r\n" {
+                return Some(String::from_utf8_lossy(&reply).into_owned());
+            }
+            reply.clear();
+        }
+        stream.write_all(format!("{command}\r\n").as_bytes()).ok()?;
         let mut buf = [0u8; 65536];
         loop {
             let n = stream.read(&mut buf).ok()?;

@@ -3,6 +3,7 @@
 //! bounded by the store deadline and guarded by a per-shard circuit breaker. The commands of all
 //! lanes for one shard share round trips (`batch.rs`).
 
+pub mod access;
 mod batch;
 mod breaker;
 mod call;
@@ -153,6 +154,8 @@ pub struct RedisOptions {
     pub batch_window: Duration,
     pub failure_threshold: u32,
     pub probe_interval: Duration,
+    /// TLS material and credentials, read at start.
+    pub access: access::Access,
 }
 
 /// Where the shards are: fixed URLs, or master names that Sentinel resolves.
@@ -175,11 +178,14 @@ impl RedisStore {
         timing: Timing,
     ) -> Result<Arc<Self>, String> {
         let (deadline, threshold) = (options.deadline, options.failure_threshold);
+        let access = Arc::new(options.access.clone());
         let (shards, sentinel_poll) = match &options.shards {
             ShardSpec::Urls(urls) => (
                 urls.iter()
                     .enumerate()
-                    .map(|(i, url)| Shard::fixed(i, url, deadline, threshold).map(Arc::new))
+                    .map(|(i, url)| {
+                        Shard::fixed(i, url, &access, deadline, threshold).map(Arc::new)
+                    })
                     .collect::<Result<Vec<_>, _>>()?,
                 options.probe_interval,
             ),
@@ -192,7 +198,8 @@ impl RedisStore {
                     .iter()
                     .enumerate()
                     .map(|(i, master)| {
-                        Shard::sentinel(i, addresses, master, deadline, threshold).map(Arc::new)
+                        Shard::sentinel(i, addresses, master, &access, deadline, threshold)
+                            .map(Arc::new)
                     })
                     .collect::<Result<Vec<_>, _>>()?,
                 *poll_interval,
@@ -217,6 +224,27 @@ impl RedisStore {
             );
         }
         Ok(store)
+    }
+
+    /// Contacts every shard once: a wrong password, a missing ACL permission or a TLS setup that
+    /// cannot work is a config error; a shard out of reach is logged (once) and left to the
+    /// failure policy, since the limiter must start while its store is down.
+    pub async fn check_access(&self) -> Result<(), crate::config::ConfigError> {
+        let deadline = access::contact_deadline(self.deadline);
+        let contacts = self
+            .shards
+            .iter()
+            .map(|shard| shard.first_contact(deadline));
+        for (shard, contact) in self
+            .shards
+            .iter()
+            .zip(futures::future::join_all(contacts).await)
+        {
+            if let access::Contact::Down(reason) = contact? {
+                tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), reason, "store shard out of reach at start; serving under the failure policy");
+            }
+        }
+        Ok(())
     }
 
     /// Per shard, batches sent so far and the commands they carried: (shard, batches, commands).

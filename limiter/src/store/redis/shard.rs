@@ -5,13 +5,16 @@
 //! The process keeps one connection per shard: every serving lane's commands for the shard go
 //! out on it together (see `batch.rs`), so Redis reads and answers many per round trip.
 
-use std::sync::{RwLock, Weak};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::Scripts;
+use super::access::{self, Access, Contact};
 use super::batch::ShardQueue;
 use super::breaker::Breaker;
+use crate::config::ConfigError;
 
 /// How a shard's master is found.
 enum Locator {
@@ -20,6 +23,8 @@ enum Locator {
     Sentinel {
         sentinels: Vec<ConnectionManager>,
         master: String,
+        /// The masters they name are reached over TLS when the Sentinels are (`rediss://`).
+        master_tls: bool,
     },
 }
 
@@ -30,8 +35,8 @@ struct Current {
 }
 
 impl Current {
-    fn new(url: &str, config: &ConnectionManagerConfig) -> Result<Current, String> {
-        let (endpoint, connection) = lazy_manager(url, config)?;
+    fn new(client: redis::Client, config: &ConnectionManagerConfig) -> Result<Current, String> {
+        let (endpoint, connection) = lazy_manager(client, config)?;
         Ok(Current {
             endpoint,
             connection,
@@ -48,6 +53,7 @@ pub struct Shard {
     /// Commands waiting for the shard's next batch.
     pub queue: ShardQueue,
     config: ConnectionManagerConfig,
+    access: Arc<Access>,
 }
 
 /// Connections retry little and fail fast: the store deadline and the breaker do the rest.
@@ -60,10 +66,9 @@ pub fn manager_config(deadline: Duration) -> ConnectionManagerConfig {
 }
 
 fn lazy_manager(
-    url: &str,
+    client: redis::Client,
     config: &ConnectionManagerConfig,
 ) -> Result<(String, ConnectionManager), String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
     let endpoint = client.get_connection_info().addr().to_string();
     let connection = ConnectionManager::new_lazy_with_config(client, config.clone())
         .map_err(|e| e.to_string())?;
@@ -74,12 +79,15 @@ impl Shard {
     pub fn fixed(
         index: usize,
         url: &str,
+        access: &Arc<Access>,
         deadline: Duration,
         failure_threshold: u32,
     ) -> Result<Shard, String> {
         let config = manager_config(deadline);
-        let current =
-            Current::new(url, &config).map_err(|e| format!("store.redis_shards[{index}]: {e}"))?;
+        let current = access
+            .data_client(url)
+            .and_then(|client| Current::new(client, &config))
+            .map_err(|e| format!("store.redis_shards[{index}]: {e}"))?;
         Ok(Shard {
             index,
             locator: Locator::Fixed,
@@ -87,6 +95,7 @@ impl Shard {
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
             config,
+            access: access.clone(),
         })
     }
 
@@ -94,13 +103,17 @@ impl Shard {
         index: usize,
         sentinel_urls: &[String],
         master: &str,
+        access: &Arc<Access>,
         deadline: Duration,
         failure_threshold: u32,
     ) -> Result<Shard, String> {
         let config = manager_config(deadline);
         let sentinels = sentinel_urls
             .iter()
-            .map(|url| lazy_manager(url, &config).map(|(_, c)| c))
+            .map(|url| {
+                let client = access.sentinel_client(url)?;
+                lazy_manager(client, &config).map(|(_, c)| c)
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("store.sentinel.addresses: {e}"))?;
         Ok(Shard {
@@ -108,11 +121,13 @@ impl Shard {
             locator: Locator::Sentinel {
                 sentinels,
                 master: master.to_owned(),
+                master_tls: sentinel_urls.iter().any(|url| url.starts_with("rediss://")),
             },
             current: RwLock::new(None),
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
             config,
+            access: access.clone(),
         })
     }
 
@@ -141,7 +156,12 @@ impl Shard {
     /// Asks the Sentinels where the master is and switches to it once it says it is a master.
     /// Returns true when the shard moved.
     async fn follow_master(&self, deadline: Duration) -> bool {
-        let Locator::Sentinel { sentinels, master } = &self.locator else {
+        let Locator::Sentinel {
+            sentinels,
+            master,
+            master_tls,
+        } = &self.locator
+        else {
             return false;
         };
         let Some((host, port)) = ask_sentinels(sentinels, master, deadline).await else {
@@ -157,7 +177,8 @@ impl Shard {
         {
             return false;
         }
-        let Ok(mut next) = Current::new(&format!("redis://{endpoint}"), &self.config) else {
+        let client = self.access.data_client_at(&host, port, *master_tls);
+        let Ok(mut next) = client.and_then(|client| Current::new(client, &self.config)) else {
             return false;
         };
         next.endpoint.clone_from(&endpoint);
@@ -184,6 +205,47 @@ impl Shard {
 
     pub fn is_sentinel(&self) -> bool {
         matches!(self.locator, Locator::Sentinel { .. })
+    }
+
+    /// A first contact at start: a fixed shard loads every script (the password, the TLS setup
+    /// and the ACL all show there); a Sentinel shard asks each Sentinel for its master. A config
+    /// mistake is an error; a server out of reach is [`Contact::Down`].
+    pub async fn first_contact(&self, deadline: Duration) -> Result<Contact, ConfigError> {
+        let Locator::Sentinel {
+            sentinels, master, ..
+        } = &self.locator
+        else {
+            return self.load_scripts(deadline).await;
+        };
+        for (i, sentinel) in sentinels.iter().enumerate() {
+            let mut command = redis::cmd("SENTINEL");
+            command.arg("get-master-addr-by-name").arg(master);
+            let mut connection = sentinel.clone();
+            let asked = command.query_async::<Option<(String, u16)>>(&mut connection);
+            if let Ok(Err(e)) = tokio::time::timeout(deadline, asked).await {
+                let at = format!("store.sentinel.addresses[{i}]");
+                access::judge(&e, &at, "store.sentinel.auth")?;
+            }
+        }
+        Ok(Contact::Fine)
+    }
+
+    async fn load_scripts(&self, deadline: Duration) -> Result<Contact, ConfigError> {
+        let Some(mut connection) = self.connection() else {
+            return Ok(Contact::Down("no connection".into()));
+        };
+        let mut loads = redis::pipe();
+        for (_, source) in Scripts::sources() {
+            loads.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+        }
+        let at = format!("shard {} ({})", self.index, self.endpoint());
+        match tokio::time::timeout(deadline, loads.query_async::<()>(&mut connection)).await {
+            Ok(Ok(())) => Ok(Contact::Fine),
+            Ok(Err(e)) => access::judge(&e, &at, "store.auth"),
+            Err(_) => Ok(Contact::Down(format!(
+                "{at}: no answer within {deadline:?}"
+            ))),
+        }
     }
 }
 
