@@ -305,7 +305,8 @@ impl LimiterProcess {
             .unwrap_or_else(|stderr| panic!("limiter did not start: {stderr}"))
     }
 
-    /// Starts the binary; on failure returns what it printed. A port found free can be taken
+    /// Starts the binary; on failure returns its exit status ("exit status: 2") and what it
+    /// printed. A port found free can be taken
     /// by a parallel test before the limiter binds it: then it tries another.
     pub fn try_start(config_yaml: &str, env: &[(&str, &str)]) -> Result<Self, String> {
         let mut attempts = 0;
@@ -339,8 +340,9 @@ impl LimiterProcess {
             .expect("spawn screenlimit-limiter");
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return Err(std::fs::read_to_string(&stderr_path).unwrap_or_default());
+            if let Ok(Some(status)) = child.try_wait() {
+                let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                return Err(format!("{status}\n{stderr}"));
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(LimiterProcess {

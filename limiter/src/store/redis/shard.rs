@@ -234,12 +234,22 @@ impl Shard {
         let Some(mut connection) = self.connection() else {
             return Ok(Contact::Down("no connection".into()));
         };
-        let mut loads = redis::pipe();
-        for (_, source) in Scripts::sources() {
-            loads.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
-        }
+        // A PING first: Redis drops a connection that sends large commands before signing in,
+        // so the scripts alone would hide a missing password behind a broken pipe. One command
+        // at a time, so that a refusal comes back as the server's error.
         let at = format!("shard {} ({})", self.index, self.endpoint());
-        match tokio::time::timeout(deadline, loads.query_async::<()>(&mut connection)).await {
+        let both = async {
+            redis::cmd("PING")
+                .query_async::<String>(&mut connection)
+                .await?;
+            for (_, source) in Scripts::sources() {
+                let mut load = redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(source);
+                load.query_async::<String>(&mut connection).await?;
+            }
+            Ok::<(), redis::RedisError>(())
+        };
+        match tokio::time::timeout(deadline, both).await {
             Ok(Ok(())) => Ok(Contact::Fine),
             Ok(Err(e)) => access::judge(&e, &at, "store.auth"),
             Err(_) => Ok(Contact::Down(format!(
