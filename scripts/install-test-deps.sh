@@ -16,6 +16,8 @@ command -v pkill >/dev/null || need_apt+=(procps)
 # bridge with veth pairs (ip).
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
+# Certificates for the TLS tests (limiter/tests/support/tls.rs).
+command -v openssl >/dev/null || need_apt+=(openssl)
 
 if ((${#need_apt[@]})); then
   echo "install-test-deps: installing ${need_apt[*]} from Debian's packages"

@@ -7,10 +7,11 @@
 mod support;
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use screenlimit_limiter::store::redis::access::LIMITER_ACL_RULES;
-use support::tls::{Certificates, LIMITER_USER, SecureRedis};
+use support::tls::{Certificates, LIMITER_USER, SENTINEL_PASSWORD, SecureRedis, SecureSentinel};
 use support::{LimiterProcess, redis_config};
 
 struct Setup {
@@ -215,4 +216,79 @@ async fn a_password_changed_under_a_running_limiter_trips_the_failure_policy() {
         );
         assert_eq!(play.body["degraded"], true, "and says so: {play:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_over_tls_with_passwords_is_followed() {
+    let s = setup();
+    let replica = SecureRedis::start_replica_of(&s.certs, &s.redis);
+    let masters = [("shard-0", s.redis.tls_port)];
+    let sentinels: Vec<SecureSentinel> = (0..3)
+        .map(|_| SecureSentinel::start(&s.certs, &masters))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while sentinels
+        .iter()
+        .any(|x| x.sentinel.known_replicas("shard-0") < 1)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the Sentinels never saw the replica over TLS"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let addresses: Vec<String> = sentinels.iter().map(|x| format!("{:?}", x.url())).collect();
+    let config = format!(
+        "store:\n  backend: redis\n  timeout: 500ms\n  circuit_probe_interval: 100ms\n{}{}  sentinel:\n    addresses: [{}]\n    masters: [shard-0]\n    poll_interval: 100ms\n\
+         stream_id_secret: \"{}\"\n",
+        s.certs.store_tls_yaml("ca.crt"),
+        s.auth_yaml(LIMITER_USER.0),
+        addresses.join(", "),
+        support::SECRET
+    );
+    // The Sentinels have a password of their own.
+    let said = s.refused(&config, &[]);
+    assert_names(&said, "store.sentinel.auth", "NOAUTH");
+    let limiter = LimiterProcess::try_start(
+        &config,
+        &[("SCREENLIMIT_SENTINEL_PASSWORD", SENTINEL_PASSWORD)],
+    )
+    .unwrap_or_else(|said| panic!("{said}"));
+    let api = limiter.client();
+    let first = api.play_on("acct-ha-tls", "tv").await;
+    assert_eq!(
+        first.body["degraded"], false,
+        "served through Sentinel over TLS: {first:?}"
+    );
+
+    let mut primary = s.redis;
+    primary.server.kill();
+    let killed = Instant::now();
+    let new_master = format!("127.0.0.1:{}", replica.tls_port);
+    loop {
+        let fleet: serde_json::Value = api.get("/v1/fleet").await.json().await.unwrap();
+        let endpoint = fleet["shards"][0]["endpoint"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let play = api.play_on("acct-after-failover", "tv").await;
+        if endpoint.starts_with(&new_master) && play.body["degraded"] == false {
+            println!(
+                "failover over TLS followed {:?} after the kill",
+                killed.elapsed()
+            );
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "not followed within 20 s: endpoint {endpoint}, play {play:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let beat = api.heartbeat("acct-ha-tls", &first.stream_id()).await;
+    assert_eq!(
+        beat.status,
+        StatusCode::OK,
+        "the stream lives on the promoted replica: {beat:?}"
+    );
 }

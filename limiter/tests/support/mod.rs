@@ -84,7 +84,7 @@ impl RedisServer {
     }
 
     fn wait_until_ready(&mut self) -> Result<(), String> {
-        wait_for_own_redis(self.child.as_mut().expect("spawned"), self.port)
+        wait_for_own_redis(self.child.as_mut().expect("spawned"), self.port, None)
     }
 
     /// Sends one inline command and returns the raw reply, or `None` if the server is down.
@@ -176,7 +176,11 @@ impl RedisServer {
 /// Waits until `child` itself answers on `port` (`INFO server` names its pid): a port found
 /// free can be taken by a parallel test's server before ours binds it, and that one would
 /// answer a plain PING.
-fn wait_for_own_redis(child: &mut Child, port: u16) -> Result<(), String> {
+fn wait_for_own_redis(
+    child: &mut Child,
+    port: u16,
+    user: Option<(&str, &str)>,
+) -> Result<(), String> {
     let our_pid = format!("process_id:{}\r\n", child.id());
     let probe = RedisServer { port, child: None };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -187,7 +191,7 @@ fn wait_for_own_redis(child: &mut Child, port: u16) -> Result<(), String> {
             ));
         }
         if probe
-            .command("INFO server")
+            .command_as(user, "INFO server")
             .is_some_and(|r| r.contains(&our_pid))
         {
             return Ok(());
@@ -204,6 +208,8 @@ fn wait_for_own_redis(child: &mut Child, port: u16) -> Result<(), String> {
 pub struct SentinelServer {
     pub port: u16,
     child: Option<Child>,
+    /// Its `requirepass`, which Sentinels also use between themselves.
+    password: Option<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -211,7 +217,7 @@ impl SentinelServer {
     pub fn start(masters: &[(&str, u16)]) -> Self {
         let mut last_error = String::new();
         for _ in 0..5 {
-            match Self::try_start(masters) {
+            match Self::try_start(masters, "", None) {
                 Ok(sentinel) => return sentinel,
                 Err(e) => last_error = e,
             }
@@ -219,7 +225,12 @@ impl SentinelServer {
         panic!("{last_error}")
     }
 
-    fn try_start(masters: &[(&str, u16)]) -> Result<Self, String> {
+    /// `extra` goes after the monitor lines (per-master settings must follow them).
+    fn try_start(
+        masters: &[(&str, u16)],
+        extra: &str,
+        password: Option<&str>,
+    ) -> Result<Self, String> {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut conf = format!(
@@ -234,6 +245,12 @@ impl SentinelServer {
                  sentinel parallel-syncs {name} 1\n"
             ));
         }
+        conf.push_str(extra);
+        if let Some(password) = password {
+            conf.push_str(&format!(
+                "requirepass {password}\nsentinel sentinel-pass {password}\n"
+            ));
+        }
         let conf_path = dir.path().join("sentinel.conf");
         std::fs::write(&conf_path, conf).unwrap();
         let child = Command::new(redis_server_bin())
@@ -246,10 +263,12 @@ impl SentinelServer {
         let mut sentinel = SentinelServer {
             port,
             child: Some(child),
+            password: password.map(str::to_owned),
             _dir: dir,
         };
         let child = sentinel.child.as_mut().expect("spawned");
-        wait_for_own_redis(child, port).map(|()| sentinel)
+        let user = password.map(|p| ("default", p));
+        wait_for_own_redis(child, port, user).map(|()| sentinel)
     }
 
     pub fn url(&self) -> String {
@@ -257,11 +276,12 @@ impl SentinelServer {
     }
 
     pub fn command(&self, command: &str) -> Option<String> {
+        let user = self.password.as_deref().map(|p| ("default", p));
         RedisServer {
             port: self.port,
             child: None,
         }
-        .command(command)
+        .command_as(user, command)
     }
 
     /// How many healthy replicas this Sentinel knows for `master`.

@@ -7,12 +7,14 @@ use std::process::Command;
 
 use screenlimit_limiter::store::redis::access::LIMITER_ACL_RULES;
 
-use super::{RedisServer, free_port};
+use super::{RedisServer, SentinelServer, free_port};
 
 /// The limiter's ACL user and password on a [`SecureRedis`].
 pub const LIMITER_USER: (&str, &str) = ("screenlimit", "limiter-secret-1");
-/// The test's own user, with every permission.
+/// The test's own user, with every permission; replicas and Sentinels sign in with it too.
 pub const ADMIN_USER: (&str, &str) = ("admin", "admin-secret-1");
+/// The Sentinels' `requirepass`.
+pub const SENTINEL_PASSWORD: &str = "sentinel-secret-1";
 
 /// A CA, a server certificate for `localhost` and 127.0.0.1 signed by it, a client certificate
 /// signed by it, and a second CA that signed nothing here.
@@ -119,34 +121,54 @@ pub struct SecureRedis {
     pub tls_port: u16,
 }
 
+/// The TLS settings of a server (or Sentinel) on `tls_port`, as `(directive, value)` pairs.
+fn tls_settings(certs: &Certificates, tls_port: u16) -> Vec<(&'static str, String)> {
+    let path = |file: &str| certs.path(file).to_str().unwrap().to_owned();
+    vec![
+        ("tls-port", tls_port.to_string()),
+        ("tls-cert-file", path("server.crt")),
+        ("tls-key-file", path("server.key")),
+        ("tls-ca-cert-file", path("ca.crt")),
+        ("tls-auth-clients", "yes".into()),
+        // Replication and Sentinel's links to servers and to each other go over TLS too.
+        ("tls-replication", "yes".into()),
+    ]
+}
+
 impl SecureRedis {
     pub fn start(certs: &Certificates) -> Self {
+        Self::start_with(certs, &[])
+    }
+
+    /// A replica of `primary`, replicating over TLS as [`ADMIN_USER`].
+    pub fn start_replica_of(certs: &Certificates, primary: &SecureRedis) -> Self {
+        let (user, password) = ADMIN_USER;
+        let port = primary.tls_port.to_string();
+        let args = [
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--masteruser",
+            user,
+            "--masterauth",
+            password,
+        ];
+        Self::start_with(certs, &args)
+    }
+
+    fn start_with(certs: &Certificates, extra: &[&str]) -> Self {
         let mut last_error = String::new();
         for _ in 0..5 {
-            let tls_port = free_port().to_string();
-            let (cert, key, ca) = (
-                certs.path("server.crt"),
-                certs.path("server.key"),
-                certs.path("ca.crt"),
-            );
-            let args = [
-                "--tls-port",
-                &tls_port,
-                "--tls-cert-file",
-                cert.to_str().unwrap(),
-                "--tls-key-file",
-                key.to_str().unwrap(),
-                "--tls-ca-cert-file",
-                ca.to_str().unwrap(),
-                "--tls-auth-clients",
-                "yes",
-            ];
+            let tls_port = free_port();
+            let settings: Vec<String> = tls_settings(certs, tls_port)
+                .into_iter()
+                .flat_map(|(directive, value)| [format!("--{directive}"), value])
+                .collect();
+            let mut args: Vec<&str> = settings.iter().map(String::as_str).collect();
+            args.extend(extra);
             match RedisServer::spawn(free_port(), &args) {
                 Ok(server) => {
-                    let secure = SecureRedis {
-                        server,
-                        tls_port: tls_port.parse().unwrap(),
-                    };
+                    let secure = SecureRedis { server, tls_port };
                     secure.set_up_users();
                     return secure;
                 }
@@ -183,5 +205,42 @@ impl SecureRedis {
     /// A command on the admin port as the limiter's user: what its ACL allows.
     pub fn as_limiter(&self, command: &str) -> Option<String> {
         self.server.command_as(Some(LIMITER_USER), command)
+    }
+}
+
+/// A Sentinel with a TLS port (and a plain one on loopback for the test), `requirepass`
+/// [`SENTINEL_PASSWORD`], reaching the servers it monitors over TLS as [`ADMIN_USER`].
+pub struct SecureSentinel {
+    pub sentinel: SentinelServer,
+    pub tls_port: u16,
+}
+
+impl SecureSentinel {
+    /// Monitors `masters` (name, TLS port).
+    pub fn start(certs: &Certificates, masters: &[(&str, u16)]) -> Self {
+        let (user, password) = ADMIN_USER;
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let tls_port = free_port();
+            let mut extra: String = tls_settings(certs, tls_port)
+                .into_iter()
+                .map(|(directive, value)| format!("{directive} {value}\n"))
+                .collect();
+            for (name, _) in masters {
+                extra.push_str(&format!(
+                    "sentinel auth-user {name} {user}\nsentinel auth-pass {name} {password}\n"
+                ));
+            }
+            match SentinelServer::try_start(masters, &extra, Some(SENTINEL_PASSWORD)) {
+                Ok(sentinel) => return SecureSentinel { sentinel, tls_port },
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("{last_error}")
+    }
+
+    /// The address the limiter uses (127.0.0.1 is in the server certificate).
+    pub fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.tls_port)
     }
 }
