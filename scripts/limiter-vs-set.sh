@@ -6,10 +6,14 @@
 #
 #   BIN=target/release scripts/limiter-vs-set.sh            # this tree's release build
 #   BIN=/path/to/old/release LEGACY=1 scripts/limiter-vs-set.sh   # a build without batch_window
+#   TLS=1 scripts/limiter-vs-set.sh                           # the limiter over rediss:// (and the
+#                                                             # SET baseline over TLS as well)
 #
 # Environment: BIN (directory of screenlimit-limiter and screenlimit-loadgen) [target/release],
 # STEP (time per phase) [5s], WINDOW (store.batch_window) [0s], LEGACY=1 leaves batch_window out of
-# the limiter config (builds before it existed), SET_N (redis-benchmark requests) [200000].
+# the limiter config (builds before it existed), SET_N (redis-benchmark requests) [200000], TLS=1
+# puts the limiter and redis-benchmark on a TLS port (client certificates required; certificates
+# made with openssl for the run); the load generator reads INFO on the plain loopback port.
 # Starts its own redis-server and limiter on free loopback ports and kills both on exit.
 set -euo pipefail
 
@@ -37,14 +41,38 @@ cleanup() {
 }
 trap cleanup EXIT
 
+SHARD_URL="redis://127.0.0.1:$REDIS_PORT"
+TLS_ARGS=()
+BENCH_TLS=()
+STORE_TLS=
+if [[ -n ${TLS:-} ]]; then
+  command -v openssl >/dev/null || { echo "limiter-vs-set: TLS=1 needs openssl" >&2; exit 1; }
+  TLS_PORT=$(free_port)
+  ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  (
+    cd "$WORK"
+    openssl req -x509 "${ec[@]}" -days 1 -subj /CN=bench-ca -keyout ca.key -out ca.crt
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >ext
+    for name in server client; do
+      openssl req "${ec[@]}" -subj "/CN=$name" -keyout "$name.key" -out "$name.csr"
+      openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 \
+        -extfile ext -out "$name.crt"
+    done
+  ) 2>/dev/null
+  TLS_ARGS=(--tls-port "$TLS_PORT" --tls-cert-file "$WORK/server.crt" --tls-key-file "$WORK/server.key"
+    --tls-ca-cert-file "$WORK/ca.crt" --tls-auth-clients yes)
+  BENCH_TLS=(--tls --cacert "$WORK/ca.crt" --cert "$WORK/client.crt" --key "$WORK/client.key")
+  SHARD_URL="rediss://localhost:$TLS_PORT"
+  STORE_TLS=", tls: { ca_file: \"$WORK/ca.crt\", client_cert_file: \"$WORK/client.crt\", client_key_file: \"$WORK/client.key\" }"
+fi
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-  --logfile "$WORK/redis.log" &
+  --logfile "$WORK/redis.log" "${TLS_ARGS[@]}" &
 PIDS+=($!)
 window=", batch_window: $WINDOW"
 [[ -n ${LEGACY:-} ]] && window=
 cat >"$WORK/limiter.yaml" <<YAML
 listen: 127.0.0.1:$LIMITER_PORT
-store: { backend: redis, redis_shards: ["redis://127.0.0.1:$REDIS_PORT"], timeout: 25ms$window }
+store: { backend: redis, redis_shards: ["$SHARD_URL"], timeout: 25ms$window$STORE_TLS }
 stream_id_secret: "limiter-vs-set-stream-id-secret-0001"
 YAML
 for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -63,17 +91,21 @@ main_cpu() {
   --progress 1h >/dev/null 2>"$WORK/loadgen.err" ||
   { tail -5 "$WORK/loadgen.err" >&2; exit 1; }
 before=$(main_cpu)
-redis-benchmark -p "$REDIS_PORT" -c 8 -n "$SET_N" -t set -q >/dev/null
+if [[ -n ${TLS:-} ]]; then
+  redis-benchmark -p "$TLS_PORT" "${BENCH_TLS[@]}" -c 8 -n "$SET_N" -t set -q >/dev/null
+else
+  redis-benchmark -p "$REDIS_PORT" -c 8 -n "$SET_N" -t set -q >/dev/null
+fi
 after=$(main_cpu)
 batches=$(curl -s "127.0.0.1:$LIMITER_PORT/metrics" |
   awk '/^screenlimit_store_batches_total/ { b += $2 } /^screenlimit_store_batched_commands_total/ { c += $2 } END { if (b) printf "%.1f", c / b; else print "n/a" }')
 
 python3 - "$WORK/max.json" "$before" "$after" "$SET_N" "$batches" <<'PY'
-import json, sys
+import json, os, sys
 report, before, after, n, depth = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 set_us = (after - before) * 1e6 / n
 rows = json.load(open(report))["rows"]
-print(f"SET, redis-benchmark -c 8: {set_us:.2f} us of Redis main-thread CPU per SET")
+print(f"SET, redis-benchmark -c 8{' (TLS)' if os.environ.get('TLS') else ''}: {set_us:.2f} us of Redis main-thread CPU per SET")
 for row in rows:
     us = row["redis_main_thread_cpu_us_per_request"]
     print(f"{row['op']:<11} 8 clients: {row['rate_per_sec']:>8.0f}/s  p99 {row['p99_ms']:.2f} ms  "
