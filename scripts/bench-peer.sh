@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench-peer.sh: our acquire + release cycle against npm redis-semaphore's (5.8.x, ioredis,
-# Node 20) on the same throwaway redis-server, in the same run: Redis µs per cycle (sum of
-# INFO commandstats usec / cycles, CONFIG RESETSTAT before each phase) and cycles per second.
+# Node 20) on the same throwaway redis-server, in the same run, per cycle: Redis main-thread CPU
+# (INFO cpu used_cpu_user_main_thread + used_cpu_sys_main_thread, network I/O included: the
+# fleet-sizing measure), Redis µs of the commands alone (INFO commandstats usec, CONFIG RESETSTAT
+# before each phase), and cycles per second.
 # Phases alternate ROUNDS times; medians are reported. Loopback only; everything it starts is
 # killed on exit, and the npm packages go to a temp dir.
 #
@@ -65,28 +67,39 @@ usec_calls() { # top-level usec and calls since the last reset
   rc INFO commandstats | tr -d '\r' |
     awk -F'[:=,]' '/^cmdstat_(evalsha|eval|zrem):/ { u += $5; c += $3 } END { print u, c }'
 }
-declare -a PEER_US PEER_RATE OUR_US OUR_RATE
+main_cpu() { # seconds of Redis main-thread CPU so far
+  rc INFO cpu | tr -d '\r' |
+    awk -F: '/used_cpu_(user|sys)_main_thread/ { s += $2 } END { printf "%.6f", s }'
+}
+declare -a PEER_US PEER_RATE OUR_US OUR_RATE PEER_CPU OUR_CPU
 for round in $(seq "$ROUNDS"); do
   rc CONFIG RESETSTAT >/dev/null
+  before=$(main_cpu)
   out=$(node "$WORK/peer.js" "$PORT" "$DURATION" "$CONCURRENCY" "$ACCOUNTS")
+  after=$(main_cpu)
   read -r usec calls < <(usec_calls)
   cycles=$(jq -r .cycles <<<"$out"); secs=$(jq -r .secs <<<"$out")
+  PEER_CPU+=("$(python3 -c "print(round(($after - $before) * 1e6 / $cycles, 2))")")
   PEER_US+=("$(python3 -c "print(round($usec / $cycles, 2))")")
   PEER_RATE+=("$(python3 -c "print(round($cycles / $secs))")")
-  echo "[bench-peer] round $round redis-semaphore: $out; redis usec $usec calls $calls -> ${PEER_US[-1]} us/cycle, ${PEER_RATE[-1]}/s" >&2
+  echo "[bench-peer] round $round redis-semaphore: $out; main thread ${PEER_CPU[-1]} us/cycle; redis usec $usec calls $calls -> ${PEER_US[-1]} us/cycle, ${PEER_RATE[-1]}/s" >&2
   rc INFO commandstats | tr -d '\r' | grep cmdstat_ >&2
+  before=$(main_cpu)
   "$LOADGEN" store-cycle --redis "redis://127.0.0.1:$PORT" --duration "${DURATION}s" \
     --concurrency "$CONCURRENCY" --accounts "$ACCOUNTS" --json "$WORK/ours.json" >/dev/null
+  after=$(main_cpu)
+  ours_cycles=$(jq -r .figures.cycles "$WORK/ours.json")
+  OUR_CPU+=("$(python3 -c "print(round(($after - $before) * 1e6 / $ours_cycles, 2))")")
   OUR_US+=("$(jq -r .figures.redis_usec_per_cycle "$WORK/ours.json")")
   OUR_RATE+=("$(jq -r .figures.cycles_per_sec "$WORK/ours.json")")
-  echo "[bench-peer] round $round screenlimit: ${OUR_US[-1]} us/cycle, ${OUR_RATE[-1]}/s; $(jq -c .figures.commandstats "$WORK/ours.json")" >&2
+  echo "[bench-peer] round $round screenlimit: main thread ${OUR_CPU[-1]} us/cycle; commands ${OUR_US[-1]} us/cycle, ${OUR_RATE[-1]}/s; $(jq -c .figures.commandstats "$WORK/ours.json")" >&2
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 cat <<OUT
 redis-server $(redis-server --version | sed -E 's/.* v=([^ ]+).*/\1/'), redis-semaphore $PEER_VERSION, node $(node --version), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)
 concurrency $CONCURRENCY, $ACCOUNTS keys, ${DURATION}s per phase, $ROUNDS rounds (medians)
-                      redis us/cycle   cycles/s
-redis-semaphore       $(med "${PEER_US[@]}")            $(med "${PEER_RATE[@]}")
-screenlimit scripts   $(med "${OUR_US[@]}")            $(med "${OUR_RATE[@]}")
-ratio (ours/peer)     $(python3 -c "print(round($(med "${OUR_US[@]}") / $(med "${PEER_US[@]}"), 2))")              $(python3 -c "print(round($(med "${OUR_RATE[@]}") / $(med "${PEER_RATE[@]}"), 2))")
+                      main-thread us/cycle   commands us/cycle   cycles/s
+redis-semaphore       $(med "${PEER_CPU[@]}")                  $(med "${PEER_US[@]}")               $(med "${PEER_RATE[@]}")
+screenlimit scripts   $(med "${OUR_CPU[@]}")                  $(med "${OUR_US[@]}")               $(med "${OUR_RATE[@]}")
+ratio (ours/peer)     $(python3 -c "print(round($(med "${OUR_CPU[@]}") / $(med "${PEER_CPU[@]}"), 2))")                   $(python3 -c "print(round($(med "${OUR_US[@]}") / $(med "${PEER_US[@]}"), 2))")                $(python3 -c "print(round($(med "${OUR_RATE[@]}") / $(med "${PEER_RATE[@]}"), 2))")
 OUT

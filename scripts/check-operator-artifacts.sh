@@ -61,12 +61,23 @@ variants = {
     "default": ({}, ["ClusterRole/rel-screenlimit", "ClusterRoleBinding/rel-screenlimit",
                      "Deployment/rel-screenlimit", "Role/rel-screenlimit-leader-election",
                      "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
-                     "ServiceAccount/rel-screenlimit"]),
+                     "ServiceAccount/rel-screenlimit", "Pod/rel-screenlimit-test"]),
     "example+namespaced": ({"example": {"enabled": True}, "watchNamespace": "video", "leaderElection": False},
                            ["Deployment/rel-screenlimit", "Role/rel-screenlimit",
                             "Role/rel-screenlimit-leader-election", "RoleBinding/rel-screenlimit",
                             "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
-                            "ServiceAccount/rel-screenlimit", "StreamLimiter/screenlimit-demo"]),
+                            "ServiceAccount/rel-screenlimit", "StreamLimiter/screenlimit-demo",
+                            "Pod/rel-screenlimit-test"]),
+    "monitoring+knobs": ({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}},
+                          "commonLabels": {"cost-center": "video"}, "podLabels": {"team": "play"},
+                          "priorityClassName": "screenlimit-critical",
+                          "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                                         "whenUnsatisfiable": "ScheduleAnyway"}]},
+                         ["ClusterRole/rel-screenlimit", "ClusterRoleBinding/rel-screenlimit",
+                          "Deployment/rel-screenlimit", "Role/rel-screenlimit-leader-election",
+                          "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
+                          "ServiceAccount/rel-screenlimit", "ServiceMonitor/rel-screenlimit",
+                          "Pod/rel-screenlimit-test"]),
 }
 for name, (values, expected) in variants.items():
     docs = render(values)
@@ -85,7 +96,37 @@ for name, (values, expected) in variants.items():
                 assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
                 if "secrets" in rule["resources"]:
                     assert rule["verbs"] == ["create"], rule
+    for d in docs:
+        for key, value in values.get("commonLabels", {}).items():
+            assert d["metadata"]["labels"].get(key) == value, (d["kind"], d["metadata"])
+        if d["kind"] == "Deployment":
+            pod = d["spec"]["template"]
+            for key, value in values.get("podLabels", {}).items():
+                assert pod["metadata"]["labels"][key] == value, pod["metadata"]
+            assert pod["spec"].get("priorityClassName") == values.get("priorityClassName"), pod["spec"]
+            assert pod["spec"].get("topologySpreadConstraints") == values.get("topologySpreadConstraints"), pod["spec"]
+            assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        if d["kind"] == "ServiceMonitor":
+            assert d["metadata"]["labels"]["release"] == "kps", d["metadata"]
+            assert d["spec"]["endpoints"][0]["port"] == "http", d["spec"]
+        if d["kind"] == "Pod":
+            assert d["metadata"]["annotations"]["helm.sh/hook"] == "test", d["metadata"]
     print(f"  template ({name}): {len(docs)} objects OK")
+
+# values.schema.json: bad values are refused with a message that names them.
+for bad, says in [({"replicaCount": "two"}, "/replicaCount"), ({"metrcis": {}}, "metrcis"),
+                  ({"metrics": {"serviceMonitor": {"interval": "often"}}}, "/metrics/serviceMonitor/interval"),
+                  ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy")]:
+    try:
+        render(bad)
+    except Exception as e:
+        if says not in str(e):
+            print(f"schema refusal of {bad} does not name {says}: {e}", file=sys.stderr)
+            failed = True
+    else:
+        print(f"values.schema.json accepted {bad}", file=sys.stderr)
+        failed = True
+print("  values.schema.json refuses bad values OK")
 
 crd = yaml.safe_load(open(f"{chart}/crds/streamlimiter.yaml"))
 assert crd["metadata"]["name"] == "streamlimiters.screenlimit.io"
