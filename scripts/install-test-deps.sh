@@ -18,6 +18,8 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 # Certificates for the TLS tests (limiter/tests/support/tls.rs).
 command -v openssl >/dev/null || need_apt+=(openssl)
+# promtool, for the alert rules the operator ships (operator/tests/monitoring.rs).
+command -v promtool >/dev/null || need_apt+=(prometheus)
 
 if ((${#need_apt[@]})); then
   echo "install-test-deps: installing ${need_apt[*]} from Debian's packages"

@@ -4,6 +4,7 @@ pub mod admin_ui;
 pub mod common;
 pub mod limiter;
 pub mod limiter_config;
+pub mod monitoring;
 pub mod redis;
 pub mod secret;
 pub mod sentinel;

@@ -1,0 +1,202 @@
+//! Monitoring for one `StreamLimiter` on clusters that run the Prometheus Operator: a
+//! `ServiceMonitor` for the limiter pods and a `PrometheusRule` whose alerts each mean something
+//! to an on-call engineer, with a runbook section in `docs/runbooks.md`. The objects are plain
+//! JSON (the operator does not depend on the Prometheus Operator's types); the same rule groups
+//! are what `promtool` checks in the tests.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::{Value, json};
+
+use super::common::meta;
+use crate::names::{Component, Names};
+
+/// Where the runbooks live; each alert links its own section.
+pub const RUNBOOKS: &str = "https://github.com/screenlimit/screenlimit/blob/main/docs/runbooks.md";
+
+/// When the alerts fire. The defaults fit the seed's budgets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Thresholds {
+    /// Share of play-starts answered degraded (allowed without the store) over 5 minutes.
+    pub degraded_ratio: f64,
+    /// Play-start p99 budget, seconds.
+    pub play_start_p99_seconds: f64,
+    /// Store errors per second, summed over the limiter pods, per shard.
+    pub store_errors_per_second: f64,
+    /// How many times its usual (one-day) share the denial share may reach.
+    pub denial_factor: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            degraded_ratio: 0.01,
+            play_start_p99_seconds: 0.05,
+            store_errors_per_second: 1.0,
+            denial_factor: 3.0,
+        }
+    }
+}
+
+/// One alert: name, severity, how long the condition must hold, the expression, what it means.
+struct Alert {
+    name: &'static str,
+    severity: &'static str,
+    after: &'static str,
+    expr: String,
+    summary: String,
+}
+
+impl Alert {
+    fn rule(&self) -> Value {
+        json!({
+            "alert": self.name,
+            "expr": self.expr,
+            "for": self.after,
+            "labels": { "severity": self.severity },
+            "annotations": {
+                "summary": self.summary,
+                "runbook_url": format!("{RUNBOOKS}#{}", self.name.to_ascii_lowercase()),
+            },
+        })
+    }
+}
+
+/// The rule groups (a Prometheus rules file's top level) for the limiter Service `job` in
+/// `namespace` and the operator's own metrics.
+pub fn rule_groups(namespace: &str, job: &str, t: &Thresholds) -> Value {
+    let scope = format!("namespace=\"{namespace}\",job=\"{job}\"");
+    let plays = format!(
+        "sum(rate(screenlimit_decisions_total{{{scope},decision=~\"allowed|denied|degraded\"}}[5m]))"
+    );
+    let share = |decision: &str, window: &str| {
+        format!(
+            "sum(rate(screenlimit_decisions_total{{{scope},decision=\"{decision}\"}}[{window}])) / \
+             sum(rate(screenlimit_decisions_total{{{scope},decision=~\"allowed|denied|degraded\"}}[{window}]))"
+        )
+    };
+    let limiter = [
+        Alert {
+            name: "ScreenlimitPlaysDegraded",
+            severity: "warning",
+            after: "5m",
+            expr: format!(
+                "{} > {} and {plays} > 0",
+                share("degraded", "5m"),
+                t.degraded_ratio
+            ),
+            summary: format!(
+                "More than {}% of play-starts in {namespace} were allowed without the store",
+                t.degraded_ratio * 100.0
+            ),
+        },
+        Alert {
+            name: "ScreenlimitShardCircuitOpen",
+            severity: "critical",
+            after: "1m",
+            expr: format!("max by (shard) (screenlimit_store_circuit_open{{{scope}}}) > 0"),
+            summary: format!(
+                "Store shard {{{{ $labels.shard }}}} of {namespace} is failing fast (circuit open)"
+            ),
+        },
+        Alert {
+            name: "ScreenlimitStoreErrors",
+            severity: "warning",
+            after: "5m",
+            expr: format!(
+                "sum by (shard, kind) (rate(screenlimit_store_errors_total{{{scope}}}[5m])) > {}",
+                t.store_errors_per_second
+            ),
+            summary: format!(
+                "Store shard {{{{ $labels.shard }}}} of {namespace}: {{{{ $value | humanize }}}} \
+                 {{{{ $labels.kind }}}} errors per second"
+            ),
+        },
+        Alert {
+            name: "ScreenlimitPlayStartSlow",
+            severity: "warning",
+            after: "10m",
+            expr: format!(
+                "histogram_quantile(0.99, sum by (le) (rate(screenlimit_operation_duration_seconds_bucket{{{scope},operation=\"acquire\"}}[5m]))) > {}",
+                t.play_start_p99_seconds
+            ),
+            summary: format!(
+                "Play-start p99 in {namespace} is above its {} ms budget",
+                t.play_start_p99_seconds * 1000.0
+            ),
+        },
+        Alert {
+            name: "ScreenlimitDenialsUnusual",
+            severity: "warning",
+            after: "15m",
+            expr: format!(
+                "({}) > {} * ({}) and ({}) > 0.02",
+                share("denied", "15m"),
+                t.denial_factor,
+                share("denied", "1d"),
+                share("denied", "15m")
+            ),
+            summary: format!(
+                "The share of play-starts denied in {namespace} is over {}x its one-day level",
+                t.denial_factor
+            ),
+        },
+    ];
+    let operator = [Alert {
+        name: "ScreenlimitOperatorReconcileFailing",
+        severity: "warning",
+        after: "15m",
+        expr: "sum(rate(screenlimit_operator_reconcile_errors_total[10m])) > 0 and \
+               sum(rate(screenlimit_operator_reconciles_total[10m])) > 0"
+            .into(),
+        summary: "The screenlimit operator keeps failing to reconcile ({{ $value | humanize }}/s)"
+            .into(),
+    }];
+    json!({
+        "groups": [
+            { "name": format!("screenlimit-{namespace}-{job}"), "rules": limiter.iter().map(Alert::rule).collect::<Vec<_>>() },
+            { "name": format!("screenlimit-operator-{namespace}-{job}"), "rules": operator.iter().map(Alert::rule).collect::<Vec<_>>() },
+        ]
+    })
+}
+
+/// The `PrometheusRule` for the instance, with `extra_labels` (what the Prometheus selects).
+pub fn prometheus_rule(
+    names: &Names,
+    ns: &str,
+    owner: &OwnerReference,
+    thresholds: &Thresholds,
+    extra_labels: &BTreeMap<String, String>,
+) -> Value {
+    let mut labels = names.labels(Component::Limiter);
+    labels.extend(extra_labels.clone());
+    json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": meta(names.limiter(), ns, labels, owner),
+        "spec": rule_groups(ns, &names.limiter(), thresholds),
+    })
+}
+
+/// The `ServiceMonitor` that scrapes every limiter pod through the limiter Service.
+pub fn service_monitor(
+    names: &Names,
+    ns: &str,
+    owner: &OwnerReference,
+    interval: &str,
+    extra_labels: &BTreeMap<String, String>,
+) -> Value {
+    let mut labels = names.labels(Component::Limiter);
+    labels.extend(extra_labels.clone());
+    json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": meta(names.limiter(), ns, labels, owner),
+        "spec": {
+            "selector": { "matchLabels": names.selector_labels(Component::Limiter) },
+            "namespaceSelector": { "matchNames": [ns] },
+            "endpoints": [{ "port": "http", "path": "/metrics", "interval": interval }],
+        },
+    })
+}

@@ -1,0 +1,181 @@
+//! The alerts the operator ships, checked by Prometheus's own `promtool`: the rules load, and
+//! each alert fires on the synthetic series of its trouble (and stays quiet on a healthy
+//! instance), with the labels and text an on-call engineer sees.
+
+use std::path::Path;
+use std::process::Command;
+
+use screenlimit_operator::build::monitoring::{RUNBOOKS, Thresholds, rule_groups};
+
+fn promtool(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("promtool (Debian's prometheus package; scripts/install-test-deps.sh installs it)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?}:\n{text}");
+    text
+}
+
+const SCOPE: &str = r#"namespace="video",job="demo-limiter""#;
+
+fn runbook(alert: &str) -> String {
+    format!("{RUNBOOKS}#{}", alert.to_ascii_lowercase())
+}
+
+#[test]
+fn the_alerts_load_and_fire_on_their_trouble_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = rule_groups("video", "demo-limiter", &Thresholds::default());
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        serde_yaml_ng::to_string(&rules).unwrap(),
+    )
+    .unwrap();
+    let checked = promtool(dir.path(), &["check", "rules", "rules.yaml"]);
+    assert!(checked.contains("SUCCESS: 6 rules found"), "{checked}");
+
+    let tests = format!(
+        r#"rule_files: [rules.yaml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_decisions_total{{{SCOPE},decision="allowed"}}'
+        values: '0+100x20'
+      - series: 'screenlimit_decisions_total{{{SCOPE},decision="degraded"}}'
+        values: '0+10x20'
+    alert_rule_test:
+      - eval_time: 12m
+        alertname: ScreenlimitPlaysDegraded
+        exp_alerts:
+          - exp_labels: {{ severity: warning }}
+            exp_annotations:
+              summary: More than 1% of play-starts in video were allowed without the store
+              runbook_url: {degraded}
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_decisions_total{{{SCOPE},decision="allowed"}}'
+        values: '0+100x20'
+      - series: 'screenlimit_decisions_total{{{SCOPE},decision="degraded"}}'
+        values: '0+0x20'
+      - series: 'screenlimit_store_circuit_open{{{SCOPE},shard="0"}}'
+        values: '0x20'
+    alert_rule_test:
+      - eval_time: 12m
+        alertname: ScreenlimitPlaysDegraded
+        exp_alerts: []
+      - eval_time: 12m
+        alertname: ScreenlimitShardCircuitOpen
+        exp_alerts: []
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_store_circuit_open{{{SCOPE},shard="2",pod="a"}}'
+        values: '0 0 1x10'
+      - series: 'screenlimit_store_circuit_open{{{SCOPE},shard="2",pod="b"}}'
+        values: '0x12'
+    alert_rule_test:
+      - eval_time: 2m
+        alertname: ScreenlimitShardCircuitOpen
+        exp_alerts: []
+      - eval_time: 5m
+        alertname: ScreenlimitShardCircuitOpen
+        exp_alerts:
+          - exp_labels: {{ severity: critical, shard: "2" }}
+            exp_annotations:
+              summary: Store shard 2 of video is failing fast (circuit open)
+              runbook_url: {circuit}
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_operation_duration_seconds_bucket{{{SCOPE},operation="acquire",le="0.05"}}'
+        values: '0+50x30'
+      - series: 'screenlimit_operation_duration_seconds_bucket{{{SCOPE},operation="acquire",le="0.1"}}'
+        values: '0+100x30'
+      - series: 'screenlimit_operation_duration_seconds_bucket{{{SCOPE},operation="acquire",le="+Inf"}}'
+        values: '0+100x30'
+      - series: 'screenlimit_operation_duration_seconds_bucket{{{SCOPE},operation="heartbeat",le="0.1"}}'
+        values: '0+100x30'
+    alert_rule_test:
+      - eval_time: 20m
+        alertname: ScreenlimitPlayStartSlow
+        exp_alerts:
+          - exp_labels: {{ severity: warning }}
+            exp_annotations:
+              summary: Play-start p99 in video is above its 50 ms budget
+              runbook_url: {slow}
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_store_errors_total{{{SCOPE},shard="1",kind="timeout",pod="a"}}'
+        values: '0+120x20'
+    alert_rule_test:
+      - eval_time: 12m
+        alertname: ScreenlimitStoreErrors
+        exp_alerts:
+          - exp_labels: {{ severity: warning, shard: "1", kind: timeout }}
+            exp_annotations:
+              summary: 'Store shard 1 of video: 2 timeout errors per second'
+              runbook_url: {errors}
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_decisions_total{{{SCOPE},decision="allowed"}}'
+        values: '0+100x1470'
+      - series: 'screenlimit_decisions_total{{{SCOPE},decision="denied"}}'
+        values: '0+1x1440 1440+50x30'
+    alert_rule_test:
+      - eval_time: 1400m
+        alertname: ScreenlimitDenialsUnusual
+        exp_alerts: []
+      - eval_time: 1470m
+        alertname: ScreenlimitDenialsUnusual
+        exp_alerts:
+          - exp_labels: {{ severity: warning }}
+            exp_annotations:
+              summary: The share of play-starts denied in video is over 3x its one-day level
+              runbook_url: {denials}
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_operator_reconcile_errors_total{{error="kube"}}'
+        values: '0+5x30'
+      - series: 'screenlimit_operator_reconciles_total'
+        values: '0+10x30'
+    alert_rule_test:
+      - eval_time: 25m
+        alertname: ScreenlimitOperatorReconcileFailing
+        exp_alerts:
+          - exp_labels: {{ severity: warning }}
+            exp_annotations:
+              summary: The screenlimit operator keeps failing to reconcile (83.33m/s)
+              runbook_url: {operator}
+"#,
+        degraded = runbook("ScreenlimitPlaysDegraded"),
+        circuit = runbook("ScreenlimitShardCircuitOpen"),
+        slow = runbook("ScreenlimitPlayStartSlow"),
+        errors = runbook("ScreenlimitStoreErrors"),
+        denials = runbook("ScreenlimitDenialsUnusual"),
+        operator = runbook("ScreenlimitOperatorReconcileFailing"),
+    );
+    std::fs::write(dir.path().join("tests.yaml"), tests).unwrap();
+    promtool(dir.path(), &["test", "rules", "tests.yaml"]);
+}
+
+#[test]
+fn every_alert_has_its_runbook_section() {
+    let runbooks =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/runbooks.md"))
+            .unwrap();
+    let rules = rule_groups("ns", "job", &Thresholds::default());
+    for group in rules["groups"].as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            let alert = rule["alert"].as_str().unwrap();
+            assert!(
+                runbooks.contains(&format!("## {alert}")),
+                "docs/runbooks.md has no section for {alert}"
+            );
+        }
+    }
+}
