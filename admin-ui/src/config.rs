@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use axum::http::HeaderName;
+use ipnet::IpNet;
 
 use crate::auth::Role;
+use crate::auth::throttle::ThrottleRules;
 use crate::auth::users::Users;
 
 /// How people sign in.
@@ -41,6 +43,24 @@ pub struct Settings {
     pub secure_cookies: bool,
     /// How often the account page's device table refreshes itself.
     pub refresh: Duration,
+    /// Peers whose client-address header is believed (reverse proxies, load balancers).
+    pub trusted_proxies: Vec<IpNet>,
+    /// The header a trusted proxy names the client's address in (`X-Forwarded-For` style: a
+    /// list, the nearest hop last).
+    pub client_address_header: HeaderName,
+    /// Sign-in throttling per user name and per client address.
+    pub throttle: ThrottleRules,
+    /// Password verifications (argon2) running at once, at most.
+    pub signin_concurrency: usize,
+    /// How long a sign-in waits for a verification slot before it is answered 503.
+    pub signin_queue_timeout: Duration,
+}
+
+/// A few argon2 verifications at once: half the cores, 1 to 4.
+pub fn default_signin_concurrency() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get() / 2)
+        .clamp(1, 4)
 }
 
 impl Settings {
@@ -56,6 +76,11 @@ impl Settings {
             session_ttl: Duration::from_secs(8 * 3600),
             secure_cookies: false,
             refresh: Duration::from_secs(3),
+            trusted_proxies: Vec::new(),
+            client_address_header: HeaderName::from_static("x-forwarded-for"),
+            throttle: ThrottleRules::default(),
+            signin_concurrency: default_signin_concurrency(),
+            signin_queue_timeout: Duration::from_secs(2),
         }
     }
 }

@@ -34,7 +34,8 @@ struct Entry {
 /// The users that may sign in with a password.
 pub struct Users {
     entries: BTreeMap<String, Entry>,
-    /// Verified against when the name is unknown, so that both cases take as long.
+    /// Verified against when the name is unknown, so that both cases take as long: the
+    /// costliest known user's hash (an unknown name never signs in, whatever matches).
     decoy: String,
 }
 
@@ -89,10 +90,14 @@ impl Users {
         if entries.is_empty() {
             return Err(UsersError::Empty);
         }
-        Ok(Users {
-            entries,
-            decoy: hash_password("decoy password for unknown users"),
-        })
+        // An unknown name is verified against the costliest known hash: the same work, so its
+        // answer takes as long (no user enumeration by timing); its answer is never a match.
+        let decoy = entries
+            .values()
+            .max_by_key(|e| cost(&e.hash))
+            .map(|e| e.hash.clone())
+            .expect("at least one entry");
+        Ok(Users { entries, decoy })
     }
 
     /// Builds the user list from (name, role, password) triples, hashing each password.
@@ -129,6 +134,16 @@ impl Users {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// The work a hash asks for (memory × passes × lanes), 0 when it cannot be read.
+fn cost(hash: &str) -> u64 {
+    PasswordHash::new(hash)
+        .ok()
+        .and_then(|h| argon2::Params::try_from(&h).ok())
+        .map_or(0, |p| {
+            u64::from(p.m_cost()) * u64::from(p.t_cost()) * u64::from(p.p_cost())
+        })
 }
 
 /// An argon2id PHC string for `password`, with a fresh random salt.

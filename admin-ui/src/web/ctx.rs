@@ -106,6 +106,17 @@ impl Ctx {
     }
 }
 
+/// The peer's address (the connection's; see `client::client_address` for the client's).
+pub struct Peer(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Peer(super::client::peer(parts)))
+    }
+}
+
 /// The CSRF token for a form, for pages anyone may see (the sign-in page).
 pub struct CsrfToken(pub String, pub bool);
 

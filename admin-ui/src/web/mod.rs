@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod assets;
 pub mod audit;
+pub mod client;
 pub mod ctx;
 pub mod error;
 pub mod fleet;
@@ -17,6 +18,7 @@ use axum::routing::get;
 
 use crate::auth::csrf::Csrf;
 use crate::auth::session::Sessions;
+use crate::auth::throttle::Throttle;
 use crate::config::Settings;
 use crate::limiter::LimiterClient;
 
@@ -32,6 +34,10 @@ pub struct Shared {
     pub sessions: Sessions,
     pub csrf: Csrf,
     pub fleet_samples: fleet::Samples,
+    /// Sign-in throttling per user name and per client address.
+    pub throttle: Throttle,
+    /// Bounds the argon2 verifications running at once.
+    pub verify_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::ops::Deref for AppState {
@@ -54,6 +60,10 @@ impl AppState {
                 csrf: Csrf::new(&settings.secret),
                 limiter,
                 fleet_samples: fleet::Samples::default(),
+                throttle: Throttle::new(settings.throttle.clone()),
+                verify_slots: Arc::new(tokio::sync::Semaphore::new(
+                    settings.signin_concurrency.max(1),
+                )),
                 settings,
             }),
         })
