@@ -38,6 +38,9 @@ pub struct Settings {
     /// Signs sessions and CSRF tokens; replicas must share it.
     pub secret: Vec<u8>,
     pub session_ttl: Duration,
+    /// How long a user's session generation read from the limiter is trusted for reading pages
+    /// (state-changing actions always read it afresh).
+    pub session_check_interval: Duration,
     /// Mark cookies `Secure` (the dashboard is reached over TLS). Also set per request when
     /// a proxy reports `X-Forwarded-Proto: https`.
     pub secure_cookies: bool,
@@ -74,6 +77,7 @@ impl Settings {
             auth: AuthMode::Credentials(users),
             secret: crate::auth::keys::random_bytes::<32>().to_vec(),
             session_ttl: Duration::from_secs(8 * 3600),
+            session_check_interval: Duration::from_secs(2),
             secure_cookies: false,
             refresh: Duration::from_secs(3),
             trusted_proxies: Vec::new(),

@@ -89,6 +89,10 @@ struct Cli {
     /// How long a sign-in lasts.
     #[arg(long, env = "SCREENLIMIT_ADMIN_SESSION_TTL", default_value = "8h", value_parser = humantime::parse_duration)]
     session_ttl: Duration,
+    /// How long a user's session generation read from the limiter is trusted when reading
+    /// pages (a sign-out on another replica shows within it); state changes always ask afresh.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SESSION_CHECK_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
+    session_check_interval: Duration,
     /// The URL people open; `https://…` marks cookies `Secure` (so does `X-Forwarded-Proto: https`).
     #[arg(long, env = "SCREENLIMIT_ADMIN_EXTERNAL_URL")]
     external_url: Option<String>,
@@ -253,6 +257,11 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
             screenlimit_admin_ui::auth::keys::random_bytes::<32>().to_vec()
         }
     };
+    anyhow::ensure!(
+        cli.session_ttl.as_secs() <= screenlimit_limiter::model::MAX_DASHBOARD_SESSION_SEC,
+        "--session-ttl: at most 30 days (the limiter keeps a user's session generation that long \
+         after the last sign-in event)"
+    );
     let limiter_token = match &cli.limiter_token_file {
         Some(path) => Some(read_secret_file(path, "--limiter-token-file")?),
         None => None,
@@ -268,6 +277,7 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
         auth,
         secret,
         session_ttl: cli.session_ttl,
+        session_check_interval: cli.session_check_interval,
         secure_cookies: cli
             .external_url
             .as_deref()

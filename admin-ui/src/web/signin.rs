@@ -3,6 +3,7 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Query, State};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -13,11 +14,13 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::client::client_address;
-use super::ctx::{CsrfToken, Ctx, Nav, Peer, cookie, set_cookie};
+use super::ctx::{CsrfToken, Nav, Peer, cookie, set_cookie};
+use super::error::PageError;
 use crate::auth::session;
 use crate::auth::throttle::Verdict;
 use crate::config::AuthMode;
 use crate::view::local_path;
+use screenlimit_limiter::model::AuditKind;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -55,9 +58,11 @@ async fn show(
     Query(query): Query<ShowQuery>,
 ) -> Response {
     let next = next_or_home(query.next.as_deref());
-    let signed_in = cookie(&headers, session::COOKIE)
-        .and_then(|value| state.sessions.read(&value))
-        .is_some();
+    let session = cookie(&headers, session::COOKIE).and_then(|value| state.sessions.read(&value));
+    let signed_in = match &session {
+        Some(session) => state.session_live(session, false).await.unwrap_or(false),
+        None => false,
+    };
     if signed_in || matches!(state.settings.auth, AuthMode::ProxyHeader { .. }) {
         return Redirect::to(&next).into_response();
     }
@@ -138,6 +143,11 @@ async fn submit(
             lockout_started,
         } => {
             tracing::warn!(user = name, %address, locked, lockout_started, "sign-in throttled");
+            if lockout_started {
+                // Once per lockout, not once per refused attempt.
+                let reason = format!("sign-in paused for {}", wait_words(retry_after));
+                audit(&state, &name, AuditKind::SignInThrottled, address, reason);
+            }
             let error = if locked {
                 format!(
                     "Too many failed sign-ins for this user name or from this address. Sign-in \
@@ -199,8 +209,32 @@ async fn submit(
     match verified {
         Some(user) => {
             state.throttle.succeeded(&name, address);
+            // The sign-in is recorded, and the session issued under the user's generation, by
+            // the limiter; without it there is no session that every replica could end.
+            let generation = match state
+                .limiter
+                .session_event(&user.name, AuditKind::SignIn, &address.to_string(), "")
+                .await
+            {
+                Ok(generation) => generation,
+                Err(error) => {
+                    tracing::warn!(%error, user = user.name, "sign-in not recorded");
+                    return refused(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        csrf,
+                        next,
+                        name,
+                        format!(
+                            "Your password is right, but the dashboard cannot sign you in while \
+                             the limiter does not answer ({error}). Try again in a few seconds."
+                        ),
+                        Some(Duration::from_secs(5)),
+                    );
+                }
+            };
+            state.generations.remember(&user.name, generation);
             tracing::info!(user = user.name, role = user.role.label(), %address, "signed in");
-            let value = state.sessions.issue(&user);
+            let value = state.sessions.issue(&user, generation);
             let max_age = state.sessions.ttl().as_secs();
             (
                 [(
@@ -213,6 +247,13 @@ async fn submit(
         }
         None => {
             tracing::info!(user = name, %address, "sign-in refused");
+            audit(
+                &state,
+                &name,
+                AuditKind::SignInFailed,
+                address,
+                String::new(),
+            );
             refused(
                 StatusCode::UNAUTHORIZED,
                 csrf,
@@ -225,17 +266,74 @@ async fn submit(
     }
 }
 
-async fn sign_out(State(state): State<AppState>, ctx: Ctx) -> Response {
-    if let Some(session) = &ctx.session {
-        state.sessions.end(session);
-        tracing::info!(user = ctx.user.name, "signed out");
+/// The name an audit entry gives the user: as typed when it follows the id rules (unknown
+/// names included: they show what was tried), else a placeholder (the limiter keeps ids only,
+/// and a password typed into the name field must not end up in a log).
+fn audit_name(typed: &str) -> &str {
+    if screenlimit_limiter::ids::validate_token(typed).is_ok() {
+        typed
+    } else {
+        "-"
     }
-    (
-        [(
-            header::SET_COOKIE,
-            set_cookie(session::COOKIE, "", Some(0), ctx.secure),
-        )],
-        Redirect::to("/sign-in?signed_out=1"),
-    )
-        .into_response()
+}
+
+/// Records a sign-in failure or throttling in the limiter's audit log, in the background (the
+/// answer does not wait for it; a lost entry is logged here).
+fn audit(state: &AppState, name: &str, kind: AuditKind, address: IpAddr, reason: String) {
+    let limiter = state.limiter.clone();
+    let name = audit_name(name).to_owned();
+    tokio::spawn(async move {
+        if let Err(error) = limiter
+            .session_event(&name, kind, &address.to_string(), &reason)
+            .await
+        {
+            tracing::warn!(%error, user = name, kind = kind.as_str(), "sign-in event not audited");
+        }
+    });
+}
+
+/// Signs out: the limiter raises the user's session generation, which ends every session of
+/// the user on every replica; this replica also forgets this session at once.
+async fn sign_out(
+    State(state): State<AppState>,
+    CsrfToken(csrf, secure): CsrfToken,
+    Peer(peer): Peer,
+    headers: HeaderMap,
+) -> Response {
+    let clear = [(
+        header::SET_COOKIE,
+        set_cookie(session::COOKIE, "", Some(0), secure),
+    )];
+    let Some(session) =
+        cookie(&headers, session::COOKIE).and_then(|value| state.sessions.read(&value))
+    else {
+        return (clear, Redirect::to("/sign-in?signed_out=1")).into_response();
+    };
+    state.sessions.end(&session);
+    let address = client_address(&state.settings, peer, &headers);
+    match state
+        .limiter
+        .session_event(&session.user, AuditKind::SignOut, &address.to_string(), "")
+        .await
+    {
+        Ok(generation) => {
+            state.generations.remember(&session.user, generation);
+            tracing::info!(user = session.user, %address, "signed out everywhere");
+            (clear, Redirect::to("/sign-in?signed_out=1")).into_response()
+        }
+        Err(error) => {
+            tracing::warn!(%error, user = session.user, "sign-out not recorded by the limiter");
+            let page = PageError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Signed out here only",
+                format!(
+                    "This browser is signed out, but the limiter did not answer ({error}), so \
+                     your other sign-ins (other browsers, other dashboard replicas) may still \
+                     be open. Sign in and out again when the limiter is back."
+                ),
+            )
+            .with_nav(Nav::anonymous(csrf));
+            (clear, page).into_response()
+        }
+    }
 }
