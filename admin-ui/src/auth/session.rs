@@ -178,6 +178,29 @@ mod tests {
     }
 
     #[test]
+    fn generations_are_cached_for_a_short_while() {
+        let generations = Generations::new(Duration::from_millis(50));
+        assert_eq!(generations.cached("ana"), None);
+        generations.remember("ana", 3);
+        assert_eq!(generations.cached("ana"), Some(3));
+        assert_eq!(generations.cached("bo"), None);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(generations.cached("ana"), None, "stale: asked afresh");
+        for i in 0..(CACHED_USERS + 10) {
+            generations.remember(&format!("user-{i}"), 0);
+        }
+        let held = generations.cache.lock().unwrap().len();
+        assert!(held <= CACHED_USERS, "{held}");
+    }
+
+    #[test]
+    fn the_generation_travels_in_the_cookie() {
+        let sessions = Sessions::new(b"secret", Duration::from_secs(60));
+        let session = sessions.read(&sessions.issue(&ana(), 7)).unwrap();
+        assert_eq!(session.generation, 7);
+    }
+
+    #[test]
     fn expires_and_ends() {
         let sessions = Sessions::new(b"secret", Duration::ZERO);
         assert!(
