@@ -120,7 +120,19 @@ async fn wait_for(client: &Client, locator: Locator<'_>) -> Result<Element, CmdE
     client.wait().at_most(WAIT).for_element(locator).await
 }
 
+/// Whether `error` says the element was replaced meanwhile (htmx swaps the device table every
+/// refresh): then it is found again.
+fn stale(error: &CmdError) -> bool {
+    error.to_string().contains("stale element")
+}
+
 async fn click(client: &Client, locator: Locator<'_>) -> Result<(), CmdError> {
+    for _ in 0..3 {
+        match client.find(locator).await?.click().await {
+            Err(error) if stale(&error) => continue,
+            done => return done,
+        }
+    }
     client.find(locator).await?.click().await
 }
 
@@ -129,7 +141,25 @@ async fn type_into(client: &Client, locator: Locator<'_>, text: &str) -> Result<
 }
 
 async fn text_of(client: &Client, locator: Locator<'_>) -> Result<String, CmdError> {
+    for _ in 0..3 {
+        match client.find(locator).await?.text().await {
+            Err(error) if stale(&error) => continue,
+            done => return done,
+        }
+    }
     client.find(locator).await?.text().await
+}
+
+/// Waits until the page shown is the one the filter asked for (the unfiltered page before it
+/// may hold rows of that kind too).
+async fn wait_for_query(client: &Client, part: &str) {
+    eventually(&format!("an address with {part}"), || async {
+        client
+            .current_url()
+            .await
+            .is_ok_and(|url| url.query().is_some_and(|q| q.contains(part)))
+    })
+    .await;
 }
 
 async fn device_names(client: &Client) -> Vec<String> {
@@ -330,6 +360,7 @@ async fn run(
     )
     .await?;
     click(client, Locator::Id("audit-filter")).await?;
+    wait_for_query(client, "kind=limit_granted").await;
     wait_for(
         client,
         Locator::Css(r#"tr.audit-row[data-kind="limit_granted"]"#),
@@ -462,13 +493,18 @@ async fn sign_out_run(client: &Client, a: &str, b: &str) -> Result<(), CmdError>
     )
     .await?;
     click(client, Locator::Id("audit-filter")).await?;
+    wait_for_query(client, "kind=sign_in_failed").await;
     wait_for(
         client,
         Locator::Css(r#"tr.audit-row[data-kind="sign_in_failed"]"#),
     )
     .await?;
     let rows = client.find_all(Locator::Css("tr.audit-row")).await?;
-    assert_eq!(rows.len(), 3, "three failures, then the pause");
+    let mut texts = Vec::new();
+    for row in &rows {
+        texts.push(row.text().await?);
+    }
+    assert_eq!(rows.len(), 3, "three failures, then the pause: {texts:#?}");
     let row = rows[0].text().await?;
     assert!(
         row.contains("Sign-in failed") && row.contains("From 127.0.0.1") && row.contains(SUPPORT.0),
