@@ -130,6 +130,16 @@ impl<K: std::hash::Hash + Eq + Clone> Counts<K> {
     }
 }
 
+/// The key a typed user name is counted under: itself, or for names longer than any user's
+/// (the id rules allow 64 characters) one shared key, so a key is never large.
+fn user_key(user: &str) -> String {
+    if user.len() <= screenlimit_limiter::ids::MAX_ID_LEN {
+        user.to_owned()
+    } else {
+        "\u{0}longer than any user name".to_owned()
+    }
+}
+
 /// Whether an attempt may go on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -185,7 +195,7 @@ impl Throttle {
     fn attempt_at(&self, user: &str, address: IpAddr, now: Instant) -> Verdict {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let (users, addresses) = &mut *guard;
-        let user_key = user.to_owned();
+        let user_key = user_key(user);
         // Refused at once while either key is locked out.
         let locked = [
             users.entry(&user_key, now, &self.rules).locked(now),
@@ -248,7 +258,7 @@ impl Throttle {
     pub fn succeeded(&self, user: &str, address: IpAddr) {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let (users, addresses) = &mut *guard;
-        users.map.remove(user);
+        users.map.remove(&user_key(user));
         Self::take_back(addresses.map.get_mut(&address), &self.rules);
     }
 
@@ -256,7 +266,7 @@ impl Throttle {
     pub fn not_tried(&self, user: &str, address: IpAddr) {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let (users, addresses) = &mut *guard;
-        Self::take_back(users.map.get_mut(user), &self.rules);
+        Self::take_back(users.map.get_mut(&user_key(user)), &self.rules);
         Self::take_back(addresses.map.get_mut(&address), &self.rules);
     }
 
@@ -378,5 +388,11 @@ mod tests {
         }
         let (users, addresses) = throttle.sizes();
         assert!(users <= 100 && addresses <= 100, "{users} {addresses}");
+        // However long the names typed, a key stays short.
+        let throttle = Throttle::new(rules());
+        for i in 0..10u8 {
+            throttle.attempt_at(&"x".repeat(10_000 + usize::from(i)), ip(i), now);
+        }
+        assert_eq!(throttle.sizes().0, 1);
     }
 }

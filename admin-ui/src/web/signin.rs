@@ -1,15 +1,16 @@
 //! Sign-in and sign-out (password mode); behind an authenticating proxy the proxy does both.
 
-use askama::Template;
-use askama_web::WebTemplate;
-use axum::extract::{Query, State};
 use std::net::IpAddr;
 use std::time::Duration;
 
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
+use screenlimit_limiter::model::AuditKind;
 use serde::Deserialize;
 
 use super::AppState;
@@ -20,7 +21,6 @@ use crate::auth::session;
 use crate::auth::throttle::Verdict;
 use crate::config::AuthMode;
 use crate::view::local_path;
-use screenlimit_limiter::model::AuditKind;
 
 pub fn router() -> Router<AppState> {
     Router::new()
