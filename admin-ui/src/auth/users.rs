@@ -169,6 +169,10 @@ mod tests {
         assert_eq!(users.verify("bo", "pw").map(|u| u.role), Some(Role::Viewer));
         assert!(users.verify("ana", "wrong").is_none());
         assert!(users.verify("nobody", "s3cret").is_none());
+        // An unknown name is checked against a known user's hash (the same work), and never
+        // signs in, even with that user's password.
+        assert!(users.entries.values().any(|e| e.hash == users.decoy));
+        assert!(users.verify("nobody", "pw").is_none());
     }
 
     #[test]
