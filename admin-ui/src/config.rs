@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use axum::http::HeaderName;
+use ipnet::IpNet;
 
 use crate::auth::Role;
+use crate::auth::throttle::ThrottleRules;
 use crate::auth::users::Users;
 
 /// How people sign in.
@@ -36,11 +38,32 @@ pub struct Settings {
     /// Signs sessions and CSRF tokens; replicas must share it.
     pub secret: Vec<u8>,
     pub session_ttl: Duration,
+    /// How long a user's session generation read from the limiter is trusted for reading pages
+    /// (state-changing actions always read it afresh).
+    pub session_check_interval: Duration,
     /// Mark cookies `Secure` (the dashboard is reached over TLS). Also set per request when
     /// a proxy reports `X-Forwarded-Proto: https`.
     pub secure_cookies: bool,
     /// How often the account page's device table refreshes itself.
     pub refresh: Duration,
+    /// Peers whose client-address header is believed (reverse proxies, load balancers).
+    pub trusted_proxies: Vec<IpNet>,
+    /// The header a trusted proxy names the client's address in (`X-Forwarded-For` style: a
+    /// list, the nearest hop last).
+    pub client_address_header: HeaderName,
+    /// Sign-in throttling per user name and per client address.
+    pub throttle: ThrottleRules,
+    /// Password verifications (argon2) running at once, at most.
+    pub signin_concurrency: usize,
+    /// How long a sign-in waits for a verification slot before it is answered 503.
+    pub signin_queue_timeout: Duration,
+}
+
+/// A few argon2 verifications at once: half the cores, 1 to 4.
+pub fn default_signin_concurrency() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get() / 2)
+        .clamp(1, 4)
 }
 
 impl Settings {
@@ -54,8 +77,14 @@ impl Settings {
             auth: AuthMode::Credentials(users),
             secret: crate::auth::keys::random_bytes::<32>().to_vec(),
             session_ttl: Duration::from_secs(8 * 3600),
+            session_check_interval: Duration::from_secs(2),
             secure_cookies: false,
             refresh: Duration::from_secs(3),
+            trusted_proxies: Vec::new(),
+            client_address_header: HeaderName::from_static("x-forwarded-for"),
+            throttle: ThrottleRules::default(),
+            signin_concurrency: default_signin_concurrency(),
+            signin_queue_timeout: Duration::from_secs(2),
         }
     }
 }

@@ -26,10 +26,20 @@ pub fn start_limiter(
     listener: TcpListener,
     auth_token: Option<String>,
 ) -> anyhow::Result<DevLimiter> {
+    start_limiter_with(listener, Config::default(), auth_token)
+}
+
+/// Starts the limiter with `config` (its `listen` replaced by the listener's address) on
+/// `listener`, optionally requiring `auth_token`. Tests use it for a limiter on Redis.
+pub fn start_limiter_with(
+    listener: TcpListener,
+    config: Config,
+    auth_token: Option<String>,
+) -> anyhow::Result<DevLimiter> {
     let addr = listener.local_addr()?;
     let config = Config {
         listen: addr,
-        ..Config::default()
+        ..config
     };
     let service = Arc::new(StreamService::from_config(&config)?);
     let router = screenlimit_limiter::api::router(service, config.max_body_bytes, auth_token);

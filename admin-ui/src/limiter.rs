@@ -130,6 +130,15 @@ pub struct AuditEntry {
     pub limit_to: Option<u32>,
     #[serde(default)]
     pub limit_until: Option<String>,
+    /// Sign-in events: the client's address.
+    #[serde(default)]
+    pub address: String,
+}
+
+/// `GET /v1/dashboard-sessions/{user}` and the answer of its events.
+#[derive(Debug, Deserialize)]
+struct SessionBody {
+    generation: u64,
 }
 
 fn force_stop() -> String {
@@ -322,6 +331,33 @@ impl LimiterClient {
         // A limiter older than kinds ignores the filter and sends force-stops only.
         entries.retain(|e| kind.is_none_or(|k| e.kind == k.as_str()));
         Ok(entries)
+    }
+
+    /// `user`'s session generation: a session issued under an older one has ended.
+    pub async fn session_generation(&self, user: &str) -> Result<u64, LimiterError> {
+        let url = self.endpoint(&["v1", "dashboard-sessions", user])?;
+        Ok(self
+            .send::<SessionBody>(self.http.get(url))
+            .await?
+            .generation)
+    }
+
+    /// Records a sign-in event (`kind` one of `AuditKind::SESSION_EVENTS`) in the limiter's
+    /// audit log; a sign-out also ends every session of `user`. Returns the generation in force.
+    pub async fn session_event(
+        &self,
+        user: &str,
+        kind: AuditKind,
+        address: &str,
+        reason: &str,
+    ) -> Result<u64, LimiterError> {
+        let url = self.endpoint(&["v1", "dashboard-sessions", user, "events"])?;
+        let body =
+            serde_json::json!({ "event": kind.as_str(), "address": address, "reason": reason });
+        Ok(self
+            .send::<SessionBody>(self.http.post(url).json(&body))
+            .await?
+            .generation)
     }
 
     pub async fn fleet(&self) -> Result<Fleet, LimiterError> {

@@ -10,8 +10,10 @@ use anyhow::Context;
 use axum::http::HeaderName;
 use clap::{Parser, Subcommand};
 use screenlimit_admin_ui::auth::Role;
+use screenlimit_admin_ui::auth::throttle::ThrottleRules;
 use screenlimit_admin_ui::auth::users::{Users, hash_password};
-use screenlimit_admin_ui::config::{AuthMode, Settings};
+use screenlimit_admin_ui::config::{AuthMode, Settings, default_signin_concurrency};
+use screenlimit_admin_ui::web::client;
 
 /// screenlimit's support dashboard: an account's live devices, force-stop, audit, fleet health.
 ///
@@ -87,12 +89,64 @@ struct Cli {
     /// How long a sign-in lasts.
     #[arg(long, env = "SCREENLIMIT_ADMIN_SESSION_TTL", default_value = "8h", value_parser = humantime::parse_duration)]
     session_ttl: Duration,
+    /// How long a user's session generation read from the limiter is trusted when reading
+    /// pages (a sign-out on another replica shows within it); state changes always ask afresh.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SESSION_CHECK_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
+    session_check_interval: Duration,
     /// The URL people open; `https://…` marks cookies `Secure` (so does `X-Forwarded-Proto: https`).
     #[arg(long, env = "SCREENLIMIT_ADMIN_EXTERNAL_URL")]
     external_url: Option<String>,
     /// How often the device table refreshes itself.
     #[arg(long, env = "SCREENLIMIT_ADMIN_REFRESH", default_value = "3s", value_parser = humantime::parse_duration)]
     refresh: Duration,
+    /// Peers whose client-address header is believed: reverse proxies or load balancers in
+    /// front of the dashboard (addresses or networks, comma separated; default none).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_TRUSTED_PROXIES", value_delimiter = ',', value_parser = client::parse_trusted_proxy)]
+    trusted_proxy: Vec<ipnet::IpNet>,
+    /// The header a trusted proxy names the client's address in (a list, the nearest hop last).
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_CLIENT_ADDRESS_HEADER",
+        default_value = "x-forwarded-for"
+    )]
+    client_address_header: HeaderName,
+    /// Failed sign-ins (per user name and per address) answered without delay.
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_SIGNIN_FREE_FAILURES",
+        default_value_t = 3
+    )]
+    signin_free_failures: u32,
+    /// Delay after the first failure beyond the free ones; doubles with each further one.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SIGNIN_DELAY", default_value = "500ms", value_parser = humantime::parse_duration)]
+    signin_delay: Duration,
+    /// Longest delay a sign-in is made to wait; an attempt whose turn is further away is
+    /// refused (429 with Retry-After).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SIGNIN_MAX_DELAY", default_value = "8s", value_parser = humantime::parse_duration)]
+    signin_max_delay: Duration,
+    /// Failed sign-ins of one user name that pause its sign-in for --signin-lockout.
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_SIGNIN_USER_LOCKOUT_AFTER",
+        default_value_t = 10
+    )]
+    signin_user_lockout_after: u32,
+    /// Failed sign-ins from one client address that pause sign-in from it for --signin-lockout.
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_SIGNIN_ADDRESS_LOCKOUT_AFTER",
+        default_value_t = 30
+    )]
+    signin_address_lockout_after: u32,
+    /// How long a lockout lasts (and how long failures are remembered).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SIGNIN_LOCKOUT", default_value = "15m", value_parser = humantime::parse_duration)]
+    signin_lockout: Duration,
+    /// Password verifications (argon2) at once, at most [default: half the cores, 1 to 4].
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SIGNIN_CONCURRENCY")]
+    signin_concurrency: Option<usize>,
+    /// How long a sign-in waits for a verification slot before it is answered 503.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SIGNIN_QUEUE_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration)]
+    signin_queue_timeout: Duration,
     /// Log format.
     #[arg(long, env = "SCREENLIMIT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -203,6 +257,11 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
             screenlimit_admin_ui::auth::keys::random_bytes::<32>().to_vec()
         }
     };
+    anyhow::ensure!(
+        cli.session_ttl.as_secs() <= screenlimit_limiter::model::MAX_DASHBOARD_SESSION_SEC,
+        "--session-ttl: at most 30 days (the limiter keeps a user's session generation that long \
+         after the last sign-in event)"
+    );
     let limiter_token = match &cli.limiter_token_file {
         Some(path) => Some(read_secret_file(path, "--limiter-token-file")?),
         None => None,
@@ -218,11 +277,28 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
         auth,
         secret,
         session_ttl: cli.session_ttl,
+        session_check_interval: cli.session_check_interval,
         secure_cookies: cli
             .external_url
             .as_deref()
             .is_some_and(|u| u.starts_with("https://")),
         refresh: cli.refresh,
+        trusted_proxies: cli.trusted_proxy.clone(),
+        client_address_header: cli.client_address_header.clone(),
+        throttle: ThrottleRules {
+            free_failures: cli.signin_free_failures,
+            base_delay: cli.signin_delay,
+            max_delay: cli.signin_max_delay,
+            user_lockout_after: cli.signin_user_lockout_after,
+            address_lockout_after: cli.signin_address_lockout_after,
+            lockout: cli.signin_lockout,
+            ..ThrottleRules::default()
+        },
+        signin_concurrency: cli
+            .signin_concurrency
+            .unwrap_or_else(default_signin_concurrency)
+            .max(1),
+        signin_queue_timeout: cli.signin_queue_timeout,
     })
 }
 

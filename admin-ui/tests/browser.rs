@@ -120,7 +120,19 @@ async fn wait_for(client: &Client, locator: Locator<'_>) -> Result<Element, CmdE
     client.wait().at_most(WAIT).for_element(locator).await
 }
 
+/// Whether `error` says the element was replaced meanwhile (htmx swaps the device table every
+/// refresh): then it is found again.
+fn stale(error: &CmdError) -> bool {
+    error.to_string().contains("stale element")
+}
+
 async fn click(client: &Client, locator: Locator<'_>) -> Result<(), CmdError> {
+    for _ in 0..3 {
+        match client.find(locator).await?.click().await {
+            Err(error) if stale(&error) => continue,
+            done => return done,
+        }
+    }
     client.find(locator).await?.click().await
 }
 
@@ -129,7 +141,25 @@ async fn type_into(client: &Client, locator: Locator<'_>, text: &str) -> Result<
 }
 
 async fn text_of(client: &Client, locator: Locator<'_>) -> Result<String, CmdError> {
+    for _ in 0..3 {
+        match client.find(locator).await?.text().await {
+            Err(error) if stale(&error) => continue,
+            done => return done,
+        }
+    }
     client.find(locator).await?.text().await
+}
+
+/// Waits until the page shown is the one the filter asked for (the unfiltered page before it
+/// may hold rows of that kind too).
+async fn wait_for_query(client: &Client, part: &str) {
+    eventually(&format!("an address with {part}"), || async {
+        client
+            .current_url()
+            .await
+            .is_ok_and(|url| url.query().is_some_and(|q| q.contains(part)))
+    })
+    .await;
 }
 
 async fn device_names(client: &Client) -> Vec<String> {
@@ -330,6 +360,7 @@ async fn run(
     )
     .await?;
     click(client, Locator::Id("audit-filter")).await?;
+    wait_for_query(client, "kind=limit_granted").await;
     wait_for(
         client,
         Locator::Css(r#"tr.audit-row[data-kind="limit_granted"]"#),
@@ -380,5 +411,105 @@ async fn run(
         .await?;
     assert_eq!(status, json!(400));
     assert_eq!(heartbeat(limiter, "acct-43", &other).await.0, 200);
+    Ok(())
+}
+
+/// Two replicas sharing a secret (cookies of 127.0.0.1 go to both ports, as one host name in
+/// front of replicas would have it): a sign-out on one ends the session on the other, a copy of
+/// the old cookie put back by hand is refused, and wrong passwords end in a pause the page
+/// explains; the Audit page lists the failures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_out_holds_on_the_other_replica_in_a_real_browser() {
+    let limiter = common::limiter(None).await;
+    let secret = screenlimit_admin_ui::auth::keys::random_bytes::<32>().to_vec();
+    let replica = || {
+        let mut settings = Settings::with_users(&limiter, common::users());
+        settings.secret = secret.clone();
+        settings.session_check_interval = Duration::from_millis(300);
+        settings.throttle.user_lockout_after = 3;
+        settings.throttle.base_delay = Duration::from_millis(100);
+        settings
+    };
+    let a = common::dashboard(replica()).await;
+    let b = common::dashboard(replica()).await;
+
+    let driver = start_driver().await;
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(&driver, profile.path()).await;
+    let outcome = sign_out_run(&client, &a, &b).await;
+    client.close().await.ok();
+    outcome.unwrap();
+}
+
+async fn sign_in_as(client: &Client, (user, password): (&str, &str)) -> Result<(), CmdError> {
+    wait_for(client, Locator::Id("user")).await?;
+    type_into(client, Locator::Id("user"), user).await?;
+    type_into(client, Locator::Id("password"), password).await?;
+    click(client, Locator::Id("sign-in")).await
+}
+
+async fn sign_out_run(client: &Client, a: &str, b: &str) -> Result<(), CmdError> {
+    client.goto(&format!("{a}/accounts")).await?;
+    sign_in_as(client, SUPPORT).await?;
+    wait_for(client, Locator::Id("account_id")).await?;
+    let old_cookie = client.get_named_cookie("sl_session").await?;
+
+    // The same browser on replica B: signed in there too; sign out there.
+    client.goto(&format!("{b}/accounts")).await?;
+    wait_for(client, Locator::Id("account_id")).await?;
+    click(client, Locator::Css(r#"form[action="/sign-out"] button"#)).await?;
+    wait_for(client, Locator::Id("user")).await?;
+    assert_eq!(client.current_url().await?.path(), "/sign-in");
+
+    // The old cookie, put back (as a copied cookie would be), opens nothing on replica A.
+    client.add_cookie(old_cookie).await?;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    client.goto(&format!("{a}/accounts")).await?;
+    wait_for(client, Locator::Id("user")).await?;
+    assert_eq!(client.current_url().await?.path(), "/sign-in");
+    screenshot(client, "8-signed-out-elsewhere").await;
+
+    // Wrong passwords: refused, then paused with a message that says for how long.
+    let mut last = String::new();
+    for _ in 0..4 {
+        client.goto(&format!("{a}/sign-in")).await?;
+        sign_in_as(client, (SUPPORT.0, "not the password")).await?;
+        last = wait_for(client, Locator::Css(".alert"))
+            .await?
+            .text()
+            .await?;
+    }
+    assert!(last.contains("Sign-in is paused for 15 minutes"), "{last}");
+    screenshot(client, "9-sign-in-paused").await;
+
+    // Another user signs in and finds the failures on the Audit page, filtered by kind.
+    client.goto(&format!("{a}/sign-in")).await?;
+    sign_in_as(client, common::VIEWER).await?;
+    wait_for(client, Locator::Id("account_id")).await?;
+    client.goto(&format!("{a}/audit")).await?;
+    click(
+        client,
+        Locator::Css(r#"#audit-kind option[value="sign_in_failed"]"#),
+    )
+    .await?;
+    click(client, Locator::Id("audit-filter")).await?;
+    wait_for_query(client, "kind=sign_in_failed").await;
+    wait_for(
+        client,
+        Locator::Css(r#"tr.audit-row[data-kind="sign_in_failed"]"#),
+    )
+    .await?;
+    let rows = client.find_all(Locator::Css("tr.audit-row")).await?;
+    let mut texts = Vec::new();
+    for row in &rows {
+        texts.push(row.text().await?);
+    }
+    assert_eq!(rows.len(), 3, "three failures, then the pause: {texts:#?}");
+    let row = rows[0].text().await?;
+    assert!(
+        row.contains("Sign-in failed") && row.contains("From 127.0.0.1") && row.contains(SUPPORT.0),
+        "{row}"
+    );
+    screenshot(client, "10-audit-sign-ins").await;
     Ok(())
 }

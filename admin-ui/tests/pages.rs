@@ -97,6 +97,31 @@ async fn sign_in_sets_a_strict_http_only_cookie_and_sign_out_ends_it() {
 }
 
 #[tokio::test]
+async fn hsts_only_when_the_external_url_is_https() {
+    let limiter = common::limiter(None).await;
+    let mut https = Settings::with_users(&limiter, common::users());
+    https.secure_cookies = true;
+    let page = Agent::new(&common::dashboard(https).await)
+        .get("/sign-in")
+        .await;
+    assert_eq!(
+        page.headers
+            .get("strict-transport-security")
+            .map(|v| v.to_str().unwrap()),
+        Some("max-age=31536000")
+    );
+    let plain = Settings::with_users(&limiter, common::users());
+    let mut agent = Agent::new(&common::dashboard(plain).await);
+    let page = agent
+        .get_with("/sign-in", &[("x-forwarded-proto", "https")])
+        .await;
+    assert!(
+        page.headers.get("strict-transport-security").is_none(),
+        "a proxy's header alone does not pin the host to https"
+    );
+}
+
+#[tokio::test]
 async fn cookies_are_secure_behind_tls() {
     let stack = stack().await;
     let mut agent = Agent::new(&stack.url);
@@ -542,8 +567,10 @@ async fn a_down_limiter_gets_a_clear_message() {
         let listener = common::free_listener().await;
         format!("http://{}", listener.local_addr().unwrap())
     };
-    let url = common::dashboard(Settings::with_users(&closed, common::users())).await;
-    let mut agent = Agent::signed_in(&url, VIEWER).await;
+    // Signed in through a replica whose limiter answers; the same cookie on a replica whose
+    // limiter is down reads pages (which say what is wrong) but changes nothing.
+    let down = Settings::with_users(&closed, common::users());
+    let mut agent = common::signed_in_elsewhere(down, SUPPORT).await;
     let page = agent.get("/accounts/acct-1").await;
     assert_eq!(page.status, StatusCode::BAD_GATEWAY);
     assert!(
@@ -564,6 +591,21 @@ async fn a_down_limiter_gets_a_clear_message() {
         fleet.body
     );
     assert_eq!(agent.get("/audit").await.status, StatusCode::BAD_GATEWAY);
+    // Fail safe: whether the session was signed out elsewhere cannot be read, so no change.
+    let csrf = agent.get("/accounts").await.csrf();
+    let page = agent
+        .post(
+            "/accounts/acct-1/limit-override",
+            &[("csrf", &csrf), ("max_streams", "3"), ("duration", "1h")],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        page.body.contains("Your sign-in cannot be confirmed")
+            && page.body.contains("Nothing was changed"),
+        "{}",
+        page.body
+    );
 }
 
 #[tokio::test]
@@ -577,11 +619,20 @@ async fn a_limiter_that_needs_a_token_gets_it() {
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("Token TV"));
 
+    // Without the token the limiter cannot record a sign-in, so there is none (a session that
+    // no replica could end is never issued).
     let without = Settings::with_users(&limiter, common::users());
-    let mut agent = Agent::signed_in(&common::dashboard(without).await, VIEWER).await;
-    let page = agent.get("/accounts/acct-t").await;
-    assert_eq!(page.status, StatusCode::BAD_GATEWAY);
+    let mut agent = Agent::new(&common::dashboard(without).await);
+    let csrf = agent.csrf().await;
+    let page = agent
+        .post(
+            "/sign-in",
+            &[("csrf", &csrf), ("user", VIEWER.0), ("password", VIEWER.1)],
+        )
+        .await;
+    assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(page.body.contains("service token"), "{}", page.body);
+    assert!(!agent.cookies.contains_key("sl_session"));
 }
 
 async fn play_with_token(limiter: &str) {
@@ -683,7 +734,7 @@ async fn a_limiter_that_hangs_is_cut_off_by_the_deadline() {
     });
     let mut settings = Settings::with_users(&silent, common::users());
     settings.limiter_timeout = std::time::Duration::from_millis(300);
-    let mut agent = Agent::signed_in(&common::dashboard(settings).await, VIEWER).await;
+    let mut agent = common::signed_in_elsewhere(settings, VIEWER).await;
     let started = std::time::Instant::now();
     let page = agent.get("/accounts/acct-1").await;
     assert!(started.elapsed() < std::time::Duration::from_secs(3));
@@ -974,7 +1025,7 @@ async fn temporary_limits_granted_and_removed_are_in_the_audit_log() {
         assert_eq!(page.status, StatusCode::BAD_REQUEST, "{bad}");
         assert!(
             page.body
-                .contains("is not a kind of audit entry. Choose one in the list: force_stop, limit_granted, limit_removed."),
+                .contains("is not a kind of audit entry. Choose one in the list: force_stop, limit_granted, limit_removed, sign_in, sign_in_failed, sign_in_throttled, sign_out."),
             "{}",
             page.body
         );

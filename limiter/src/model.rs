@@ -280,14 +280,40 @@ pub enum AuditKind {
     LimitGranted,
     /// A temporary limit was removed before its end.
     LimitRemoved,
+    /// Someone signed in to the dashboard (`actor`, from `address`).
+    SignIn,
+    /// A dashboard sign-in was refused: wrong user name or password.
+    SignInFailed,
+    /// Dashboard sign-ins were paused for a user name or an address after too many failures.
+    SignInThrottled,
+    /// Someone signed out of the dashboard: every session of `actor` ended, on every replica.
+    SignOut,
 }
 
 impl AuditKind {
-    pub const ALL: [AuditKind; 3] = [
+    pub const ALL: [AuditKind; 7] = [
         AuditKind::ForceStop,
         AuditKind::LimitGranted,
         AuditKind::LimitRemoved,
+        AuditKind::SignIn,
+        AuditKind::SignInFailed,
+        AuditKind::SignInThrottled,
+        AuditKind::SignOut,
     ];
+
+    /// The kinds a dashboard reports about its own sign-ins (`POST
+    /// /v1/dashboard-sessions/{user}/events`).
+    pub const SESSION_EVENTS: [AuditKind; 4] = [
+        AuditKind::SignIn,
+        AuditKind::SignInFailed,
+        AuditKind::SignInThrottled,
+        AuditKind::SignOut,
+    ];
+
+    /// Whether this kind is a dashboard sign-in event rather than a support action.
+    pub fn is_session_event(self) -> bool {
+        Self::SESSION_EVENTS.contains(&self)
+    }
 
     /// The snake_case name of the API and the stored entries.
     pub fn as_str(self) -> &'static str {
@@ -295,6 +321,10 @@ impl AuditKind {
             AuditKind::ForceStop => "force_stop",
             AuditKind::LimitGranted => "limit_granted",
             AuditKind::LimitRemoved => "limit_removed",
+            AuditKind::SignIn => "sign_in",
+            AuditKind::SignInFailed => "sign_in_failed",
+            AuditKind::SignInThrottled => "sign_in_throttled",
+            AuditKind::SignOut => "sign_out",
         }
     }
 
@@ -328,6 +358,39 @@ pub struct AuditEntry {
     /// Limit changes: when the granted limit ends, or when the removed one would have ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_until: Option<Millis>,
+    /// Sign-in events: the client's address as the dashboard saw it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub address: String,
+}
+
+/// A dashboard's report of a sign-in event (`kind` one of [`AuditKind::SESSION_EVENTS`]) for
+/// `user`; a sign-out also ends every session of `user` (bumps its session generation).
+#[derive(Debug, Clone)]
+pub struct SessionEventCmd {
+    pub user: String,
+    pub kind: AuditKind,
+    pub address: String,
+    pub reason: String,
+}
+
+impl SessionEventCmd {
+    /// The audit entry of this event, at `at`. Sign-in events belong to no account.
+    pub fn entry(&self, at: Millis) -> AuditEntry {
+        AuditEntry {
+            at,
+            kind: self.kind,
+            account_id: String::new(),
+            stream_id: String::new(),
+            device_id: String::new(),
+            device_meta: String::new(),
+            actor: self.user.clone(),
+            reason: self.reason.clone(),
+            limit_from: None,
+            limit_to: None,
+            limit_until: None,
+            address: self.address.clone(),
+        }
+    }
 }
 
 /// What a temporary-limit change did to the account, for its audit entry.
@@ -356,9 +419,14 @@ impl LimitChange {
             limit_from: Some(self.from),
             limit_to: Some(self.to),
             limit_until: Some(self.until),
+            address: String::new(),
         }
     }
 }
+
+/// Longest dashboard session the stores' session generations cover: a generation is kept this
+/// long (and a day more) after its user's last sign-in event.
+pub const MAX_DASHBOARD_SESSION_SEC: u64 = 30 * 24 * 3600;
 
 /// Entries kept in the fleet-wide audit log (per Redis shard).
 pub const AUDIT_RECENT: usize = 1000;

@@ -10,7 +10,8 @@ use crate::ids::{PlanTag, StreamIdCodec, StreamRef};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, DenyRule, Device, ForceStopCmd,
-    ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride, OverrideCmd, ReleaseOutcome, Timing,
+    ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride, OverrideCmd, ReleaseOutcome,
+    SessionEventCmd, Timing,
 };
 use crate::plans::{PlanError, PlanSource};
 use crate::store::memory::MemoryStore;
@@ -384,6 +385,31 @@ impl StreamService {
             .audit(account_id, kind, limit)
             .await
             .map_err(|e| self.unavailable(e))
+    }
+
+    /// A dashboard user's session generation (see `api::sessions`).
+    pub async fn session_generation(&self, user: &str) -> Result<u64, ServiceError> {
+        self.store
+            .session_generation(user)
+            .await
+            .map_err(|e| self.unavailable(e))
+    }
+
+    /// Records a dashboard sign-in event; a sign-out also ends the user's sessions. Returns the
+    /// generation now in force.
+    pub async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, ServiceError> {
+        let generation = self
+            .store
+            .session_event(cmd)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        tracing::info!(
+            user = cmd.user,
+            event = cmd.kind.as_str(),
+            address = cmd.address,
+            "dashboard session event"
+        );
+        Ok(generation)
     }
 
     fn unavailable(&self, error: StoreError) -> ServiceError {

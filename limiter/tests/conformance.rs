@@ -11,7 +11,8 @@ use screenlimit_limiter::config::StoreConfig;
 use screenlimit_limiter::ids::{PlanTag, StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
     AcquireCmd, AcquireOutcome, AuditKind, DenyRule, Device, DeviceCaps, DeviceType, ForceStopCmd,
-    ForceStopOutcome, HeartbeatOutcome, OverrideCmd, OverrideGrant, Plan, ReleaseOutcome, Timing,
+    ForceStopOutcome, HeartbeatOutcome, OverrideCmd, OverrideGrant, Plan, ReleaseOutcome,
+    SessionEventCmd, Timing,
 };
 use screenlimit_limiter::plans::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
@@ -657,6 +658,74 @@ mod audit_cases {
         );
         assert!(log(Some("acct-b"), Some(ForceStop), 10).await.is_empty());
     }
+
+    fn session_event(user: &str, kind: AuditKind, address: &str) -> SessionEventCmd {
+        SessionEventCmd {
+            user: user.to_owned(),
+            kind,
+            address: address.to_owned(),
+            reason: String::new(),
+        }
+    }
+
+    pub async fn a_sign_out_ends_the_user_s_sessions_and_sign_ins_are_audited<S: LeaseStore>(
+        store: &S,
+    ) {
+        use AuditKind::{SignIn, SignInFailed, SignInThrottled, SignOut};
+        assert_eq!(store.session_generation("ana").await.unwrap(), 0);
+        let event = |user, kind, address| {
+            let cmd = session_event(user, kind, address);
+            async move { store.session_event(&cmd).await.unwrap() }
+        };
+        assert_eq!(event("ana", SignInFailed, "10.0.0.9").await, 0);
+        assert_eq!(
+            event("ana", SignIn, "10.0.0.1").await,
+            0,
+            "a sign-in reads it"
+        );
+        assert_eq!(
+            event("ana", SignOut, "10.0.0.1").await,
+            1,
+            "a sign-out bumps it"
+        );
+        assert_eq!(store.session_generation("ana").await.unwrap(), 1);
+        assert_eq!(event("bo", SignInThrottled, "::1").await, 0);
+        assert_eq!(store.session_generation("bo").await.unwrap(), 0, "per user");
+        assert_eq!(event("ana", SignOut, "10.0.0.1").await, 2);
+
+        let entries = store.audit(None, None, 10).await.unwrap();
+        let seen: Vec<(String, AuditKind, String, String)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.actor.clone(),
+                    e.kind,
+                    e.address.clone(),
+                    e.account_id.clone(),
+                )
+            })
+            .collect();
+        let row = |user: &str, kind, address: &str| {
+            (user.to_owned(), kind, address.to_owned(), String::new())
+        };
+        assert_eq!(
+            seen,
+            [
+                row("ana", SignOut, "10.0.0.1"),
+                row("bo", SignInThrottled, "::1"),
+                row("ana", SignOut, "10.0.0.1"),
+                row("ana", SignIn, "10.0.0.1"),
+                row("ana", SignInFailed, "10.0.0.9"),
+            ]
+        );
+        let failed = store.audit(None, Some(SignInFailed), 10).await.unwrap();
+        assert_eq!(failed.len(), 1);
+        assert!(failed[0].at > 0);
+        assert!(
+            store.audit(Some("ana"), None, 10).await.unwrap().is_empty(),
+            "sign-in events belong to no account"
+        );
+    }
 }
 
 mod plan_rule_cases {
@@ -993,6 +1062,7 @@ conformance_module!(
     force_stops_are_audited_newest_first,
     limit_changes_are_audited_with_actor_from_to_until_and_reason,
     the_audit_log_filters_by_kind_and_account,
+    a_sign_out_ends_the_user_s_sessions_and_sign_ins_are_audited,
 );
 
 conformance_module!(

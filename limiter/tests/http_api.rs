@@ -718,6 +718,80 @@ async fn limit_changes_reach_the_audit_log_filterable_by_kind() {
     );
 }
 
+#[tokio::test]
+async fn dashboard_sign_outs_raise_the_generation_and_sign_ins_are_audited() {
+    let limiter = LimiterProcess::start("");
+    let api = limiter.client();
+    let session = |user: &str| {
+        let url = format!("{}/v1/dashboard-sessions/{user}", api.base);
+        api.send(api.http.get(url))
+    };
+    let event = |user: &str, body: serde_json::Value| {
+        let url = format!("{}/v1/dashboard-sessions/{user}/events", api.base);
+        api.send(api.http.post(url).json(&body))
+    };
+    let fresh = session("ana").await;
+    assert_eq!(fresh.status, StatusCode::OK);
+    assert_eq!(fresh.body, json!({"user": "ana", "generation": 0}));
+
+    // Bad input changes nothing and logs nothing.
+    for (user, body, field) in [
+        (
+            "ana",
+            json!({"event": "sign_in", "address": "10.0.0.1; rm"}),
+            "address",
+        ),
+        (
+            "ana",
+            json!({"event": "sign_in", "reason": "x".repeat(201)}),
+            "reason",
+        ),
+        ("a%20b", json!({"event": "sign_out"}), "user"),
+    ] {
+        let bad = event(user, body).await;
+        assert_eq!(
+            (bad.status, bad.body["field"].clone()),
+            (StatusCode::UNPROCESSABLE_ENTITY, json!(field)),
+            "{}",
+            bad.body
+        );
+    }
+    let bad = event("ana", json!({"event": "sign_in_everywhere"})).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+    assert_eq!(session("ana").await.body["generation"], 0);
+
+    let signed_in = event("ana", json!({"event": "sign_in", "address": "10.0.0.1"})).await;
+    assert_eq!(signed_in.body, json!({"user": "ana", "generation": 0}));
+    let failed = event("ana", json!({"event": "sign_in_failed", "address": "::1"})).await;
+    assert_eq!(failed.body["generation"], 0);
+    let out = event("ana", json!({"event": "sign_out", "address": "10.0.0.1"})).await;
+    assert_eq!(out.body, json!({"user": "ana", "generation": 1}));
+    assert_eq!(session("ana").await.body["generation"], 1);
+    assert_eq!(session("bo").await.body["generation"], 0, "per user");
+
+    let url = format!("{}/v1/audit?kind=sign_out", api.base);
+    let log = api.send(api.http.get(url)).await;
+    let entries = log.body["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{}", log.body);
+    assert_eq!(
+        (
+            &entries[0]["actor"],
+            &entries[0]["address"],
+            &entries[0]["account_id"]
+        ),
+        (&json!("ana"), &json!("10.0.0.1"), &json!(""))
+    );
+    let url = format!("{}/v1/audit", api.base);
+    let all = api.send(api.http.get(url)).await;
+    let kinds: Vec<&str> = all.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["sign_out", "sign_in_failed", "sign_in"]);
+}
+
 /// Sends `request_line` as is over a fresh connection (a URL library would resolve `..` in a
 /// path before sending it) and returns the status code.
 fn raw_status(base: &str, request_line: &str) -> u16 {

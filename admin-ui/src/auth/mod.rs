@@ -4,6 +4,7 @@
 pub mod csrf;
 pub mod keys;
 pub mod session;
+pub mod throttle;
 pub mod users;
 
 /// What a signed-in person may do.

@@ -1,11 +1,14 @@
 //! The session cookie: who signed in, their role, when it ends, signed with the dashboard secret.
 //!
-//! Stateless (any replica sharing the secret can read it); signing out also remembers the
-//! session's nonce until it would have expired, so a copied cookie dies with the sign-out.
+//! Stateless (any replica sharing the secret can read it). Each session carries its user's
+//! session generation, kept by the limiter in its store: a sign-out on any replica raises it,
+//! and every replica then refuses the sessions issued before (see [`Generations`] and
+//! `web::ctx`). Signing out also remembers the session's nonce on this replica, in case the
+//! limiter could not be told.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +28,9 @@ pub struct Session {
     pub expires: u64,
     #[serde(rename = "n")]
     pub nonce: String,
+    /// The user's session generation when it was issued.
+    #[serde(rename = "g", default)]
+    pub generation: u64,
 }
 
 impl Session {
@@ -63,13 +69,14 @@ impl Sessions {
         self.ttl
     }
 
-    /// A new session for `user`, as the cookie value.
-    pub fn issue(&self, user: &User) -> String {
+    /// A new session for `user` under session generation `generation`, as the cookie value.
+    pub fn issue(&self, user: &User, generation: u64) -> String {
         let session = Session {
             user: user.name.clone(),
             role: user.role,
             expires: now_unix() + self.ttl.as_secs(),
             nonce: b64(&random_bytes::<16>()),
+            generation,
         };
         let payload = b64(&serde_json::to_vec(&session).expect("session serializes"));
         let tag = b64(&self.signer.sign(payload.as_bytes()));
@@ -99,6 +106,46 @@ impl Sessions {
     }
 }
 
+/// A short local cache of users' session generations, read from the limiter.
+pub struct Generations {
+    fresh_for: Duration,
+    cache: Mutex<HashMap<String, (u64, Instant)>>,
+}
+
+/// Users whose generation the cache holds, at most (sessions are signed, so these are users who
+/// signed in; the bound only guards against a huge users file).
+const CACHED_USERS: usize = 4096;
+
+impl Generations {
+    pub fn new(fresh_for: Duration) -> Generations {
+        Generations {
+            fresh_for,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cached generation of `user`, if read less than `fresh_for` ago.
+    pub fn cached(&self, user: &str) -> Option<u64> {
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get(user)
+            .filter(|(_, read)| read.elapsed() < self.fresh_for)
+            .map(|(generation, _)| *generation)
+    }
+
+    pub fn remember(&self, user: &str, generation: u64) {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= CACHED_USERS && !cache.contains_key(user) {
+            let fresh_for = self.fresh_for;
+            cache.retain(|_, (_, read)| read.elapsed() < fresh_for);
+            if cache.len() >= CACHED_USERS {
+                cache.clear();
+            }
+        }
+        cache.insert(user.to_owned(), (generation, Instant::now()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,7 +160,7 @@ mod tests {
     #[test]
     fn round_trips_and_rejects_tampering() {
         let sessions = Sessions::new(b"secret", Duration::from_secs(60));
-        let cookie = sessions.issue(&ana());
+        let cookie = sessions.issue(&ana(), 0);
         assert_eq!(sessions.read(&cookie).map(|s| s.user()), Some(ana()));
         let other = Sessions::new(b"other secret", Duration::from_secs(60));
         assert!(other.read(&cookie).is_none(), "another secret");
@@ -123,6 +170,7 @@ mod tests {
             role: Role::Support,
             expires: u64::MAX,
             nonce: "x".into(),
+            generation: 0,
         })
         .unwrap();
         assert!(sessions.read(&format!("{}.{tag}", b64(&forged))).is_none());
@@ -130,11 +178,37 @@ mod tests {
     }
 
     #[test]
+    fn generations_are_cached_for_a_short_while() {
+        let generations = Generations::new(Duration::from_millis(50));
+        assert_eq!(generations.cached("ana"), None);
+        generations.remember("ana", 3);
+        assert_eq!(generations.cached("ana"), Some(3));
+        assert_eq!(generations.cached("bo"), None);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(generations.cached("ana"), None, "stale: asked afresh");
+        for i in 0..(CACHED_USERS + 10) {
+            generations.remember(&format!("user-{i}"), 0);
+        }
+        let held = generations.cache.lock().unwrap().len();
+        assert!(held <= CACHED_USERS, "{held}");
+    }
+
+    #[test]
+    fn the_generation_travels_in_the_cookie() {
+        let sessions = Sessions::new(b"secret", Duration::from_secs(60));
+        let session = sessions.read(&sessions.issue(&ana(), 7)).unwrap();
+        assert_eq!(session.generation, 7);
+    }
+
+    #[test]
     fn expires_and_ends() {
         let sessions = Sessions::new(b"secret", Duration::ZERO);
-        assert!(sessions.read(&sessions.issue(&ana())).is_none(), "expired");
+        assert!(
+            sessions.read(&sessions.issue(&ana(), 0)).is_none(),
+            "expired"
+        );
         let sessions = Sessions::new(b"secret", Duration::from_secs(60));
-        let cookie = sessions.issue(&ana());
+        let cookie = sessions.issue(&ana(), 0);
         let session = sessions.read(&cookie).unwrap();
         sessions.end(&session);
         assert!(sessions.read(&cookie).is_none(), "signed out");

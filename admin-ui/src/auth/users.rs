@@ -34,7 +34,8 @@ struct Entry {
 /// The users that may sign in with a password.
 pub struct Users {
     entries: BTreeMap<String, Entry>,
-    /// Verified against when the name is unknown, so that both cases take as long.
+    /// Verified against when the name is unknown, so that both cases take as long: the
+    /// costliest known user's hash (an unknown name never signs in, whatever matches).
     decoy: String,
 }
 
@@ -89,10 +90,14 @@ impl Users {
         if entries.is_empty() {
             return Err(UsersError::Empty);
         }
-        Ok(Users {
-            entries,
-            decoy: hash_password("decoy password for unknown users"),
-        })
+        // An unknown name is verified against the costliest known hash: the same work, so its
+        // answer takes as long (no user enumeration by timing); its answer is never a match.
+        let decoy = entries
+            .values()
+            .max_by_key(|e| cost(&e.hash))
+            .map(|e| e.hash.clone())
+            .expect("at least one entry");
+        Ok(Users { entries, decoy })
     }
 
     /// Builds the user list from (name, role, password) triples, hashing each password.
@@ -131,6 +136,16 @@ impl Users {
     }
 }
 
+/// The work a hash asks for (memory × passes × lanes), 0 when it cannot be read.
+fn cost(hash: &str) -> u64 {
+    PasswordHash::new(hash)
+        .ok()
+        .and_then(|h| argon2::Params::try_from(&h).ok())
+        .map_or(0, |p| {
+            u64::from(p.m_cost()) * u64::from(p.t_cost()) * u64::from(p.p_cost())
+        })
+}
+
 /// An argon2id PHC string for `password`, with a fresh random salt.
 pub fn hash_password(password: &str) -> String {
     Argon2::default()
@@ -154,6 +169,10 @@ mod tests {
         assert_eq!(users.verify("bo", "pw").map(|u| u.role), Some(Role::Viewer));
         assert!(users.verify("ana", "wrong").is_none());
         assert!(users.verify("nobody", "s3cret").is_none());
+        // An unknown name is checked against a known user's hash (the same work), and never
+        // signs in, even with that user's password.
+        assert!(users.entries.values().any(|e| e.hash == users.decoy));
+        assert!(users.verify("nobody", "pw").is_none());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The audit page: recent support actions (force-stops, temporary limits granted and removed),
-//! kept by the limiter, optionally for one account and of one kind.
+//! The audit page: recent support actions (force-stops, temporary limits granted and removed)
+//! and dashboard sign-ins (signed in, failed, paused, signed out; who and from where), kept by
+//! the limiter, optionally for one account and of one kind.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -31,6 +32,10 @@ fn kind_label(kind: AuditKind) -> &'static str {
         AuditKind::ForceStop => "Force-stop",
         AuditKind::LimitGranted => "Temporary limit granted",
         AuditKind::LimitRemoved => "Temporary limit removed",
+        AuditKind::SignIn => "Signed in",
+        AuditKind::SignInFailed => "Sign-in failed",
+        AuditKind::SignInThrottled => "Sign-in paused",
+        AuditKind::SignOut => "Signed out",
     }
 }
 
@@ -40,6 +45,10 @@ fn kind_heading(kind: AuditKind) -> &'static str {
         AuditKind::ForceStop => "Force-stops",
         AuditKind::LimitGranted => "Temporary limits granted",
         AuditKind::LimitRemoved => "Temporary limits removed",
+        AuditKind::SignIn => "Sign-ins",
+        AuditKind::SignInFailed => "Failed sign-ins",
+        AuditKind::SignInThrottled => "Sign-ins paused",
+        AuditKind::SignOut => "Sign-outs",
     }
 }
 
@@ -77,6 +86,11 @@ impl AuditRow {
                 "{from} → {to} screens (the plan's limit); it would have lasted until {}",
                 e.limit_until.as_deref().map_or("—".into(), view::clock)
             )),
+            (Some(k), _, _) if k.is_session_event() => Some(if e.address.is_empty() {
+                "Dashboard sign-in".to_owned()
+            } else {
+                format!("From {}", e.address)
+            }),
             _ => None,
         };
         let device = (kind == Some(AuditKind::ForceStop)).then(|| StoppedDevice {
@@ -209,7 +223,7 @@ mod tests {
         );
         let error = parse_kind("<b>grant</b>").unwrap_err();
         assert!(
-            error.contains("force_stop, limit_granted, limit_removed"),
+            error.contains("force_stop, limit_granted, limit_removed, sign_in, sign_in_failed"),
             "{error}"
         );
     }

@@ -3,7 +3,7 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::AppState;
@@ -106,6 +106,17 @@ impl Ctx {
     }
 }
 
+/// The peer's address (the connection's; see `client::client_address` for the client's).
+pub struct Peer(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Peer(super::client::peer(parts)))
+    }
+}
+
 /// The CSRF token for a form, for pages anyone may see (the sign-in page).
 pub struct CsrfToken(pub String, pub bool);
 
@@ -142,16 +153,48 @@ impl FromRequestParts<AppState> for Ctx {
             AuthMode::Credentials(_) => {
                 let session = cookie(&parts.headers, session::COOKIE)
                     .and_then(|value| state.sessions.read(&value));
-                match session {
-                    Some(session) => Ok(Ctx {
-                        user: session.user(),
-                        csrf,
-                        session: Some(session),
-                        secure: meta.secure,
-                        proxy_mode: false,
-                    }),
-                    None => Err(to_sign_in(parts)),
+                let Some(session) = session else {
+                    return Err(to_sign_in(parts));
+                };
+                // A state change needs the limiter's word, fresh, that the session was not
+                // signed out on another replica; a page read makes do with a cached one, or
+                // with none when the limiter cannot answer (its page will say so anyway).
+                let changes_state = !matches!(parts.method, Method::GET | Method::HEAD);
+                match state.session_live(&session, changes_state).await {
+                    Ok(true) => {}
+                    Ok(false) => return Err(to_sign_in(parts)),
+                    Err(error) if changes_state => {
+                        tracing::warn!(%error, user = session.user, "session state unreadable");
+                        let user = session.user();
+                        let nav = Nav {
+                            user: Some(user),
+                            csrf,
+                            active: "",
+                            can_sign_out: true,
+                        };
+                        return Err(PageError::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "Your sign-in cannot be confirmed",
+                            format!(
+                                "Nothing was changed. Before a change the dashboard checks with \
+                                 the limiter that you have not signed out elsewhere, and the \
+                                 limiter did not answer ({error}). Try again in a few seconds."
+                            ),
+                        )
+                        .with_nav(nav)
+                        .into_response());
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "session state unreadable; reading a page");
+                    }
                 }
+                Ok(Ctx {
+                    user: session.user(),
+                    csrf,
+                    session: Some(session),
+                    secure: meta.secure,
+                    proxy_mode: false,
+                })
             }
             AuthMode::ProxyHeader {
                 user_header,

@@ -21,6 +21,8 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         .get("x-forwarded-proto")
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
     let secure = state.settings.secure_cookies || forwarded_tls;
+    // HSTS only when the configured external URL is https (not on a proxy's word alone).
+    let hsts = state.settings.secure_cookies;
     let existing = cookie(request.headers(), csrf::COOKIE).filter(|c| c.len() >= 16);
     let fresh = existing.is_none();
     let csrf_cookie = existing.unwrap_or_else(Csrf::new_cookie);
@@ -32,7 +34,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     ) {
         match checked(&state, request, &csrf_cookie, fresh).await {
             Ok(checked) => request = checked,
-            Err(refusal) => return with_headers(refusal.into_response()),
+            Err(refusal) => return with_headers(refusal.into_response(), hsts),
         }
     }
     request.extensions_mut().insert(RequestMeta {
@@ -46,7 +48,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
             set_cookie(csrf::COOKIE, &csrf_cookie, None, secure),
         );
     }
-    with_headers(response)
+    with_headers(response, hsts)
 }
 
 /// Passes the request on when its CSRF token matches its cookie, else refuses it.
@@ -96,8 +98,17 @@ fn form_field(body: &[u8], name: &str) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
-fn with_headers(mut response: Response) -> Response {
+/// How long browsers keep to https once told (`Strict-Transport-Security`), one year.
+const HSTS: &str = "max-age=31536000";
+
+fn with_headers(mut response: Response, hsts: bool) -> Response {
     let headers = response.headers_mut();
+    if hsts {
+        headers.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static(HSTS),
+        );
+    }
     let set = [
         (
             header::CONTENT_SECURITY_POLICY,

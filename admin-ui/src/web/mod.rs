@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod assets;
 pub mod audit;
+pub mod client;
 pub mod ctx;
 pub mod error;
 pub mod fleet;
@@ -16,9 +17,10 @@ use axum::response::Redirect;
 use axum::routing::get;
 
 use crate::auth::csrf::Csrf;
-use crate::auth::session::Sessions;
+use crate::auth::session::{Generations, Session, Sessions};
+use crate::auth::throttle::Throttle;
 use crate::config::Settings;
-use crate::limiter::LimiterClient;
+use crate::limiter::{LimiterClient, LimiterError};
 
 /// Everything a handler may need; cheap to clone.
 #[derive(Clone)]
@@ -30,8 +32,15 @@ pub struct Shared {
     pub settings: Settings,
     pub limiter: LimiterClient,
     pub sessions: Sessions,
+    /// Users' session generations, read from the limiter, cached for
+    /// `settings.session_check_interval`.
+    pub generations: Generations,
     pub csrf: Csrf,
     pub fleet_samples: fleet::Samples,
+    /// Sign-in throttling per user name and per client address.
+    pub throttle: Throttle,
+    /// Bounds the argon2 verifications running at once.
+    pub verify_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::ops::Deref for AppState {
@@ -51,12 +60,35 @@ impl AppState {
         Ok(AppState {
             inner: Arc::new(Shared {
                 sessions: Sessions::new(&settings.secret, settings.session_ttl),
+                generations: Generations::new(settings.session_check_interval),
                 csrf: Csrf::new(&settings.secret),
                 limiter,
                 fleet_samples: fleet::Samples::default(),
+                throttle: Throttle::new(settings.throttle.clone()),
+                verify_slots: Arc::new(tokio::sync::Semaphore::new(
+                    settings.signin_concurrency.max(1),
+                )),
                 settings,
             }),
         })
+    }
+}
+
+impl Shared {
+    /// Whether `session` has not been signed out on any replica: its generation is still its
+    /// user's. `fresh` asks the limiter even when the cache holds the answer (before a
+    /// state-changing action); an error means nobody could say.
+    pub async fn session_live(&self, session: &Session, fresh: bool) -> Result<bool, LimiterError> {
+        let cached = self.generations.cached(&session.user).filter(|_| !fresh);
+        let current = match cached {
+            Some(generation) => generation,
+            None => {
+                let generation = self.limiter.session_generation(&session.user).await?;
+                self.generations.remember(&session.user, generation);
+                generation
+            }
+        };
+        Ok(session.generation >= current)
     }
 }
 

@@ -55,6 +55,18 @@ pub async fn dashboard(settings: Settings) -> String {
     url
 }
 
+/// An agent signed in as `who` through a replica whose limiter answers, then aimed at a
+/// dashboard with `settings` (the same secret): for dashboards whose limiter is down or hangs,
+/// where nobody can sign in.
+pub async fn signed_in_elsewhere(mut settings: Settings, who: (&str, &str)) -> Agent {
+    let up = Settings::with_users(&limiter(None).await, users());
+    settings.secret = up.secret.clone();
+    let signed_in = Agent::signed_in(&dashboard(up).await, who).await;
+    let mut agent = Agent::new(&dashboard(settings).await);
+    agent.cookies = signed_in.cookies;
+    agent
+}
+
 /// A limiter and a dashboard in front of it with the two test users.
 pub async fn stack() -> Stack {
     let limiter = limiter(None).await;

@@ -7,6 +7,7 @@ pub mod openapi;
 pub mod ops;
 pub mod responses;
 pub mod schema;
+pub mod sessions;
 pub mod streams;
 pub mod types;
 
@@ -45,6 +46,11 @@ pub fn router(service: AppState, max_body_bytes: usize, auth_token: Option<Strin
         )
         .route("/v1/audit", get(streams::audit))
         .route("/v1/fleet", get(streams::fleet))
+        .route("/v1/dashboard-sessions/{user}", get(sessions::session))
+        .route(
+            "/v1/dashboard-sessions/{user}/events",
+            post(sessions::event),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

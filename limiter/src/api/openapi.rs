@@ -7,7 +7,7 @@ use utoipa::OpenApi;
 
 use super::auth::OPEN_PATHS;
 use super::types::ErrorBody;
-use super::{ops, responses, streams};
+use super::{ops, responses, sessions, streams};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -26,6 +26,8 @@ use super::{ops, responses, streams};
         streams::clear_override,
         streams::audit,
         streams::fleet,
+        sessions::session,
+        sessions::event,
         ops::healthz,
         ops::readyz,
         ops::metrics,

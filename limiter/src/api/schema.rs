@@ -4,7 +4,7 @@
 
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
-use super::types::{ACTOR, MAX_OVERRIDE_SEC, REASON};
+use super::types::{ACTOR, ADDRESS, MAX_OVERRIDE_SEC, REASON};
 use crate::config::MAX_STREAMS_CEILING;
 use crate::ids::{DEVICE_META, ID, STREAM_ID, TextRule};
 use crate::model::AUDIT_RECENT;
@@ -66,6 +66,11 @@ pub fn actor() -> Object {
 /// Force-stop `reason`: absent, `null` or text.
 pub fn reason() -> Object {
     text_schema(&REASON, true)
+}
+
+/// A sign-in event's client `address`: absent, `null` or an address.
+pub fn address() -> Object {
+    text_schema(&ADDRESS, true)
 }
 
 /// `max_streams` of a limit override.

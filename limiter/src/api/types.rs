@@ -11,7 +11,7 @@ use crate::config::MAX_STREAMS_CEILING;
 use crate::ids::{DEVICE_META, DISPLAY_NAME, TextRule, validate_text, validate_token};
 use crate::model::{
     AUDIT_RECENT, AuditEntry, AuditKind, Device, DeviceType, LimitOverride, Millis, OverrideCmd,
-    OverrideGrant,
+    OverrideGrant, SessionEventCmd,
 };
 use crate::service::{ActiveStream, PlayStart};
 
@@ -305,8 +305,8 @@ impl ForceStopRequest {
     }
 }
 
-/// One support action as the audit log shows it: a force-stop, or a temporary limit granted or
-/// removed.
+/// One support action as the audit log shows it: a force-stop, a temporary limit granted or
+/// removed, or a dashboard sign-in event.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct AuditEntryInfo {
     /// RFC 3339 UTC, on the store's clock.
@@ -331,6 +331,10 @@ pub struct AuditEntryInfo {
     /// Limit changes, RFC 3339 UTC: when the granted limit ends, or when the removed one would
     /// have ended; null for force-stops.
     pub limit_until: Option<String>,
+    /// Sign-in events (`sign_in`, `sign_in_failed`, `sign_in_throttled`, `sign_out`, whose
+    /// `actor` is the dashboard user and `account_id` empty): the client's address; empty for
+    /// support actions.
+    pub address: String,
 }
 
 impl From<AuditEntry> for AuditEntryInfo {
@@ -347,6 +351,7 @@ impl From<AuditEntry> for AuditEntryInfo {
             limit_from: e.limit_from,
             limit_to: e.limit_to,
             limit_until: e.limit_until.map(rfc3339),
+            address: e.address,
         }
     }
 }
@@ -512,4 +517,94 @@ impl From<LimitOverride> for OverrideInfo {
             expires_at: rfc3339(o.until),
         }
     }
+}
+
+/// `{user}` in a path: a dashboard user name (the id rules).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct UserPath {
+    #[param(schema_with = schema::id)]
+    pub user: String,
+}
+
+/// A dashboard user's session state: sessions issued under an older generation have ended.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SessionInfo {
+    pub user: String,
+    /// Starts at 0; every sign-out adds one. A dashboard puts it in the session it issues and
+    /// refuses a session whose generation is not the current one.
+    pub generation: u64,
+}
+
+/// What happened at a dashboard's sign-in, as the audit log names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionEvent {
+    /// Signed in.
+    SignIn,
+    /// Wrong user name or password.
+    SignInFailed,
+    /// Sign-ins paused for the user name or the address (too many failures).
+    SignInThrottled,
+    /// Signed out: every session of the user ends, on every dashboard replica.
+    SignOut,
+}
+
+impl From<SessionEvent> for AuditKind {
+    fn from(event: SessionEvent) -> AuditKind {
+        match event {
+            SessionEvent::SignIn => AuditKind::SignIn,
+            SessionEvent::SignInFailed => AuditKind::SignInFailed,
+            SessionEvent::SignInThrottled => AuditKind::SignInThrottled,
+            SessionEvent::SignOut => AuditKind::SignOut,
+        }
+    }
+}
+
+/// A client address as a dashboard saw it: an IPv4 or IPv6 address in text.
+pub const ADDRESS: TextRule = TextRule {
+    min_chars: 0,
+    max_chars: 45,
+    pattern: "^[0-9A-Fa-f:.]*$",
+    words: "an IPv4 or IPv6 address (at most 45 characters of 0-9 A-F a-f : .)",
+};
+
+/// `POST /v1/dashboard-sessions/{user}/events`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SessionEventRequest {
+    pub event: SessionEvent,
+    /// The client's address, for the audit log.
+    #[schema(schema_with = schema::address)]
+    pub address: Option<String>,
+    /// A note for the audit log (why a sign-in was paused, say).
+    #[schema(schema_with = schema::reason)]
+    pub reason: Option<String>,
+}
+
+impl SessionEventRequest {
+    pub fn validate(self, user: &str) -> Result<SessionEventCmd, ApiError> {
+        check_token("user", user)?;
+        let address = self.address.unwrap_or_default();
+        validate_text(&ADDRESS, &address)
+            .map_err(|e| ApiError::invalid_field("address", &e.to_string()))?;
+        if !address
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        {
+            return Err(ApiError::invalid_field("address", ADDRESS.words));
+        }
+        let reason = self.reason.unwrap_or_default();
+        validate_reason(&reason).map_err(|e| ApiError::invalid_field("reason", &e))?;
+        Ok(SessionEventCmd {
+            user: user.to_owned(),
+            kind: self.event.into(),
+            address,
+            reason,
+        })
+    }
+}
+
+/// Checks a dashboard user name from a path.
+pub fn check_user(user: &str) -> Result<(), ApiError> {
+    check_token("user", user)
 }

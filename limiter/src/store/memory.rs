@@ -15,7 +15,7 @@ use crate::ids::StreamRef;
 use crate::model::{
     AUDIT_RECENT, AccountState, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind,
     ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, LimitOverride, Millis, OverrideCmd, Plan,
-    ReleaseOutcome, Timing,
+    ReleaseOutcome, SessionEventCmd, Timing,
 };
 
 const STRIPES: usize = 64;
@@ -26,6 +26,8 @@ pub struct MemoryStore {
     timing: Timing,
     /// Newest first, at most `AUDIT_RECENT` entries.
     audit: Mutex<VecDeque<AuditEntry>>,
+    /// Dashboard users' session generations (only users who signed out have one; 0 otherwise).
+    sessions: Mutex<HashMap<String, u64>>,
 }
 
 fn audit_entry(cmd: &ForceStopCmd, at: Millis, device_meta: String) -> AuditEntry {
@@ -41,6 +43,7 @@ fn audit_entry(cmd: &ForceStopCmd, at: Millis, device_meta: String) -> AuditEntr
         limit_from: None,
         limit_to: None,
         limit_until: None,
+        address: String::new(),
     }
 }
 
@@ -57,6 +60,7 @@ impl MemoryStore {
             default_plan,
             timing,
             audit: Mutex::new(VecDeque::new()),
+            sessions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -211,6 +215,25 @@ impl LeaseStore for MemoryStore {
             }
             limit_override
         }))
+    }
+
+    async fn session_generation(&self, user: &str) -> Result<u64, StoreError> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(sessions.get(user).copied().unwrap_or(0))
+    }
+
+    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, StoreError> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = sessions.get(&cmd.user).copied().unwrap_or(0);
+        let generation = if cmd.kind == AuditKind::SignOut {
+            sessions.insert(cmd.user.clone(), generation + 1);
+            generation + 1
+        } else {
+            generation
+        };
+        // Lock order: sessions, then audit (as stripe, then audit).
+        self.record(cmd.entry(now_ms()));
+        Ok(generation)
     }
 
     async fn health(&self) -> Vec<ShardHealth> {

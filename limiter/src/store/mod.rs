@@ -9,7 +9,7 @@ use std::future::Future;
 use crate::ids::StreamRef;
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome,
+    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
 };
 
 /// Why the store could not answer. The service turns these into the failure policy's decision.
@@ -91,6 +91,20 @@ pub trait LeaseStore: Send + Sync + 'static {
         &self,
         cmd: &OverrideCmd,
     ) -> impl Future<Output = Result<Option<LimitOverride>, StoreError>> + Send;
+
+    /// A dashboard user's session generation: sessions issued under an older one have ended
+    /// (0 until the user first signs out).
+    fn session_generation(
+        &self,
+        user: &str,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Records a dashboard sign-in event in the audit log; a sign-out also bumps the user's
+    /// session generation, in the same step. Returns the generation now in force.
+    fn session_event(
+        &self,
+        cmd: &SessionEventCmd,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Checks every shard now, within the deadline.
     fn health(&self) -> impl Future<Output = Vec<ShardHealth>> + Send;
@@ -218,6 +232,14 @@ impl LeaseStore for AnyStore {
 
     async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
         delegate!(self, s => s.set_override(cmd))
+    }
+
+    async fn session_generation(&self, user: &str) -> Result<u64, StoreError> {
+        delegate!(self, s => s.session_generation(user))
+    }
+
+    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, StoreError> {
+        delegate!(self, s => s.session_event(cmd))
     }
 
     async fn health(&self) -> Vec<ShardHealth> {

@@ -25,7 +25,7 @@ use crate::ids::{Nonce, PlanTag, StreamRef};
 use crate::model::{
     AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
     AuditKind, DenyRule, DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease,
-    LimitOverride, OverrideCmd, Plan, ReleaseOutcome, Timing,
+    LimitOverride, OverrideCmd, Plan, ReleaseOutcome, SessionEventCmd, Timing,
 };
 use crate::plans::PlanBook;
 
@@ -63,6 +63,7 @@ pub struct Scripts {
     pub force_stop: LuaScript,
     pub list: LuaScript,
     pub set_override: LuaScript,
+    pub session_event: LuaScript,
 }
 
 impl Scripts {
@@ -75,6 +76,7 @@ impl Scripts {
             force_stop,
             list,
             set_override,
+            session_event,
         ] = Self::sources().map(|(_, source)| LuaScript::new(source));
         Scripts {
             acquire,
@@ -84,12 +86,13 @@ impl Scripts {
             force_stop,
             list,
             set_override,
+            session_event,
         }
     }
 
     /// The source of every script by operation name (in the order of the fields), for loading
     /// after a `NOSCRIPT` and for tools such as the benchmark.
-    pub fn sources() -> [(&'static str, &'static str); 7] {
+    pub fn sources() -> [(&'static str, &'static str); 8] {
         [
             ("acquire", lease_script!(fast "acquire")),
             ("touch", TOUCH_SCRIPT),
@@ -98,6 +101,7 @@ impl Scripts {
             ("force_stop", lease_script!("force_stop")),
             ("list", lease_script!("list")),
             ("set_override", lease_script!("set_override")),
+            ("session_event", include_str!("lua/session_event.lua")),
         ]
     }
 }
@@ -129,6 +133,16 @@ pub fn account_audit_key(account_id: &str) -> String {
 
 /// Each shard's list of its newest support actions; the fleet view merges them.
 pub const SHARD_AUDIT_KEY: &str = "sl:audit";
+
+/// A dashboard user's session generation (`session_event.lua`), in the user's own slot.
+pub fn session_key(user: &str) -> String {
+    format!("sl:session:{{{user}}}")
+}
+
+/// How long a session generation outlives its user's last sign-in event: longer than any
+/// dashboard session may last (`MAX_DASHBOARD_SESSION_SEC`, and a day more).
+const SESSION_GENERATION_LIFE: Duration =
+    Duration::from_secs(crate::model::MAX_DASHBOARD_SESSION_SEC + 24 * 3600);
 
 /// How long an account's audit list outlives its last entry.
 const AUDIT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -764,6 +778,34 @@ impl LeaseStore for RedisStore {
             })),
             _ => Err(malformed("set_override")),
         }
+    }
+
+    async fn session_generation(&self, user: &str) -> Result<u64, StoreError> {
+        let index = ring::shard_for(user, self.shards.len());
+        let mut command = redis::cmd("GET");
+        command.arg(session_key(user));
+        match self.send(index, command).await? {
+            Value::Nil => Ok(0),
+            value => text(&value)?
+                .parse()
+                .map_err(|_| malformed("session generation")),
+        }
+    }
+
+    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, StoreError> {
+        let mut invocation = self
+            .scripts
+            .session_event
+            .call(&[session_key(&cmd.user), SHARD_AUDIT_KEY.to_owned()]);
+        invocation
+            .arg(u8::from(cmd.kind == AuditKind::SignOut))
+            .arg(cmd.kind.as_str())
+            .arg(&cmd.user)
+            .arg(&cmd.address)
+            .arg(&cmd.reason)
+            .arg(AUDIT_RECENT)
+            .arg(SESSION_GENERATION_LIFE.as_millis() as u64);
+        self.run(&cmd.user, invocation).await
     }
 
     async fn health(&self) -> Vec<ShardHealth> {
