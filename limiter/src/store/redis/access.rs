@@ -22,7 +22,7 @@ use crate::config::{ConfigError, StoreConfig};
 /// The smallest ACL a data node needs to grant the limiter's user (README, "Redis ACL for the
 /// limiter"): its own keys (`sl:*`), no channels, and only the commands it and its scripts run.
 pub const LIMITER_ACL_RULES: &str = "on resetkeys ~sl:* resetchannels -@all +ping +evalsha \
-     +script|load +role +dbsize +get +getex +set +setrange +del +pexpire +pexpiretime +time +lpush \
+     +script|load +role +dbsize +get +getex +set +setrange +incr +del +pexpire +pexpiretime +time +lpush \
      +ltrim +lrange";
 
 /// `store.tls`: what a `rediss://` connection trusts and shows.
