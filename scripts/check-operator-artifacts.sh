@@ -85,6 +85,9 @@ for name, (values, expected) in variants.items():
                 assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
                 if "secrets" in rule["resources"]:
                     assert rule["verbs"] == ["create"], rule
+            # The operator owns and prunes the NetworkPolicies of each StreamLimiter.
+            assert any("networkpolicies" in r["resources"] and "delete" in r["verbs"]
+                       for r in d["rules"]), d["rules"]
     print(f"  template ({name}): {len(docs)} objects OK")
 
 crd = yaml.safe_load(open(f"{chart}/crds/streamlimiter.yaml"))

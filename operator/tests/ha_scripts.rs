@@ -2,15 +2,21 @@
 //! the way their pods run them: the operator's rendered StatefulSets and ConfigMap, each pod on
 //! its own address with its stable DNS name, the scripts mounted read-only with mode 0555, the
 //! official image's uid 999 with every capability dropped, emptyDir `/data` kept across
-//! restarts. See `pods/mod.rs` for the runner.
+//! restarts, with the credentials Secret the operator generates (every server wants a
+//! password; the limiter's ACL user may do only what the limiter does). See `pods/mod.rs` for
+//! the runner.
 
 mod common;
 mod pods;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use screenlimit_operator::build::build;
+use kube::Resource;
+use screenlimit_operator::build::{Desired, build, secret};
+use screenlimit_operator::crd::StreamLimiter;
+use screenlimit_operator::names::{LIMITER_PASSWORD_KEY, LIMITER_REDIS_USER, Names};
 
 use pods::{Cluster, Pod, wait_for};
 
@@ -107,6 +113,99 @@ fn wait_replica_known(sentinels: &[Pod], master: &str, replica: &Pod) {
     }
 }
 
+/// The operator's generated credentials Secret for `sl`, as the cluster would hold it.
+fn redis_auth(sl: &StreamLimiter) -> BTreeMap<String, String> {
+    let owner = sl.controller_owner_ref(&()).unwrap();
+    let names = Names::new(sl.metadata.name.as_deref().unwrap());
+    secret::redis_auth_secret(&names, "video", &owner)
+        .string_data
+        .unwrap()
+}
+
+fn cluster_with_secrets(
+    sl: &StreamLimiter,
+    desired: &Desired,
+) -> (Cluster, BTreeMap<String, String>) {
+    let mut cluster = Cluster::new("video", &desired.config_maps);
+    let auth = redis_auth(sl);
+    cluster.add_secret("demo-redis-auth", auth.clone());
+    (cluster, auth)
+}
+
+/// `redis-cli` in `pod` with nothing but `args` (no `REDISCLI_AUTH`): its output, errors included.
+fn cli_as(pod: &Pod, args: &[&str]) -> String {
+    let mut argv = vec![
+        "env",
+        "-u",
+        "REDISCLI_AUTH",
+        "redis-cli",
+        "--no-auth-warning",
+    ];
+    argv.extend_from_slice(args);
+    let out = pod.exec(&argv);
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+    .trim()
+    .to_owned()
+}
+
+/// A data node wants a password; the limiter's ACL user can run what the limiter runs on its
+/// own keys, and nothing else.
+fn assert_locked_down(pod: &Pod, limiter_password: &str, tag: &str) {
+    let anonymous = cli_as(pod, &["-p", "6379", "set", "sl:x", "1"]);
+    assert!(anonymous.contains("NOAUTH"), "{}: {anonymous}", pod.name);
+    let wrong = cli_as(
+        pod,
+        &[
+            "-p",
+            "6379",
+            "--user",
+            LIMITER_REDIS_USER,
+            "--pass",
+            "wrong",
+            "ping",
+        ],
+    );
+    assert!(wrong.contains("WRONGPASS"), "{}: {wrong}", pod.name);
+    let limiter = |args: &[&str]| {
+        let mut argv = vec![
+            "-p",
+            "6379",
+            "--user",
+            LIMITER_REDIS_USER,
+            "--pass",
+            limiter_password,
+        ];
+        argv.extend_from_slice(args);
+        cli_as(pod, &argv)
+    };
+    let key = format!("sl:{{{tag}}}");
+    assert_eq!(limiter(&["ping"]), "PONG");
+    assert_eq!(limiter(&["set", &key, "1", "px", "60000"]), "OK");
+    assert_eq!(limiter(&["get", &key]), "1");
+    let sha = limiter(&["script", "load", "return redis.call('time')[1]"]);
+    assert_eq!(sha.len(), 40, "{}: script load: {sha}", pod.name);
+    assert!(limiter(&["evalsha", &sha, "0"]).parse::<u64>().is_ok());
+    for refused in [
+        vec!["flushall"],
+        vec!["keys", "*"],
+        vec!["config", "get", "requirepass"],
+        vec!["set", "other:key", "1"],
+        vec!["get", "other:key"],
+        vec!["acl", "list"],
+    ] {
+        let answer = limiter(&refused);
+        assert!(
+            answer.contains("NOPERM"),
+            "{}: {refused:?} answered {answer}",
+            pod.name
+        );
+    }
+}
+
 fn restart(pod: &mut Pod) {
     pod.kill();
     pod.start();
@@ -125,7 +224,8 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     let sl = common::fixture("ha.yaml");
     let desired = build(&sl).expect("build");
     let sets = &desired.stateful_sets;
-    let mut cluster = Cluster::new("video", &desired.config_maps);
+    let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
+    let limiter_password = auth[LIMITER_PASSWORD_KEY].clone();
     let mut shard: Vec<Pod> = (0..2)
         .map(|i| cluster.stateful_pod(set(sets, "demo-redis-0"), i))
         .collect();
@@ -162,6 +262,46 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     for sentinel in &sentinels {
         let flushed = sentinel.exec_ok(&["redis-cli", "-p", "26379", "sentinel", "flushconfig"]);
         assert_eq!(flushed, "OK", "{}", sentinel.log());
+        // Sentinels want their password too, and found each other with it.
+        let anonymous = cli_as(sentinel, &["-p", "26379", "ping"]);
+        assert!(
+            anonymous.contains("NOAUTH"),
+            "{}: {anonymous}",
+            sentinel.name
+        );
+        wait_for(
+            START,
+            &format!("{} knowing its 2 peers", sentinel.name),
+            || {
+                let peers = sentinel.exec_ok(&[
+                    "redis-cli",
+                    "-p",
+                    "26379",
+                    "--raw",
+                    "sentinel",
+                    "sentinels",
+                    "demo-shard-0",
+                ]);
+                peers.lines().filter(|l| *l == "name").count() == 2
+            },
+        );
+    }
+    // Shard pods want a password; the limiter's user may do what the limiter does, on its keys.
+    assert_locked_down(&shard[0], &limiter_password, "a");
+    // What the limiter writes on the primary reaches the replica (masterauth).
+    wait_for(START, "the limiter's key on the replica", || {
+        shard[1].exec_ok(&["redis-cli", "-p", "6379", "get", "sl:{a}"]) == "1"
+    });
+    // No password in any ConfigMap.
+    for cm in &desired.config_maps {
+        for (key, value) in cm.data.iter().flatten() {
+            for password in auth.values() {
+                assert!(
+                    !value.contains(password.as_str()),
+                    "ConfigMap key {key} holds a password"
+                );
+            }
+        }
     }
 
     // The primary's pre-stop hook hands the role to its replica through Sentinel.
@@ -187,6 +327,8 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     assert_eq!(role(&shard[1])[0], "master", "the replica was not promoted");
     wait_primary_everywhere(&sentinels, "demo-shard-0", &shard[1]);
     wait_replica_of(&shard[0], &shard[1]);
+    // The promoted replica has the limiter's user too (every pod's config carries it).
+    assert_locked_down(&shard[1], &limiter_password, "b");
 
     // Every container crashes and restarts over what its first start left in /data.
     for pod in sentinels.iter_mut() {
@@ -207,4 +349,44 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
         let flushed = sentinel.exec_ok(&["redis-cli", "-p", "26379", "sentinel", "flushconfig"]);
         assert_eq!(flushed, "OK", "{}", sentinel.log());
     }
+    // The restarted pod (a replica now) rebuilt its config with the users: it answers the
+    // limiter's user (reads are fine on a replica) and refuses anyone without a password.
+    let replica = cli_as(
+        &shard[0],
+        &[
+            "-p",
+            "6379",
+            "--user",
+            LIMITER_REDIS_USER,
+            "--pass",
+            &limiter_password,
+            "get",
+            "sl:{b}",
+        ],
+    );
+    assert_eq!(replica, "1", "{}", shard[0].log());
+    assert!(cli_as(&shard[0], &["-p", "6379", "ping"]).contains("NOAUTH"));
+    // The config files with passwords are the pod's own: mode 0600.
+    let mode = shard[0].exec_ok(&["stat", "-c", "%a", "/data/redis.conf"]);
+    assert_eq!(mode, "600");
+}
+
+#[test]
+fn a_shard_without_replicas_starts_with_passwords_and_the_limiter_acl() {
+    assert!(
+        std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n")),
+        "this test runs pods in namespaces it creates: run it as root (CI does)"
+    );
+    let sl = common::fixture("managed.yaml");
+    let desired = build(&sl).expect("build");
+    let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
+    let mut pod = cluster.stateful_pod(set(&desired.stateful_sets, "demo-redis-0"), 0);
+    pod.start();
+    pod.wait_ready(START);
+    assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "c");
+    restart(&mut pod);
+    assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "d");
 }
