@@ -30,15 +30,17 @@ fn set<'a>(sets: &'a [StatefulSet], name: &str) -> &'a StatefulSet {
 
 /// The primary a Sentinel reports for `master`, by host name; `None` if it knows none.
 fn primary_seen_by(sentinel: &Pod, master: &str) -> Option<String> {
-    let output = sentinel.exec(&[
-        "redis-cli",
-        "-p",
-        "26379",
-        "--raw",
-        "sentinel",
-        "get-master-addr-by-name",
-        master,
-    ]);
+    let output = cli_out(
+        sentinel,
+        &[
+            "-p",
+            "26379",
+            "--raw",
+            "sentinel",
+            "get-master-addr-by-name",
+            master,
+        ],
+    );
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     stdout
         .lines()
@@ -49,7 +51,7 @@ fn primary_seen_by(sentinel: &Pod, master: &str) -> Option<String> {
 
 /// `role` of a Redis pod: `master`, or `slave` with the primary's host name.
 fn role(pod: &Pod) -> Vec<String> {
-    pod.exec_ok(&["redis-cli", "-p", "6379", "--raw", "role"])
+    cli_ok(pod, &["-p", "6379", "--raw", "role"])
         .lines()
         .map(str::to_owned)
         .collect()
@@ -73,7 +75,7 @@ fn wait_replica_of(replica: &Pod, primary: &Pod) {
         START,
         &format!("{} replicating {}", replica.name, primary.name),
         || {
-            let info = replica.exec_ok(&["redis-cli", "-p", "6379", "info", "replication"]);
+            let info = cli_ok(replica, &["-p", "6379", "info", "replication"]);
             info.contains("role:slave")
                 && info.contains(&format!("master_host:{}", primary.dns))
                 && info.contains("master_link_status:up")
@@ -92,15 +94,10 @@ fn wait_replica_known(sentinels: &[Pod], master: &str, replica: &Pod) {
                 sentinel.name, replica.name
             ),
             || {
-                let replicas = sentinel.exec_ok(&[
-                    "redis-cli",
-                    "-p",
-                    "26379",
-                    "--raw",
-                    "sentinel",
-                    "replicas",
-                    master,
-                ]);
+                let replicas = cli_ok(
+                    sentinel,
+                    &["-p", "26379", "--raw", "sentinel", "replicas", master],
+                );
                 let fields: Vec<&str> = replicas.lines().collect();
                 fields
                     .windows(2)
@@ -111,6 +108,27 @@ fn wait_replica_known(sentinels: &[Pod], master: &str, replica: &Pod) {
             },
         );
     }
+}
+
+/// Where the TLS Secret is mounted (as the pods mount it).
+const TLS_CA: &str = "/etc/screenlimit/redis-tls/ca.crt";
+
+/// `redis-cli` as the pod's own scripts call it: over TLS when the pod serves TLS.
+fn redis_cli<'a>(pod: &Pod, args: &[&'a str]) -> Vec<&'a str> {
+    let mut argv = vec!["redis-cli"];
+    if pod.env_value("TLS_DIR").is_some() {
+        argv.extend(["--tls", "--cacert", TLS_CA]);
+    }
+    argv.extend_from_slice(args);
+    argv
+}
+
+fn cli_ok(pod: &Pod, args: &[&str]) -> String {
+    pod.exec_ok(&redis_cli(pod, args))
+}
+
+fn cli_out(pod: &Pod, args: &[&str]) -> std::process::Output {
+    pod.exec(&redis_cli(pod, args))
 }
 
 /// The operator's generated credentials Secret for `sl`, as the cluster would hold it.
@@ -134,13 +152,8 @@ fn cluster_with_secrets(
 
 /// `redis-cli` in `pod` with nothing but `args` (no `REDISCLI_AUTH`): its output, errors included.
 fn cli_as(pod: &Pod, args: &[&str]) -> String {
-    let mut argv = vec![
-        "env",
-        "-u",
-        "REDISCLI_AUTH",
-        "redis-cli",
-        "--no-auth-warning",
-    ];
+    let mut argv = vec!["env", "-u", "REDISCLI_AUTH"];
+    argv.extend(redis_cli(pod, &["--no-auth-warning"]));
     argv.extend_from_slice(args);
     let out = pod.exec(&argv);
     format!(
@@ -206,6 +219,104 @@ fn assert_locked_down(pod: &Pod, limiter_password: &str, tag: &str) {
     }
 }
 
+/// The pre-stop hook's command of a shard StatefulSet's pods.
+fn pre_stop_of(set: &StatefulSet) -> Vec<String> {
+    set.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        .and_then(|h| h.exec.as_ref())
+        .and_then(|e| e.command.clone())
+        .expect("a pre-stop exec hook on Sentinel-managed shard pods")
+}
+
+/// A CA and a server certificate for every name the pods go by, cert-manager style.
+fn certificates() -> BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    ];
+    ca.extend(ec);
+    run(&ca);
+    let mut csr = vec![
+        "req",
+        "-subj",
+        "/CN=redis",
+        "-keyout",
+        "tls.key",
+        "-out",
+        "tls.csr",
+    ];
+    csr.extend(ec);
+    run(&csr);
+    std::fs::write(
+        dir.path().join("san.ext"),
+        "subjectAltName=DNS:*.demo-redis-0.video.svc,DNS:*.demo-redis-1.video.svc,DNS:*.demo-sentinel.video.svc,DNS:demo-redis-0.video.svc,DNS:demo-redis-1.video.svc\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "tls.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "tls.crt",
+    ]);
+    ["tls.crt", "tls.key", "ca.crt"]
+        .into_iter()
+        .map(|f| {
+            (
+                f.to_owned(),
+                std::fs::read_to_string(dir.path().join(f)).unwrap(),
+            )
+        })
+        .collect()
+}
+
 fn restart(pod: &mut Pod) {
     pod.kill();
     pod.start();
@@ -260,7 +371,7 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     wait_primary_everywhere(&sentinels, "demo-shard-1", &other_shard[0]);
     // Sentinel rewrites its own config file (failovers, peers): it must be able to.
     for sentinel in &sentinels {
-        let flushed = sentinel.exec_ok(&["redis-cli", "-p", "26379", "sentinel", "flushconfig"]);
+        let flushed = cli_ok(sentinel, &["-p", "26379", "sentinel", "flushconfig"]);
         assert_eq!(flushed, "OK", "{}", sentinel.log());
         // Sentinels want their password too, and found each other with it.
         let anonymous = cli_as(sentinel, &["-p", "26379", "ping"]);
@@ -273,15 +384,17 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
             START,
             &format!("{} knowing its 2 peers", sentinel.name),
             || {
-                let peers = sentinel.exec_ok(&[
-                    "redis-cli",
-                    "-p",
-                    "26379",
-                    "--raw",
-                    "sentinel",
-                    "sentinels",
-                    "demo-shard-0",
-                ]);
+                let peers = cli_ok(
+                    sentinel,
+                    &[
+                        "-p",
+                        "26379",
+                        "--raw",
+                        "sentinel",
+                        "sentinels",
+                        "demo-shard-0",
+                    ],
+                );
                 peers.lines().filter(|l| *l == "name").count() == 2
             },
         );
@@ -290,7 +403,7 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     assert_locked_down(&shard[0], &limiter_password, "a");
     // What the limiter writes on the primary reaches the replica (masterauth).
     wait_for(START, "the limiter's key on the replica", || {
-        shard[1].exec_ok(&["redis-cli", "-p", "6379", "get", "sl:{a}"]) == "1"
+        cli_ok(&shard[1], &["-p", "6379", "get", "sl:{a}"]) == "1"
     });
     // No password in any ConfigMap.
     for cm in &desired.config_maps {
@@ -305,21 +418,7 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     }
 
     // The primary's pre-stop hook hands the role to its replica through Sentinel.
-    let pre_stop = set(sets, "demo-redis-0")
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .lifecycle
-        .as_ref()
-        .and_then(|l| l.pre_stop.as_ref())
-        .and_then(|h| h.exec.as_ref())
-        .and_then(|e| e.command.clone())
-        .expect("a pre-stop exec hook on Sentinel-managed shard pods");
+    let pre_stop = pre_stop_of(set(sets, "demo-redis-0"));
     let pre_stop: Vec<&str> = pre_stop.iter().map(String::as_str).collect();
     wait_replica_known(&sentinels, "demo-shard-0", &shard[1]);
     let hook = shard[0].exec(&pre_stop);
@@ -346,7 +445,7 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     wait_primary_everywhere(&sentinels, "demo-shard-0", &shard[1]);
     wait_primary_everywhere(&sentinels, "demo-shard-1", &other_shard[0]);
     for sentinel in &sentinels {
-        let flushed = sentinel.exec_ok(&["redis-cli", "-p", "26379", "sentinel", "flushconfig"]);
+        let flushed = cli_ok(sentinel, &["-p", "26379", "sentinel", "flushconfig"]);
         assert_eq!(flushed, "OK", "{}", sentinel.log());
     }
     // The restarted pod (a replica now) rebuilt its config with the users: it answers the
@@ -389,4 +488,66 @@ fn a_shard_without_replicas_starts_with_passwords_and_the_limiter_acl() {
     assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "c");
     restart(&mut pod);
     assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "d");
+}
+
+/// The same pods with `redis.tls`: every server listens with TLS only, replication and Sentinel
+/// go over TLS, and the bootstrap, the passwords and a pre-stop failover still work.
+#[test]
+fn sentinel_managed_shards_over_tls_start_and_fail_over() {
+    assert!(
+        std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n")),
+        "this test runs pods in namespaces it creates: run it as root (CI does)"
+    );
+    let sl = common::fixture("secure.yaml");
+    let desired = build(&sl).expect("build");
+    let sets = &desired.stateful_sets;
+    let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
+    cluster.add_secret("demo-redis-tls", certificates());
+    let mut shard: Vec<Pod> = (0..2)
+        .map(|i| cluster.stateful_pod(set(sets, "demo-redis-0"), i))
+        .collect();
+    // Shard 1's pods exist (their DNS names resolve) but do not run: the Sentinels monitor it
+    // at its pod 0 and wait.
+    let _other_shard: Vec<Pod> = (0..2)
+        .map(|i| cluster.stateful_pod(set(sets, "demo-redis-1"), i))
+        .collect();
+    let mut sentinels: Vec<Pod> = (0..3)
+        .map(|i| cluster.stateful_pod(set(sets, "demo-sentinel"), i))
+        .collect();
+    for pod in shard.iter_mut().chain(&mut sentinels) {
+        pod.start();
+    }
+    for pod in shard.iter_mut().chain(&mut sentinels) {
+        pod.wait_ready(START);
+    }
+    assert_eq!(role(&shard[0])[0], "master", "{}", shard[0].log());
+    wait_replica_of(&shard[1], &shard[0]);
+    wait_primary_everywhere(&sentinels, "demo-shard-0", &shard[0]);
+    // Nothing in clear: a plain client gets no answer from the TLS-only port.
+    let plain = shard[0].exec(&["redis-cli", "-p", "6379", "ping"]);
+    assert!(
+        !String::from_utf8_lossy(&plain.stdout).contains("PONG"),
+        "{plain:?}"
+    );
+    let plain = sentinels[0].exec(&["redis-cli", "-p", "26379", "ping"]);
+    assert!(
+        !String::from_utf8_lossy(&plain.stdout).contains("PONG"),
+        "{plain:?}"
+    );
+    assert_locked_down(&shard[0], &auth[LIMITER_PASSWORD_KEY], "t");
+    for sentinel in &sentinels {
+        assert!(cli_as(sentinel, &["-p", "26379", "ping"]).contains("NOAUTH"));
+    }
+    // A failover over TLS, asked for by the pre-stop hook.
+    wait_replica_known(&sentinels, "demo-shard-0", &shard[1]);
+    let pre_stop = pre_stop_of(set(sets, "demo-redis-0"));
+    let pre_stop: Vec<&str> = pre_stop.iter().map(String::as_str).collect();
+    let hook = shard[0].exec(&pre_stop);
+    assert!(hook.status.success(), "pre-stop: {hook:?}");
+    assert_eq!(role(&shard[1])[0], "master", "the replica was not promoted");
+    wait_primary_everywhere(&sentinels, "demo-shard-0", &shard[1]);
+    wait_replica_of(&shard[0], &shard[1]);
 }

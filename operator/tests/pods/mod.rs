@@ -356,6 +356,14 @@ impl Pod {
         command
     }
 
+    /// The value of the container's env variable `name`, Secret references resolved.
+    pub fn env_value(&self, name: &str) -> Option<&str> {
+        self.env.iter().find_map(|kv| {
+            kv.strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix('='))
+        })
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.dir.join("log")
     }
