@@ -491,7 +491,8 @@ impl Default for SentinelSpec {
     }
 }
 
-/// Redis shards you run yourself: their URLs inline, or from a Secret when they carry passwords.
+/// Redis shards you run yourself: their URLs inline or from a Secret, and the credentials the
+/// limiter logs in with.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[x_kube(
     validation = Rule::new("has(self.urls) != has(self.urlsSecret)").message("set exactly one of redis.external.urls and redis.external.urlsSecret").reason(Reason::FieldValueInvalid)
@@ -506,9 +507,26 @@ pub struct ExternalRedisSpec {
     pub urls: Option<Vec<RedisUrl>>,
     /// A key of a Secret in this namespace holding the shard URLs, comma separated, in shard
     /// order. Passed to the limiter as `SCREENLIMIT_REDIS_SHARDS`; restart the limiter after
-    /// changing it.
+    /// changing it. The limiter refuses a password inside a URL: use `auth`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub urls_secret: Option<SecretKeyRef>,
+    /// The user and password the limiter logs in with (a Redis 6+ ACL user; grant it the
+    /// limiter's ACL, see the README).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ExternalRedisAuth>,
+}
+
+/// Credentials for external Redis: the password is mounted from a Secret into the limiter pods
+/// as a file (`store.auth.password_file`); restart the limiter after changing it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalRedisAuth {
+    /// ACL user name; none: the `default` user (`requirepass`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub username: Option<String>,
+    /// A key of a Secret in this namespace holding the password.
+    pub password_secret_ref: SecretKeyRef,
 }
 
 /// A Redis URL.

@@ -635,3 +635,43 @@ fn network_policies_follow_the_topology_and_can_be_turned_off() {
         ]
     );
 }
+
+#[test]
+fn external_redis_credentials_reach_the_limiter_as_a_file() {
+    let mut sl = fixture("external.yaml");
+    let before = build(&sl).unwrap();
+    sl.spec.redis.external.as_mut().unwrap().auth =
+        Some(screenlimit_operator::crd::ExternalRedisAuth {
+            username: Some("screenlimit".into()),
+            password_secret_ref: screenlimit_operator::crd::SecretKeyRef {
+                name: "redis-creds".into(),
+                key: "pw".into(),
+            },
+        });
+    let desired = build(&sl).unwrap();
+    let pod = limiter_pod(&desired);
+    assert_eq!(
+        secret_items(volume(pod, "redis-auth").unwrap()),
+        (
+            "redis-creds".to_owned(),
+            vec![("pw".to_owned(), "password".to_owned())],
+            None
+        )
+    );
+    assert_eq!(
+        mount_path(&pod.containers[0], "redis-auth"),
+        Some(("/etc/screenlimit/redis-auth".to_owned(), Some(true)))
+    );
+    let config = screenlimit_limiter::config::Config::from_yaml(&desired.limiter_config).unwrap();
+    config.validate().unwrap();
+    assert_eq!(config.store.auth.username.as_deref(), Some("screenlimit"));
+    assert_eq!(
+        config.store.auth.password_file.as_deref(),
+        Some(std::path::Path::new("/etc/screenlimit/redis-auth/password"))
+    );
+    assert_ne!(desired.config_hash, before.config_hash);
+    assert_eq!(
+        desired.redis_auth_secret, None,
+        "nothing generated for external Redis"
+    );
+}

@@ -22,6 +22,17 @@ pub const TLS_DIR: &str = "/etc/screenlimit/redis-tls";
 /// Where the limiter's Redis and Sentinel passwords are mounted in limiter pods.
 pub const LIMITER_AUTH_DIR: &str = "/etc/screenlimit/redis-auth";
 
+/// The Secret key holding the password for external Redis, when `redis.external.auth` is set.
+pub fn external_auth(sl: &StreamLimiter) -> Option<&crate::crd::ExternalRedisAuth> {
+    match sl.spec.redis.mode {
+        RedisMode::External => sl.spec.redis.external.as_ref()?.auth.as_ref(),
+        RedisMode::Managed => None,
+    }
+}
+
+/// File name of the external Redis password in `LIMITER_AUTH_DIR`.
+pub const EXTERNAL_PASSWORD_FILE: &str = "password";
+
 /// Whether the operator runs Redis, and so generates and enforces its credentials.
 pub fn managed(sl: &StreamLimiter) -> bool {
     sl.spec.redis.mode == RedisMode::Managed

@@ -14,7 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::access::{
-    LIMITER_AUTH_DIR, TLS_DIR, limiter_auth_volume, limiter_tls_volume, managed, tls_secret,
+    EXTERNAL_PASSWORD_FILE, LIMITER_AUTH_DIR, TLS_DIR, external_auth, limiter_auth_volume,
+    limiter_tls_volume, managed, tls_secret,
 };
 use super::common::{
     container_security, env, http_probe, max_unavailable_one, meta, mount, pod_spec, port,
@@ -129,6 +130,16 @@ pub fn deployment(
         volumes.push(limiter_auth_volume(
             names,
             super::limiter_config::sentinel_enabled(sl),
+        ));
+        mounts.push(mount("redis-auth", LIMITER_AUTH_DIR));
+    }
+    if let Some(auth) = external_auth(sl) {
+        // Only the one key, as the file the config names.
+        volumes.push(secret_file_volume(
+            "redis-auth",
+            &auth.password_secret_ref.name,
+            &auth.password_secret_ref.key,
+            EXTERNAL_PASSWORD_FILE,
         ));
         mounts.push(mount("redis-auth", LIMITER_AUTH_DIR));
     }

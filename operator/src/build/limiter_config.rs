@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::access::{LIMITER_AUTH_DIR, TLS_DIR, managed, tls_secret};
+use super::access::{
+    EXTERNAL_PASSWORD_FILE, LIMITER_AUTH_DIR, TLS_DIR, external_auth, managed, tls_secret,
+};
 use crate::crd::{
     FailureMode, Plan, PlanSourceKind, RedisMode, StreamLimiter, UnknownAccountPolicy,
 };
@@ -150,8 +152,15 @@ fn scheme(sl: &StreamLimiter) -> &'static str {
     }
 }
 
-/// The limiter's credentials toward managed shards: its ACL user, its password file.
+/// The limiter's credentials toward the shards: on managed shards its ACL user and the
+/// generated password; on external ones what `redis.external.auth` names.
 fn data_auth(sl: &StreamLimiter) -> Option<Auth> {
+    if let Some(external) = external_auth(sl) {
+        return Some(Auth {
+            username: external.username.clone(),
+            password_file: format!("{LIMITER_AUTH_DIR}/{EXTERNAL_PASSWORD_FILE}"),
+        });
+    }
     managed(sl).then(|| Auth {
         username: Some(LIMITER_REDIS_USER.to_owned()),
         password_file: format!("{LIMITER_AUTH_DIR}/{LIMITER_PASSWORD_KEY}"),

@@ -77,6 +77,10 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
     if access::managed(sl) {
         hash_inputs.push(format!("redis-auth:{}", names.redis_auth_secret()));
     }
+    if let Some(auth) = access::external_auth(sl) {
+        let r = &auth.password_secret_ref;
+        hash_inputs.push(format!("redis-password:{}/{}", r.name, r.key));
+    }
     if let Some(tls) = access::tls_secret(sl) {
         hash_inputs.push(format!("redis-tls:{tls}"));
     }
