@@ -488,6 +488,36 @@ fn a_shard_without_replicas_starts_with_passwords_and_the_limiter_acl() {
     assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "c");
     restart(&mut pod);
     assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "d");
+
+    // The rotation of operator/README.md: the new password is added, then the old one removed,
+    // by `kubectl exec <pod> -- redis-cli acl setuser …` (REDISCLI_AUTH: the default user).
+    let old = auth[LIMITER_PASSWORD_KEY].clone();
+    let new = screenlimit_operator::build::secret::random_password();
+    let ping = |password: &str| {
+        cli_as(
+            &pod,
+            &[
+                "-p",
+                "6379",
+                "--user",
+                LIMITER_REDIS_USER,
+                "--pass",
+                password,
+                "ping",
+            ],
+        )
+    };
+    cli_ok(
+        &pod,
+        &["acl", "setuser", LIMITER_REDIS_USER, &format!(">{new}")],
+    );
+    assert_eq!((ping(&old).as_str(), ping(&new).as_str()), ("PONG", "PONG"));
+    cli_ok(
+        &pod,
+        &["acl", "setuser", LIMITER_REDIS_USER, &format!("<{old}")],
+    );
+    assert!(ping(&old).contains("WRONGPASS"));
+    assert_locked_down(&pod, &new, "e");
 }
 
 /// The same pods with `redis.tls`: every server listens with TLS only, replication and Sentinel
