@@ -541,16 +541,24 @@ fn sentinel_managed_shards_over_tls_start_and_fail_over() {
         .collect();
     // Shard 1's pods exist (their DNS names resolve) but do not run: the Sentinels monitor it
     // at its pod 0 and wait.
-    let _other_shard: Vec<Pod> = (0..2)
+    let mut other_shard: Vec<Pod> = (0..2)
         .map(|i| cluster.stateful_pod(set(sets, "demo-redis-1"), i))
         .collect();
     let mut sentinels: Vec<Pod> = (0..3)
         .map(|i| cluster.stateful_pod(set(sets, "demo-sentinel"), i))
         .collect();
-    for pod in shard.iter_mut().chain(&mut sentinels) {
+    for pod in shard
+        .iter_mut()
+        .chain(&mut other_shard)
+        .chain(&mut sentinels)
+    {
         pod.start();
     }
-    for pod in shard.iter_mut().chain(&mut sentinels) {
+    for pod in shard
+        .iter_mut()
+        .chain(&mut other_shard)
+        .chain(&mut sentinels)
+    {
         pod.wait_ready(START);
     }
     assert_eq!(role(&shard[0])[0], "master", "{}", shard[0].log());
@@ -575,9 +583,90 @@ fn sentinel_managed_shards_over_tls_start_and_fail_over() {
     wait_replica_known(&sentinels, "demo-shard-0", &shard[1]);
     let pre_stop = pre_stop_of(set(sets, "demo-redis-0"));
     let pre_stop: Vec<&str> = pre_stop.iter().map(String::as_str).collect();
+    // The real limiter, from the rendered Deployment: its ACL user and the Sentinels' password
+    // from the mounted Secret keys, rediss:// to Sentinels and primaries whose names the
+    // certificate must carry (server names are checked).
+    let limiter = limiter_binary().map(|binary| {
+        cluster.add_secret(
+            "demo-stream-id",
+            BTreeMap::from([(
+                "stream-id-secret".to_owned(),
+                "a-test-stream-id-key-of-some-length".to_owned(),
+            )]),
+        );
+        let mut pod =
+            cluster.deployment_pod(&desired.deployments[0], "demo-limiter-0", vec![binary]);
+        pod.start();
+        wait_for(START, "the limiter ready", || {
+            pod.exec(&["curl", "-sf", "http://127.0.0.1:8080/readyz"])
+                .status
+                .success()
+        });
+        assert_plays(&pod, "before");
+        pod
+    });
     let hook = shard[0].exec(&pre_stop);
     assert!(hook.status.success(), "pre-stop: {hook:?}");
     assert_eq!(role(&shard[1])[0], "master", "the replica was not promoted");
     wait_primary_everywhere(&sentinels, "demo-shard-0", &shard[1]);
     wait_replica_of(&shard[0], &shard[1]);
+    if let Some(pod) = &limiter {
+        // It follows the new primary through the (authenticated, TLS) Sentinels.
+        assert_plays(pod, "after");
+        assert!(
+            !pod.log().contains("WRONGPASS") && !pod.log().contains("NOPERM"),
+            "{}",
+            pod.log()
+        );
+    }
+}
+
+/// The limiter binary built beside this test (`cargo build -p screenlimit-limiter`); without
+/// it the limiter part of the TLS test is skipped, loudly.
+fn limiter_binary() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let binary = exe.parent()?.parent()?.join("screenlimit-limiter");
+    if binary.is_file() {
+        Some(binary.display().to_string())
+    } else {
+        eprintln!(
+            "SKIPPED the limiter over TLS: build it first (cargo build -p screenlimit-limiter)"
+        );
+        None
+    }
+}
+
+/// A play-start for a fresh account, from inside the limiter pod: the response body.
+fn play(pod: &Pod, tag: &str) -> String {
+    let body =
+        format!("{{\"account_id\":\"acct-{tag}\",\"device_id\":\"tv-1\",\"plan\":\"basic\"}}");
+    let out = pod.exec(&[
+        "curl",
+        "-s",
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "--data",
+        &body,
+        "http://127.0.0.1:8080/v1/streams",
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Plays for accounts on both shards are decided by Redis (counted, not degraded), once the
+/// limiter's connections are up.
+fn assert_plays(pod: &Pod, tag: &str) {
+    for i in 0..6 {
+        let account = format!("{tag}-{i}");
+        let mut answer = String::new();
+        wait_for(
+            START,
+            &format!("a play for {account} decided by Redis"),
+            || {
+                answer = play(pod, &account);
+                answer.contains("\"active_count\":1") && !answer.contains("\"degraded\":true")
+            },
+        );
+    }
 }

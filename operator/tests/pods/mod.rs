@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Volume};
 
 /// The image's `PATH` (the official Redis image's), so the scripts find the same tools.
@@ -165,6 +165,24 @@ impl Cluster {
         let name = format!("{set_name}-{ordinal}");
         let dns = format!("{name}.{service}.{}.svc", self.namespace);
         self.pod(name, dns, pod_spec)
+    }
+
+    /// A pod of a Deployment, named `name`, running `command` (the image's entrypoint, which
+    /// the rendered container leaves out) before the container's args.
+    pub fn deployment_pod(
+        &mut self,
+        deployment: &Deployment,
+        name: &str,
+        command: Vec<String>,
+    ) -> Pod {
+        let mut spec = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.clone())
+            .expect("pod template");
+        spec.containers[0].command = Some(command);
+        let dns = format!("{name}.{}.svc", self.namespace);
+        self.pod(name.to_owned(), dns, spec)
     }
 
     fn pod(&mut self, name: String, dns: String, spec: PodSpec) -> Pod {
