@@ -96,6 +96,9 @@ for name, (values, expected) in variants.items():
                 assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
                 if "secrets" in rule["resources"]:
                     assert rule["verbs"] == ["create"], rule
+            # The operator owns and prunes the NetworkPolicies of each StreamLimiter.
+            assert any("networkpolicies" in r["resources"] and "delete" in r["verbs"]
+                       for r in d["rules"]), d["rules"]
     for d in docs:
         for key, value in values.get("commonLabels", {}).items():
             assert d["metadata"]["labels"].get(key) == value, (d["kind"], d["metadata"])

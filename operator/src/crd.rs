@@ -2,6 +2,8 @@
 //! (what the operator reports). The `///` docs become the CRD's field descriptions, the
 //! `schemars`/`x_kube` attributes its OpenAPI bounds and CEL rules.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -99,6 +101,67 @@ pub struct StreamLimiterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub stream_id_secret_name: Option<String>,
+
+    /// NetworkPolicies that let only the pods that need them reach Redis, the Sentinels, the
+    /// limiter and the admin UI. On unless `enabled: false`.
+    #[serde(default)]
+    pub network_policies: NetworkPoliciesSpec,
+}
+
+/// Ingress NetworkPolicies for the pods of this resource (`<name>-redis`, `<name>-sentinel`,
+/// `<name>-limiter`, `<name>-admin-ui`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkPoliciesSpec {
+    /// Render the NetworkPolicies (default true). Redis and Sentinel pods then accept only
+    /// this resource's limiter pods, each other and the Sentinels; the limiter accepts the pods
+    /// of its own namespace and `limiterClients`; the admin UI only `adminUIClients` (none:
+    /// nothing over the pod network; `kubectl port-forward` still works). They take effect only
+    /// where the cluster's network plugin enforces NetworkPolicies.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Pods outside this namespace that may call the limiter (port `http`, 8080): e.g. the
+    /// playback API's namespace, your Prometheus. Pods of the resource's own namespace always
+    /// may.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub limiter_clients: Vec<NetworkPeer>,
+    /// The only pods that may reach the admin UI (port `http`, 8081): your ingress
+    /// controller, e.g. `{namespaceLabels: {kubernetes.io/metadata.name: ingress-nginx}}`.
+    #[serde(
+        default,
+        rename = "adminUIClients",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 16))]
+    pub admin_ui_clients: Vec<NetworkPeer>,
+}
+
+impl Default for NetworkPoliciesSpec {
+    fn default() -> Self {
+        NetworkPoliciesSpec {
+            enabled: true,
+            limiter_clients: Vec::new(),
+            admin_ui_clients: Vec::new(),
+        }
+    }
+}
+
+/// Pods allowed in by a NetworkPolicy, as a NetworkPolicy peer: the pods with `podLabels`
+/// (none: every pod) in the namespaces with `namespaceLabels` (none: the resource's own
+/// namespace).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("has(self.namespaceLabels) || has(self.podLabels)").message("give namespaceLabels, podLabels or both").reason(Reason::FieldValueRequired)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkPeer {
+    /// Labels of the namespaces, e.g. `{kubernetes.io/metadata.name: playback}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_labels: Option<BTreeMap<String, String>>,
+    /// Labels of the pods, e.g. `{app: playback-api}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_labels: Option<BTreeMap<String, String>>,
 }
 
 /// One subscription plan.
@@ -363,6 +426,27 @@ pub struct RedisSpec {
     /// Shard URLs for `external` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<ExternalRedisSpec>,
+    /// TLS between the limiter, Redis and the Sentinels, from a Secret you provide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<RedisTlsSpec>,
+}
+
+/// TLS for Redis from a Secret in cert-manager's layout (`tls.crt`, `tls.key`, `ca.crt`).
+///
+/// `managed` mode: every Redis pod and Sentinel serves TLS only (`tls-port`, `port 0`) with
+/// `tls.crt`/`tls.key`, replicas and Sentinels connect over TLS, and the limiter gets
+/// `rediss://` addresses and trusts `ca.crt`. The certificate must name every address the
+/// limiter dials: `<name>-redis-<i>.<ns>.svc` and `*.<name>-redis-<i>.<ns>.svc` per shard, and
+/// with Sentinel `*.<name>-sentinel.<ns>.svc`. Clients authenticate with their ACL passwords,
+/// not certificates (`tls-auth-clients no`). `external` mode: only `ca.crt` is used, as the
+/// CA the limiter trusts for your `rediss://` URLs.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RedisTlsSpec {
+    /// Secret in this namespace with `tls.crt`, `tls.key` and `ca.crt` (a cert-manager
+    /// Certificate's Secret). Pods read it at start: restart them after a renewal.
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
 }
 
 /// Redis Sentinel for managed shards with replicas: one StatefulSet of Sentinels that monitor
@@ -407,7 +491,8 @@ impl Default for SentinelSpec {
     }
 }
 
-/// Redis shards you run yourself: their URLs inline, or from a Secret when they carry passwords.
+/// Redis shards you run yourself: their URLs inline or from a Secret, and the credentials the
+/// limiter logs in with.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[x_kube(
     validation = Rule::new("has(self.urls) != has(self.urlsSecret)").message("set exactly one of redis.external.urls and redis.external.urlsSecret").reason(Reason::FieldValueInvalid)
@@ -422,9 +507,26 @@ pub struct ExternalRedisSpec {
     pub urls: Option<Vec<RedisUrl>>,
     /// A key of a Secret in this namespace holding the shard URLs, comma separated, in shard
     /// order. Passed to the limiter as `SCREENLIMIT_REDIS_SHARDS`; restart the limiter after
-    /// changing it.
+    /// changing it. The limiter refuses a password inside a URL: use `auth`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub urls_secret: Option<SecretKeyRef>,
+    /// The user and password the limiter logs in with (a Redis 6+ ACL user; grant it the
+    /// limiter's ACL, see the README).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ExternalRedisAuth>,
+}
+
+/// Credentials for external Redis: the password is mounted from a Secret into the limiter pods
+/// as a file (`store.auth.password_file`); restart the limiter after changing it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalRedisAuth {
+    /// ACL user name; none: the `default` user (`requirepass`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub username: Option<String>,
+    /// A key of a Secret in this namespace holding the password.
+    pub password_secret_ref: SecretKeyRef,
 }
 
 /// A Redis URL.
@@ -631,6 +733,9 @@ fn default_ttl() -> i32 {
 fn default_shards() -> i32 {
     1
 }
+fn default_true() -> bool {
+    true
+}
 fn default_one() -> i32 {
     1
 }
@@ -702,6 +807,7 @@ impl Default for RedisSpec {
             image: default_redis_image(),
             resources: None,
             external: None,
+            tls: None,
         }
     }
 }
@@ -751,6 +857,7 @@ impl Default for StreamLimiterSpec {
             admin_ui: AdminUiSpec::default(),
             failure_policy: FailurePolicySpec::default(),
             stream_id_secret_name: None,
+            network_policies: NetworkPoliciesSpec::default(),
         }
     }
 }

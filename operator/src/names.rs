@@ -24,6 +24,14 @@ pub const ADMIN_UI_PORT: i32 = 8081;
 pub const REDIS_PORT: i32 = 6379;
 /// Redis Sentinel port.
 pub const SENTINEL_PORT: i32 = 26379;
+/// Keys of the Redis credentials Secret (`<name>-redis-auth`): the `default` user's password
+/// (administration, replication, Sentinel toward the data nodes), the limiter's ACL user's, and
+/// the Sentinels' own (`requirepass` on each Sentinel).
+pub const REDIS_PASSWORD_KEY: &str = "redis-password";
+pub const LIMITER_PASSWORD_KEY: &str = "limiter-password";
+pub const SENTINEL_PASSWORD_KEY: &str = "sentinel-password";
+/// The limiter's ACL user on managed Redis.
+pub const LIMITER_REDIS_USER: &str = "screenlimit";
 /// Pod template annotation carrying the hash of the Redis/Sentinel scripts and Sentinel config.
 pub const SCRIPTS_HASH_ANNOTATION: &str = "screenlimit.io/scripts-hash";
 
@@ -35,6 +43,7 @@ pub enum Component {
     Limiter,
     AdminUi,
     StreamIdSecret,
+    RedisAuth,
 }
 
 impl Component {
@@ -45,6 +54,7 @@ impl Component {
             Component::Limiter => "limiter",
             Component::AdminUi => "admin-ui",
             Component::StreamIdSecret => "stream-id-secret",
+            Component::RedisAuth => "redis-auth",
         }
     }
 }
@@ -112,6 +122,16 @@ impl Names {
     /// The Secret the operator creates for the stream id key.
     pub fn stream_id_secret(&self) -> String {
         format!("{}-stream-id", self.instance)
+    }
+
+    /// The Secret the operator creates with the managed Redis passwords.
+    pub fn redis_auth_secret(&self) -> String {
+        format!("{}-redis-auth", self.instance)
+    }
+
+    /// The NetworkPolicy guarding the pods of `component`: `<name>-<component>`.
+    pub fn network_policy(&self, component: Component) -> String {
+        format!("{}-{}", self.instance, component.as_str())
     }
 
     /// Labels selecting everything this instance owns.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::DeserializeGuard;
@@ -39,7 +40,7 @@ pub struct Context {
     pub clock: Box<dyn Fn() -> String + Send + Sync>,
     /// Consecutive failures per object, for the error policy's backoff.
     failures: Mutex<HashMap<String, u32>>,
-    /// Stream id Secrets known to exist ("namespace/name"): not re-created each reconcile.
+    /// Generated Secrets known to exist ("namespace/name"): not re-created each reconcile.
     ensured_secrets: Mutex<HashSet<String>>,
 }
 
@@ -139,9 +140,14 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
     let services = owned::<Service>(ctx, &ns, &lp, &uid).await?;
     let config_maps = owned::<ConfigMap>(ctx, &ns, &lp, &uid).await?;
     let pdbs = owned::<PodDisruptionBudget>(ctx, &ns, &lp, &uid).await?;
+    let network_policies = owned::<NetworkPolicy>(ctx, &ns, &lp, &uid).await?;
 
-    // Apply, in a fixed order: Secret, Services, ConfigMaps, PDBs, Deployments, StatefulSets.
-    ensure_stream_id_secret(sl, ctx, &desired, &names, &ns).await?;
+    // Apply, in a fixed order: Secrets, NetworkPolicies (before any pod they guard), Services,
+    // ConfigMaps, PDBs, Deployments, StatefulSets.
+    ensure_secrets(sl, ctx, &desired, &names, &ns).await?;
+    for o in &desired.network_policies {
+        apply(ctx, &ns, o).await?;
+    }
     for o in &desired.services {
         recreate_if_cluster_ip_changes(ctx, &ns, &services, o).await?;
         apply(ctx, &ns, o).await?;
@@ -178,6 +184,7 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
     prune(ctx, &reference, &ns, &services, &desired).await?;
     prune(ctx, &reference, &ns, &config_maps, &desired).await?;
     prune(ctx, &reference, &ns, &pdbs, &desired).await?;
+    prune(ctx, &reference, &ns, &network_policies, &desired).await?;
 
     // Status, from what was read before this round's writes (their effects trigger the next).
     let observed = observe(sl, &names, &stateful_sets, &deployments, drift);
@@ -260,17 +267,48 @@ async fn recreate_if_cluster_ip_changes(
     }
 }
 
-/// Creates the stream id Secret once. An existing one (409) is kept as is: never rotated.
-async fn ensure_stream_id_secret(
+/// Creates the generated Secrets once (the stream id key, the managed Redis passwords). An
+/// existing one (409) is kept as is: never rotated, never read.
+async fn ensure_secrets(
     sl: &StreamLimiter,
     ctx: &Context,
     desired: &Desired,
     names: &Names,
     ns: &str,
 ) -> Result<()> {
-    let Some(name) = &desired.stream_id_secret else {
-        return Ok(());
-    };
+    let owner = sl
+        .controller_owner_ref(&())
+        .ok_or(build::BuildError::MissingMetadata("uid"))?;
+    if let Some(name) = &desired.stream_id_secret {
+        ensure_secret(sl, ctx, ns, name, "StreamIdSecretCreated", || {
+            (
+                secret::stream_id_secret(names, ns, &owner),
+                format!("created Secret {name} with a random stream id key"),
+            )
+        })
+        .await?;
+    }
+    if let Some(name) = &desired.redis_auth_secret {
+        ensure_secret(sl, ctx, ns, name, "RedisAuthSecretCreated", || {
+            (
+                secret::redis_auth_secret(names, ns, &owner),
+                format!("created Secret {name} with random Redis, limiter and Sentinel passwords"),
+            )
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Creates Secret `name` (built by `fresh` only when needed) unless it exists.
+async fn ensure_secret(
+    sl: &StreamLimiter,
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    fresh: impl FnOnce() -> (Secret, String),
+) -> Result<()> {
     let key = format!("{ns}/{name}");
     if ctx
         .ensured_secrets
@@ -280,31 +318,21 @@ async fn ensure_stream_id_secret(
     {
         return Ok(());
     }
-    let owner = sl
-        .controller_owner_ref(&())
-        .ok_or(build::BuildError::MissingMetadata("uid"))?;
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let fresh = secret::stream_id_secret(names, ns, &owner);
+    let (secret, note) = fresh();
     match api
         .create(
             &PostParams {
                 field_manager: Some(FIELD_MANAGER.to_owned()),
                 ..PostParams::default()
             },
-            &fresh,
+            &secret,
         )
         .await
     {
         Ok(_) => {
-            info!(secret = %name, "created the stream id secret");
-            publish(
-                ctx,
-                &sl.object_ref(&()),
-                EventType::Normal,
-                "StreamIdSecretCreated",
-                format!("created Secret {name} with a random stream id key"),
-            )
-            .await;
+            info!(secret = %name, "created a generated Secret");
+            publish(ctx, &sl.object_ref(&()), EventType::Normal, reason, note).await;
         }
         Err(kube::Error::Api(status)) if status.code == 409 => {}
         Err(e) => return Err(e.into()),

@@ -253,6 +253,29 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
         }
     }
 
+    if let Some(tls) = &redis.tls
+        && !(1..=253).contains(&tls.secret_name.len())
+    {
+        errors.push(err(
+            "spec.redis.tls.secretName",
+            "name the Secret with tls.crt, tls.key and ca.crt (1 to 253 characters)",
+        ));
+    }
+    let np = &spec.network_policies;
+    for (field, peers) in [
+        ("limiterClients", &np.limiter_clients),
+        ("adminUIClients", &np.admin_ui_clients),
+    ] {
+        for (i, p) in peers.iter().enumerate() {
+            if p.namespace_labels.is_none() && p.pod_labels.is_none() {
+                errors.push(err(
+                    format!("spec.networkPolicies.{field}[{i}]"),
+                    "give namespaceLabels, podLabels or both",
+                ));
+            }
+        }
+    }
+
     if spec.limiter.replicas < 1 {
         errors.push(err("spec.limiter.replicas", "must be at least 1"));
     }

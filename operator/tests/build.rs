@@ -113,9 +113,10 @@ fn managed_mode_renders_a_statefulset_and_service_per_shard() {
     let sts = desired.stateful_sets[0].spec.as_ref().unwrap();
     assert_eq!(sts.service_name.as_deref(), Some("demo-redis-0"));
     assert_eq!(sts.replicas, Some(1));
-    // Without replicas: no Sentinel, no shard PDB, no scripts.
+    // Without replicas: no Sentinel, no shard PDB, no scripts ConfigMap (an inline start
+    // script writes the config with the passwords, see tests/access.rs).
     let redis = &sts.template.spec.as_ref().unwrap().containers[0];
-    assert_eq!(redis.command.as_ref().unwrap()[0], "redis-server");
+    assert_eq!(redis.command.as_ref().unwrap()[..2], ["sh", "-c"]);
     assert!(redis.lifecycle.is_none());
 
     // The limiter: probes, config mount, secret mount, PDB that never blocks a drain.
@@ -649,12 +650,14 @@ fn config_hash_follows_device_caps_plan_source_and_the_secret_reference() {
 
 #[test]
 fn the_redis_and_sentinel_scripts_are_valid_posix_shell() {
+    use screenlimit_operator::build::redis::STANDALONE_SCRIPT;
     use screenlimit_operator::build::sentinel::{PRE_STOP_SCRIPT, REDIS_SCRIPT, SENTINEL_SCRIPT};
     let dir = tempfile::tempdir().unwrap();
     for (name, script) in [
         ("redis.sh", REDIS_SCRIPT),
         ("pre-stop.sh", PRE_STOP_SCRIPT),
         ("sentinel.sh", SENTINEL_SCRIPT),
+        ("redis-standalone.sh", STANDALONE_SCRIPT),
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, script).unwrap();

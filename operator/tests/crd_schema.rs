@@ -386,6 +386,21 @@ fn cel_rejects_a_quorum_above_the_sentinels() {
     assert!(rule_messages(&sl).is_empty());
 }
 
+#[test]
+fn cel_rejects_a_network_peer_without_selectors() {
+    let mut sl = fixture("secure.yaml");
+    sl.spec
+        .network_policies
+        .admin_ui_clients
+        .push(screenlimit_operator::crd::NetworkPeer {
+            namespace_labels: None,
+            pod_labels: None,
+        });
+    rejected(&sl, "give namespaceLabels, podLabels or both");
+    sl.spec.network_policies.admin_ui_clients.pop();
+    assert!(rule_messages(&sl).is_empty());
+}
+
 /// `examples/*.yaml` parse, pass the CEL rules and the operator's validation, and render a
 /// limiter config.
 #[test]

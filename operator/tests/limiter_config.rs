@@ -222,7 +222,7 @@ fn the_sentinel_store_has_the_limiter_shape() {
         .keys()
         .map(|k| k.as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(sentinel, ["addresses", "masters"]);
+    assert_eq!(sentinel, ["addresses", "masters", "auth"]);
     let strings = |v: &serde_yaml_ng::Value| -> Vec<String> {
         v.as_sequence()
             .unwrap()
@@ -281,4 +281,66 @@ fn the_batch_window_reaches_the_limiter_in_microseconds() {
     let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     config.validate().unwrap();
     assert_eq!(config.store.batch_window, Duration::from_micros(750));
+}
+
+/// Managed Redis: the limiter logs in as its ACL user with the password file from the
+/// generated Secret, asks Sentinel with the Sentinels' password file, and with `redis.tls`
+/// dials `rediss://` trusting the Secret's CA. The limiter itself accepts the result.
+#[test]
+fn managed_redis_credentials_and_tls_reach_the_limiter_as_files() {
+    use std::path::Path;
+
+    let text = rendered("ha.yaml");
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let auth = &config.store.auth;
+    assert_eq!(auth.username.as_deref(), Some("screenlimit"));
+    assert_eq!(
+        auth.password_file.as_deref(),
+        Some(Path::new("/etc/screenlimit/redis-auth/limiter-password"))
+    );
+    let sentinel = config.store.sentinel.as_ref().unwrap();
+    assert_eq!(sentinel.auth.username, None);
+    assert_eq!(
+        sentinel.auth.password_file.as_deref(),
+        Some(Path::new("/etc/screenlimit/redis-auth/sentinel-password"))
+    );
+    assert!(config.store.tls.ca_file.is_none());
+    assert!(
+        !text.contains("password:"),
+        "no password in the config:\n{text}"
+    );
+
+    let mut tls = fixture("ha.yaml");
+    tls.spec.redis.tls = Some(screenlimit_operator::crd::RedisTlsSpec {
+        secret_name: "redis-tls".into(),
+    });
+    let text = build(&tls).unwrap().limiter_config;
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(
+        config.store.tls.ca_file.as_deref(),
+        Some(Path::new("/etc/screenlimit/redis-tls/ca.crt"))
+    );
+    assert!(config.store.tls.client_cert_file.is_none());
+    assert_eq!(
+        config.store.sentinel.unwrap().addresses[0],
+        "rediss://demo-sentinel-0.demo-sentinel.video.svc:26379"
+    );
+
+    let mut standalone = fixture("managed.yaml");
+    standalone.spec.redis.tls = tls.spec.redis.tls.clone();
+    let config = Config::from_yaml(&build(&standalone).unwrap().limiter_config).unwrap();
+    assert_eq!(
+        config.store.redis_shards,
+        [
+            "rediss://demo-redis-0.video.svc:6379",
+            "rediss://demo-redis-1.video.svc:6379"
+        ]
+    );
+    assert_eq!(config.store.auth.username.as_deref(), Some("screenlimit"));
+
+    // External Redis: no generated credentials (yours are in your URLs' Secret or env).
+    let config = Config::from_yaml(&rendered("external.yaml")).unwrap();
+    assert!(config.store.auth.username.is_none() && config.store.auth.password_file.is_none());
 }

@@ -196,6 +196,7 @@ async fn first_reconcile_applies_everything_with_one_field_manager_then_patches_
     result.unwrap();
     let ns = "/api/v1/namespaces/video";
     let apps = "/apis/apps/v1/namespaces/video";
+    let net = "/apis/networking.k8s.io/v1/namespaces/video";
     assert_eq!(
         api_calls(&calls),
         [
@@ -204,7 +205,11 @@ async fn first_reconcile_applies_everything_with_one_field_manager_then_patches_
             format!("GET {ns}/services"),
             format!("GET {ns}/configmaps"),
             "GET /apis/policy/v1/namespaces/video/poddisruptionbudgets".to_owned(),
+            format!("GET {net}/networkpolicies"),
             format!("POST {ns}/secrets"),
+            format!("POST {ns}/secrets"),
+            format!("PATCH {net}/networkpolicies/demo-redis"),
+            format!("PATCH {net}/networkpolicies/demo-limiter"),
             format!("PATCH {ns}/services/demo-redis-0"),
             format!("PATCH {ns}/services/demo-redis-1"),
             format!("PATCH {ns}/services/demo-limiter"),
@@ -235,8 +240,24 @@ async fn first_reconcile_applies_everything_with_one_field_manager_then_patches_
         assert!(patch.query.contains("force=true"), "{}", patch.query);
         assert!(patch.body["apiVersion"].is_string() && patch.body["kind"].is_string());
     }
-    // The Secret is created with 32 random bytes, owned by the resource.
-    let secret = calls.iter().find(|c| c.path.ends_with("/secrets")).unwrap();
+    // The Secrets: the stream id key (32 random bytes) and the managed Redis passwords, each
+    // owned by the resource.
+    let secrets: Vec<&Call> = calls
+        .iter()
+        .filter(|c| c.path.ends_with("/secrets"))
+        .collect();
+    let auth = secrets[1];
+    assert!(auth.query.contains("fieldManager=screenlimit-operator"));
+    assert_eq!(auth.body["metadata"]["name"], "demo-redis-auth");
+    assert_eq!(auth.body["metadata"]["ownerReferences"][0]["uid"], UID);
+    for key in ["redis-password", "limiter-password", "sentinel-password"] {
+        assert_eq!(
+            auth.body["stringData"][key].as_str().unwrap().len(),
+            64,
+            "{key}"
+        );
+    }
+    let secret = secrets[0];
     assert!(secret.query.contains("fieldManager=screenlimit-operator"));
     assert_eq!(secret.body["metadata"]["name"], "demo-stream-id");
     assert_eq!(secret.body["metadata"]["ownerReferences"][0]["uid"], UID);
@@ -247,7 +268,10 @@ async fn first_reconcile_applies_everything_with_one_field_manager_then_patches_
             .len(),
         44
     );
-    assert_eq!(event_reasons(&calls), ["StreamIdSecretCreated"]);
+    assert_eq!(
+        event_reasons(&calls),
+        ["StreamIdSecretCreated", "RedisAuthSecretCreated"]
+    );
 
     // The status: nothing is ready yet, the rollout is progressing, nothing degraded.
     let status = status_patch(&calls);
@@ -284,6 +308,15 @@ async fn an_existing_secret_is_kept_and_unwanted_objects_are_deleted() {
             owned("Deployment", "apps/v1", "demo-admin-ui", UID),
         ),
         ("services", owned("Service", "v1", "demo-admin-ui", UID)),
+        (
+            "networkpolicies",
+            owned(
+                "NetworkPolicy",
+                "networking.k8s.io/v1",
+                "demo-admin-ui",
+                UID,
+            ),
+        ),
         // Same labels, another owner: never touched.
         (
             "deployments",
@@ -303,10 +336,12 @@ async fn an_existing_secret_is_kept_and_unwanted_objects_are_deleted() {
             "DELETE /apis/apps/v1/namespaces/video/deployments/demo-admin-ui",
             "DELETE /api/v1/namespaces/video/services/demo-redis-1",
             "DELETE /api/v1/namespaces/video/services/demo-admin-ui",
+            "DELETE /apis/networking.k8s.io/v1/namespaces/video/networkpolicies/demo-admin-ui",
         ]
     );
-    // 409 on the Secret is fine (never rotated); no event for it.
+    // 409 on the Secrets is fine (never rotated, never read); no event for them.
     assert!(!event_reasons(&calls).contains(&"StreamIdSecretCreated".to_owned()));
+    assert!(!event_reasons(&calls).contains(&"RedisAuthSecretCreated".to_owned()));
     let events: Vec<_> = calls
         .iter()
         .filter(|c| c.path.contains("/events"))
@@ -323,7 +358,7 @@ async fn an_existing_secret_is_kept_and_unwanted_objects_are_deleted() {
             .iter()
             .filter(|r| *r == "Deleted")
             .count(),
-        4,
+        5,
         "{events:?}"
     );
 }
@@ -443,6 +478,7 @@ async fn sentinel_mode_applies_the_sentinel_objects_and_reports_them_in_status()
     let ns = "/api/v1/namespaces/video";
     let apps = "/apis/apps/v1/namespaces/video";
     let policy = "/apis/policy/v1/namespaces/video/poddisruptionbudgets";
+    let net = "/apis/networking.k8s.io/v1/namespaces/video/networkpolicies";
     let writes: Vec<_> = api_calls(&calls)
         .into_iter()
         .filter(|c| !c.starts_with("GET"))
@@ -451,6 +487,10 @@ async fn sentinel_mode_applies_the_sentinel_objects_and_reports_them_in_status()
         writes,
         [
             format!("POST {ns}/secrets"),
+            format!("POST {ns}/secrets"),
+            format!("PATCH {net}/demo-redis"),
+            format!("PATCH {net}/demo-sentinel"),
+            format!("PATCH {net}/demo-limiter"),
             format!("PATCH {ns}/services/demo-redis-0"),
             format!("PATCH {ns}/services/demo-redis-1"),
             format!("PATCH {ns}/services/demo-sentinel"),

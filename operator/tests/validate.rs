@@ -117,3 +117,13 @@ fn a_batch_window_longer_than_half_the_store_deadline_is_refused() {
     sl.spec.limiter.batch_window_micros = -1;
     assert_eq!(fields(validate(&sl)), ["spec.limiter.batchWindowMicros"]);
 }
+
+#[test]
+fn network_peers_need_a_selector() {
+    let mut sl = fixture("secure.yaml");
+    sl.spec.network_policies.limiter_clients[1].namespace_labels = None;
+    assert_eq!(
+        fields(validate(&sl)),
+        ["spec.networkPolicies.limiterClients[1]"]
+    );
+}

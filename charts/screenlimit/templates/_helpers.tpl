@@ -47,7 +47,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Only creates the stream id Secret (an existing one answers 409); never reads Secrets.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Only creates the generated Secrets (stream id key, managed Redis passwords; an existing one
+# answers 409); never reads Secrets.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create"]

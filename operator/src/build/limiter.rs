@@ -13,6 +13,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::access::{
+    EXTERNAL_PASSWORD_FILE, LIMITER_AUTH_DIR, TLS_DIR, external_auth, limiter_auth_volume,
+    limiter_tls_volume, managed, tls_secret,
+};
 use super::common::{
     container_security, env, http_probe, max_unavailable_one, meta, mount, pod_spec, port,
     resources, secret_file_volume, selector, service_port,
@@ -121,6 +125,27 @@ pub fn deployment(
         // Only the one key, as the file `url`: the limiter reads `plan_source.postgres_url_file`.
         volumes.push(secret_file_volume("plan-db", &db.name, &db.key, "url"));
         mounts.push(mount("plan-db", PLAN_DB_DIR));
+    }
+    if managed(sl) {
+        volumes.push(limiter_auth_volume(
+            names,
+            super::limiter_config::sentinel_enabled(sl),
+        ));
+        mounts.push(mount("redis-auth", LIMITER_AUTH_DIR));
+    }
+    if let Some(auth) = external_auth(sl) {
+        // Only the one key, as the file the config names.
+        volumes.push(secret_file_volume(
+            "redis-auth",
+            &auth.password_secret_ref.name,
+            &auth.password_secret_ref.key,
+            EXTERNAL_PASSWORD_FILE,
+        ));
+        mounts.push(mount("redis-auth", LIMITER_AUTH_DIR));
+    }
+    if let Some(secret) = tls_secret(sl) {
+        volumes.push(limiter_tls_volume(secret));
+        mounts.push(mount("redis-tls", TLS_DIR));
     }
     let mut vars = vec![env("SCREENLIMIT_LOG_FORMAT", "json")];
     if let Some(secret) = spec

@@ -6,10 +6,16 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::access::{
+    EXTERNAL_PASSWORD_FILE, LIMITER_AUTH_DIR, TLS_DIR, external_auth, managed, tls_secret,
+};
 use crate::crd::{
     FailureMode, Plan, PlanSourceKind, RedisMode, StreamLimiter, UnknownAccountPolicy,
 };
-use crate::names::{LIMITER_PORT, Names, REDIS_PORT, SENTINEL_PORT};
+use crate::names::{
+    LIMITER_PASSWORD_KEY, LIMITER_PORT, LIMITER_REDIS_USER, Names, REDIS_PORT,
+    SENTINEL_PASSWORD_KEY, SENTINEL_PORT,
+};
 
 /// Where the stream id secret is mounted in limiter pods.
 pub const STREAM_ID_SECRET_DIR: &str = "/etc/screenlimit/secret";
@@ -107,6 +113,24 @@ struct Store {
     batch_window: String,
     circuit_probe_interval: &'static str,
     circuit_failure_threshold: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls: Option<Tls>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth: Option<Auth>,
+}
+
+/// `store.tls`: the CA the limiter trusts (clients authenticate by password, not certificate).
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct Tls {
+    pub ca_file: String,
+}
+
+/// `store.auth` / `store.sentinel.auth`: a user and the file holding its password.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct Auth {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    pub password_file: String,
 }
 
 /// Sentinel-managed shards: where the Sentinels listen, and the master name of each shard in
@@ -115,6 +139,32 @@ struct Store {
 pub struct Sentinel {
     pub addresses: Vec<String>,
     pub masters: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<Auth>,
+}
+
+/// `redis` or, when `redis.tls` is set, `rediss`.
+fn scheme(sl: &StreamLimiter) -> &'static str {
+    if tls_secret(sl).is_some() {
+        "rediss"
+    } else {
+        "redis"
+    }
+}
+
+/// The limiter's credentials toward the shards: on managed shards its ACL user and the
+/// generated password; on external ones what `redis.external.auth` names.
+fn data_auth(sl: &StreamLimiter) -> Option<Auth> {
+    if let Some(external) = external_auth(sl) {
+        return Some(Auth {
+            username: external.username.clone(),
+            password_file: format!("{LIMITER_AUTH_DIR}/{EXTERNAL_PASSWORD_FILE}"),
+        });
+    }
+    managed(sl).then(|| Auth {
+        username: Some(LIMITER_REDIS_USER.to_owned()),
+        password_file: format!("{LIMITER_AUTH_DIR}/{LIMITER_PASSWORD_KEY}"),
+    })
 }
 
 /// Whether Sentinel owns the managed shards (managed mode with at least one replica each).
@@ -128,7 +178,8 @@ pub fn sentinel(sl: &StreamLimiter, names: &Names, namespace: &str) -> Option<Se
         addresses: (0..sl.spec.redis.sentinel.replicas)
             .map(|k| {
                 format!(
-                    "redis://{}:{SENTINEL_PORT}",
+                    "{}://{}:{SENTINEL_PORT}",
+                    scheme(sl),
                     names.sentinel_host(namespace, k)
                 )
             })
@@ -136,13 +187,19 @@ pub fn sentinel(sl: &StreamLimiter, names: &Names, namespace: &str) -> Option<Se
         masters: (0..sl.spec.redis.shards)
             .map(|i| names.shard_master(i))
             .collect(),
+        auth: Some(Auth {
+            username: None,
+            password_file: format!("{LIMITER_AUTH_DIR}/{SENTINEL_PASSWORD_KEY}"),
+        }),
     })
 }
 
-/// The Redis URL of managed shard `index` (its Service, which selects the shard's primary).
-pub fn managed_shard_url(names: &Names, namespace: &str, index: i32) -> String {
+/// The Redis URL of managed shard `index` (its Service, which selects the shard's primary);
+/// `rediss://` when the shards serve TLS.
+pub fn managed_shard_url(sl: &StreamLimiter, names: &Names, namespace: &str, index: i32) -> String {
     format!(
-        "redis://{}.{namespace}.svc:{REDIS_PORT}",
+        "{}://{}.{namespace}.svc:{REDIS_PORT}",
+        scheme(sl),
         names.redis_shard(index)
     )
 }
@@ -156,7 +213,7 @@ pub fn shard_urls(sl: &StreamLimiter, names: &Names, namespace: &str) -> Vec<Str
     }
     match redis.mode {
         RedisMode::Managed => (0..redis.shards)
-            .map(|i| managed_shard_url(names, namespace, i))
+            .map(|i| managed_shard_url(sl, names, namespace, i))
             .collect(),
         RedisMode::External => redis
             .external
@@ -217,6 +274,10 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
             batch_window: format!("{}us", spec.limiter.batch_window_micros),
             circuit_probe_interval: CIRCUIT_PROBE_INTERVAL,
             circuit_failure_threshold: CIRCUIT_FAILURE_THRESHOLD,
+            tls: tls_secret(sl).map(|_| Tls {
+                ca_file: format!("{TLS_DIR}/ca.crt"),
+            }),
+            auth: data_auth(sl),
         },
         failure_policy: match spec.failure_policy.mode {
             FailureMode::Open => "open",

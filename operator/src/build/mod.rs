@@ -1,16 +1,19 @@
 //! The pure build step: from a validated `StreamLimiter`, every object it should own.
 
+pub mod access;
 pub mod admin_ui;
 pub mod common;
 pub mod limiter;
 pub mod limiter_config;
 pub mod monitoring;
+pub mod network_policy;
 pub mod redis;
 pub mod secret;
 pub mod sentinel;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::{Resource, ResourceExt};
 
@@ -25,8 +28,11 @@ pub struct Desired {
     pub pdbs: Vec<PodDisruptionBudget>,
     pub deployments: Vec<Deployment>,
     pub stateful_sets: Vec<StatefulSet>,
+    pub network_policies: Vec<NetworkPolicy>,
     /// The stream id Secret to create if absent; `None` when the spec names its own.
     pub stream_id_secret: Option<String>,
+    /// The managed Redis credentials Secret to create if absent; `None` with external Redis.
+    pub redis_auth_secret: Option<String>,
     /// Hash of the limiter config (also in the limiter pod template).
     pub config_hash: String,
     /// The rendered `limiter.yaml`.
@@ -68,6 +74,17 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
     if let Some(db) = limiter::plan_db_secret(sl) {
         hash_inputs.push(format!("plan-db:{}/{}", db.name, db.key));
     }
+    // The credentials and TLS Secrets' names (their content is read at start).
+    if access::managed(sl) {
+        hash_inputs.push(format!("redis-auth:{}", names.redis_auth_secret()));
+    }
+    if let Some(auth) = access::external_auth(sl) {
+        let r = &auth.password_secret_ref;
+        hash_inputs.push(format!("redis-password:{}/{}", r.name, r.key));
+    }
+    if let Some(tls) = access::tls_secret(sl) {
+        hash_inputs.push(format!("redis-tls:{tls}"));
+    }
     let refs: Vec<&str> = hash_inputs.iter().map(String::as_str).collect();
     let config_hash = limiter_config::config_hash(&limiter_config, &refs);
 
@@ -104,6 +121,7 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
     }
 
     Ok(Desired {
+        network_policies: network_policy::network_policies(sl, &names, &ns, &owner),
         config_maps,
         pdbs,
         services,
@@ -113,6 +131,7 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
             .stream_id_secret_name
             .is_none()
             .then(|| names.stream_id_secret()),
+        redis_auth_secret: access::managed(sl).then(|| names.redis_auth_secret()),
         config_hash,
         limiter_config,
     })
@@ -135,6 +154,7 @@ impl Desired {
             "PodDisruptionBudget" => names(self.pdbs.iter().map(|o| &o.metadata).collect()),
             "Deployment" => names(self.deployments.iter().map(|o| &o.metadata).collect()),
             "StatefulSet" => names(self.stateful_sets.iter().map(|o| &o.metadata).collect()),
+            "NetworkPolicy" => names(self.network_policies.iter().map(|o| &o.metadata).collect()),
             _ => Vec::new(),
         }
     }

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::access::{TLS_DIR, cli_tls_args, redis_env, server_tls_volume, tls_env, tls_secret};
 use super::common::{
     container_security, env, max_unavailable_one, meta, pod_spec, port, resources, selector,
     service_port,
@@ -26,6 +27,10 @@ use super::sentinel::{
 };
 use crate::crd::StreamLimiter;
 use crate::names::{Names, REDIS_PORT, SCRIPTS_HASH_ANNOTATION};
+
+/// Starts the Redis pod of a shard without replicas (run as `sh -c`): writes the config with
+/// the passwords from the pod's env, then execs `redis-server`.
+pub const STANDALONE_SCRIPT: &str = include_str!("scripts/redis-standalone.sh");
 
 /// Grace period of a shard pod: room for the pre-stop failover (up to 20 s) and a clean exit.
 const TERMINATION_GRACE_SECONDS: i64 = 40;
@@ -73,29 +78,36 @@ pub fn stateful_set(
     let name = names.redis_shard(index);
     let redis = &sl.spec.redis;
     let ha = sentinel_enabled(sl);
+    let tls = cli_tls_args(sl);
+    let mut mounts = vec![volume_mount("data", "/data", false)];
+    let mut volumes = vec![data_volume()];
+    if let Some(secret) = tls_secret(sl) {
+        mounts.push(volume_mount("redis-tls", TLS_DIR, true));
+        volumes.push(server_tls_volume(secret));
+    }
     let mut container = Container {
         name: "redis".to_owned(),
         image: Some(redis.image.clone()),
         ports: Some(vec![port("redis", REDIS_PORT)]),
-        readiness_probe: Some(ping_probe(REDIS_PORT, 5)),
+        readiness_probe: Some(ping_probe(REDIS_PORT, 5, &tls)),
         liveness_probe: Some(Probe {
             initial_delay_seconds: Some(10),
-            ..ping_probe(REDIS_PORT, 10)
+            ..ping_probe(REDIS_PORT, 10, &tls)
         }),
         resources: resources(&redis.resources),
         security_context: Some(container_security(REDIS_UID)),
-        volume_mounts: Some(vec![volume_mount("data", "/data", false)]),
+        volume_mounts: Some(mounts),
         ..Container::default()
     };
-    let mut volumes = vec![data_volume()];
+    let mut vars = Vec::new();
     let mut annotations = BTreeMap::new();
     if ha {
-        container.startup_probe = Some(startup_probe(REDIS_PORT));
+        container.startup_probe = Some(startup_probe(REDIS_PORT, &tls));
         container.command = Some(vec![
             "sh".to_owned(),
             format!("{SCRIPTS_DIR}/{}", keys::REDIS),
         ]);
-        container.env = Some(vec![
+        vars.extend([
             env("NAMESPACE", ns),
             env("SHARD", name.clone()),
             env("MASTER_NAME", names.shard_master(index)),
@@ -121,26 +133,16 @@ pub fn stateful_set(
         volumes.push(scripts_volume(names));
         annotations.insert(SCRIPTS_HASH_ANNOTATION.to_owned(), redis_scripts_hash());
     } else {
-        container.command = Some(
-            [
-                "redis-server",
-                "--port",
-                &REDIS_PORT.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--protected-mode",
-                "no",
-                "--maxmemory-policy",
-                "noeviction",
-                "--dir",
-                "/data",
-            ]
-            .map(str::to_owned)
-            .to_vec(),
-        );
+        container.command = Some(vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            STANDALONE_SCRIPT.to_owned(),
+            "redis-standalone".to_owned(),
+        ]);
     }
+    vars.extend(redis_env(names, ha));
+    vars.extend(tls_env(sl));
+    container.env = Some(vars);
     StatefulSet {
         metadata: meta(name.clone(), ns, names.shard_labels(index), owner),
         spec: Some(StatefulSetSpec {

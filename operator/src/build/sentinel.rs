@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::access::{TLS_DIR, cli_tls_args, sentinel_env, server_tls_volume, tls_env, tls_secret};
 use super::common::{
     container_security, env, max_unavailable_one, meta, pod_spec, port, resources, selector,
     service_port,
@@ -178,16 +179,14 @@ pub fn volume_mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
-/// `redis-cli -p <port> ping`.
-pub fn ping_probe(port: i32, period: i32) -> Probe {
+/// `redis-cli [TLS args] -p <port> ping`, authenticated by the container's `REDISCLI_AUTH`.
+pub fn ping_probe(port: i32, period: i32, tls: &[String]) -> Probe {
+    let mut command = vec!["redis-cli".to_owned()];
+    command.extend_from_slice(tls);
+    command.extend(["-p".to_owned(), port.to_string(), "ping".to_owned()]);
     Probe {
         exec: Some(ExecAction {
-            command: Some(vec![
-                "redis-cli".to_owned(),
-                "-p".to_owned(),
-                port.to_string(),
-                "ping".to_owned(),
-            ]),
+            command: Some(command),
         }),
         period_seconds: Some(period),
         timeout_seconds: Some(2),
@@ -197,10 +196,10 @@ pub fn ping_probe(port: i32, period: i32) -> Probe {
 }
 
 /// Generous start-up window (up to 150 s): the start scripts ask peers and wait for DNS.
-pub fn startup_probe(port: i32) -> Probe {
+pub fn startup_probe(port: i32, tls: &[String]) -> Probe {
     Probe {
         failure_threshold: Some(30),
-        ..ping_probe(port, 5)
+        ..ping_probe(port, 5, tls)
     }
 }
 
@@ -214,6 +213,30 @@ pub fn stateful_set(
     let redis = &sl.spec.redis;
     let sentinel = &redis.sentinel;
     let name = names.sentinel();
+    let tls = cli_tls_args(sl);
+    let mut mounts = vec![
+        volume_mount("scripts", SCRIPTS_DIR, true),
+        volume_mount("data", "/data", false),
+    ];
+    let mut volumes = vec![scripts_volume(names), data_volume()];
+    if let Some(secret) = tls_secret(sl) {
+        mounts.push(volume_mount("redis-tls", TLS_DIR, true));
+        volumes.push(server_tls_volume(secret));
+    }
+    let mut vars = vec![
+        env("NAMESPACE", ns),
+        env("SENTINEL_SERVICE", name.clone()),
+        env("SENTINELS", sentinel.replicas.to_string()),
+        env("QUORUM", sentinel.quorum.to_string()),
+        env("DOWN_AFTER_MS", sentinel.down_after_millis.to_string()),
+        env(
+            "FAILOVER_TIMEOUT_MS",
+            sentinel.failover_timeout_millis.to_string(),
+        ),
+        env("MAX_PODS", MAX_PODS_PER_SHARD.to_string()),
+    ];
+    vars.extend(sentinel_env(names));
+    vars.extend(tls_env(sl));
     let container = Container {
         name: "sentinel".to_owned(),
         image: Some(redis.image.clone()),
@@ -221,28 +244,14 @@ pub fn stateful_set(
             "sh".to_owned(),
             format!("{SCRIPTS_DIR}/{}", keys::SENTINEL),
         ]),
-        env: Some(vec![
-            env("NAMESPACE", ns),
-            env("SENTINEL_SERVICE", name.clone()),
-            env("SENTINELS", sentinel.replicas.to_string()),
-            env("QUORUM", sentinel.quorum.to_string()),
-            env("DOWN_AFTER_MS", sentinel.down_after_millis.to_string()),
-            env(
-                "FAILOVER_TIMEOUT_MS",
-                sentinel.failover_timeout_millis.to_string(),
-            ),
-            env("MAX_PODS", MAX_PODS_PER_SHARD.to_string()),
-        ]),
+        env: Some(vars),
         ports: Some(vec![port("sentinel", SENTINEL_PORT)]),
-        startup_probe: Some(startup_probe(SENTINEL_PORT)),
-        readiness_probe: Some(ping_probe(SENTINEL_PORT, 5)),
-        liveness_probe: Some(ping_probe(SENTINEL_PORT, 10)),
+        startup_probe: Some(startup_probe(SENTINEL_PORT, &tls)),
+        readiness_probe: Some(ping_probe(SENTINEL_PORT, 5, &tls)),
+        liveness_probe: Some(ping_probe(SENTINEL_PORT, 10, &tls)),
         resources: resources(&sentinel.resources),
         security_context: Some(container_security(REDIS_UID)),
-        volume_mounts: Some(vec![
-            volume_mount("scripts", SCRIPTS_DIR, true),
-            volume_mount("data", "/data", false),
-        ]),
+        volume_mounts: Some(mounts),
         ..Container::default()
     };
     let masters = masters_file(sl, names);
@@ -264,11 +273,7 @@ pub fn stateful_set(
                 }),
                 spec: Some(PodSpec {
                     affinity: Some(spread(names.selector_labels(Component::Sentinel))),
-                    ..pod_spec(
-                        container,
-                        REDIS_UID,
-                        vec![scripts_volume(names), data_volume()],
-                    )
+                    ..pod_spec(container, REDIS_UID, volumes)
                 }),
             },
             ..StatefulSetSpec::default()

@@ -12,10 +12,11 @@ pub fn fixture(name: &str) -> StreamLimiter {
 }
 
 /// Every fixture in `tests/fixtures`: each one a valid resource.
-pub const FIXTURES: [&str; 5] = [
+pub const FIXTURES: [&str; 6] = [
     "managed.yaml",
     "external.yaml",
     "external-secret.yaml",
     "admin-ui.yaml",
     "ha.yaml",
+    "secure.yaml",
 ];

@@ -3,8 +3,8 @@
 //! Each pod gets its own network namespace on a private bridge (its own IP, nothing on the
 //! host's network), a hosts file that gives every pod of the test its stable DNS name
 //! (`<pod>.<service>.<namespace>.svc`), and, at each container start, a fresh mount namespace:
-//! a read-only root (the host's, with ConfigMap volumes laid over it at their mount paths and
-//! with their `defaultMode`), emptyDir volumes bound read-write (they outlive container restarts,
+//! a read-only root (the host's, with ConfigMap and Secret volumes laid over it at their mount
+//! paths and with their `defaultMode`, Secret files owned by the pod's `fsGroup`), emptyDir volumes bound read-write (they outlive container restarts,
 //! as on a node), and the container's user with every capability dropped. A restart runs the
 //! container's command again over the same emptyDirs, as the kubelet does.
 //!
@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Volume};
 
 /// The image's `PATH` (the official Redis image's), so the scripts find the same tools.
@@ -101,6 +101,7 @@ pub struct Cluster {
     namespace: String,
     hosts: BTreeMap<String, Ipv4Addr>,
     config_maps: BTreeMap<String, BTreeMap<String, String>>,
+    secrets: BTreeMap<String, BTreeMap<String, String>>,
     next_ip: u8,
 }
 
@@ -121,10 +122,17 @@ impl Cluster {
                     (name, cm.data.clone().unwrap_or_default())
                 })
                 .collect(),
+            secrets: BTreeMap::new(),
             next_ip: 10,
         };
         cluster.write_hosts();
         cluster
+    }
+
+    /// A Secret of the namespace (as the operator or a person created it), for the pods'
+    /// Secret volumes and `secretKeyRef` env. Pods laid out afterwards see it.
+    pub fn add_secret(&mut self, name: &str, data: BTreeMap<String, String>) {
+        self.secrets.insert(name.to_owned(), data);
     }
 
     fn hosts_path(&self) -> PathBuf {
@@ -157,6 +165,24 @@ impl Cluster {
         let name = format!("{set_name}-{ordinal}");
         let dns = format!("{name}.{service}.{}.svc", self.namespace);
         self.pod(name, dns, pod_spec)
+    }
+
+    /// A pod of a Deployment, named `name`, running `command` (the image's entrypoint, which
+    /// the rendered container leaves out) before the container's args.
+    pub fn deployment_pod(
+        &mut self,
+        deployment: &Deployment,
+        name: &str,
+        command: Vec<String>,
+    ) -> Pod {
+        let mut spec = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.clone())
+            .expect("pod template");
+        spec.containers[0].command = Some(command);
+        let dns = format!("{name}.{}.svc", self.namespace);
+        self.pod(name.to_owned(), dns, spec)
     }
 
     fn pod(&mut self, name: String, dns: String, spec: PodSpec) -> Pod {
@@ -197,9 +223,10 @@ impl Cluster {
             run_as: run_as(&spec),
             hosts: self.hosts_path(),
             empty_dirs: Vec::new(),
+            env: Vec::new(),
             child: None,
         };
-        pod.lay_out(&spec, &self.config_maps)
+        pod.lay_out(&spec, &self.config_maps, &self.secrets)
     }
 }
 
@@ -233,6 +260,8 @@ pub struct Pod {
     hosts: PathBuf,
     /// `(host dir, mount path)` of each emptyDir.
     empty_dirs: Vec<(PathBuf, String)>,
+    /// The container's env as `NAME=value`, Secret references resolved.
+    env: Vec<String>,
     child: Option<Child>,
 }
 
@@ -243,7 +272,9 @@ impl Pod {
         mut self,
         spec: &PodSpec,
         config_maps: &BTreeMap<String, BTreeMap<String, String>>,
+        secrets: &BTreeMap<String, BTreeMap<String, String>>,
     ) -> Pod {
+        self.env = resolve_env(&self.container, secrets);
         let layer = self.dir.join("layer");
         fs::create_dir_all(self.dir.join("ns")).unwrap();
         fs::create_dir_all(&layer).unwrap();
@@ -270,6 +301,30 @@ impl Pod {
                     fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
                 }
                 // The kubelet's ConfigMap directory is read-only too.
+                fs::set_permissions(&target, fs::Permissions::from_mode(0o555)).unwrap();
+            } else if let Some(source) = &volume.secret {
+                let name = source.secret_name.as_deref().expect("secretName");
+                let data = secrets
+                    .get(name)
+                    .unwrap_or_else(|| panic!("Secret {name} was not added to the cluster"));
+                let mode = u32::try_from(source.default_mode.unwrap_or(0o644)).unwrap();
+                let items: Vec<(String, String)> = match &source.items {
+                    Some(items) => items
+                        .iter()
+                        .map(|i| (i.key.clone(), i.path.clone()))
+                        .collect(),
+                    None => data.keys().map(|k| (k.clone(), k.clone())).collect(),
+                };
+                for (key, path) in items {
+                    let value = data
+                        .get(&key)
+                        .unwrap_or_else(|| panic!("Secret {name} has no key {key}"));
+                    let file = target.join(path);
+                    fs::write(&file, value).unwrap();
+                    fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
+                    // The kubelet gives Secret files to the pod's fsGroup.
+                    chown(&file, Some(0), Some(u32::try_from(self.run_as.1).unwrap())).unwrap();
+                }
                 fs::set_permissions(&target, fs::Permissions::from_mode(0o555)).unwrap();
             } else if volume.empty_dir.is_some() {
                 let host = self.dir.join("volumes").join(&mount.name);
@@ -314,25 +369,17 @@ impl Pod {
                 &format!("PATH={PATH}"),
                 &format!("HOSTNAME={}", self.name),
             ])
-            .args(self.env())
+            .args(&self.env)
             .args(args);
         command
     }
 
-    /// The container's plain env values as `NAME=value`.
-    fn env(&self) -> Vec<String> {
-        self.container
-            .env
-            .iter()
-            .flatten()
-            .map(|var| {
-                let value = var
-                    .value
-                    .as_deref()
-                    .unwrap_or_else(|| panic!("env {} is not a plain value", var.name));
-                format!("{}={value}", var.name)
-            })
-            .collect()
+    /// The value of the container's env variable `name`, Secret references resolved.
+    pub fn env_value(&self, name: &str) -> Option<&str> {
+        self.env.iter().find_map(|kv| {
+            kv.strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix('='))
+        })
     }
 
     pub fn log_path(&self) -> PathBuf {
@@ -444,6 +491,38 @@ impl Drop for Pod {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The container's env as `NAME=value`: plain values, and `secretKeyRef`s looked up in the
+/// cluster's Secrets (a missing one fails, as `CreateContainerConfigError` would).
+fn resolve_env(
+    container: &Container,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<String> {
+    container
+        .env
+        .iter()
+        .flatten()
+        .map(|var| {
+            let value = match (&var.value, &var.value_from) {
+                (Some(value), _) => value.clone(),
+                (None, Some(from)) => {
+                    let r = from.secret_key_ref.as_ref().unwrap_or_else(|| {
+                        panic!("env {}: only secretKeyRef is supported", var.name)
+                    });
+                    secrets
+                        .get(&r.name)
+                        .and_then(|data| data.get(&r.key))
+                        .unwrap_or_else(|| {
+                            panic!("env {}: no Secret key {}/{}", var.name, r.name, r.key)
+                        })
+                        .clone()
+                }
+                (None, None) => String::new(),
+            };
+            format!("{}={value}", var.name)
+        })
+        .collect()
 }
 
 /// Polls `check` every 100 ms until it holds; panics naming `what` after `timeout`.

@@ -5,17 +5,34 @@
 # is a primary either does pod 0 start as the primary (the bootstrap). The operator never picks a
 # primary after that.
 # Env: NAMESPACE, SHARD (StatefulSet = headless Service), MASTER_NAME, SENTINEL_SERVICE,
-#      MAX_SENTINELS, MAX_PODS.
+#      MAX_SENTINELS, MAX_PODS; from Secret <name>-redis-auth: REDIS_PASSWORD (the default user:
+#      replication, Sentinel, these scripts; also as REDISCLI_AUTH), LIMITER_PASSWORD (the ACL
+#      user LIMITER_USER with the rules LIMITER_ACL), SENTINEL_PASSWORD; TLS_DIR when the pods
+#      serve TLS (tls.crt, tls.key, ca.crt from the user's Secret).
+# The passwords go only into /data/redis.conf (mode 0600, in the pod's emptyDir), never into a
+# ConfigMap or a command line.
 set -eu
 self="$HOSTNAME.$SHARD.$NAMESPACE.svc"
 master=""
+for password in "$REDIS_PASSWORD" "$LIMITER_PASSWORD" "$SENTINEL_PASSWORD"; do
+  case "$password" in
+    "" | *[!A-Za-z0-9._~+/=-]*)
+      echo "Secret <name>-redis-auth: a password is empty or has a character other than A-Z a-z 0-9 . _ ~ + / = -" >&2
+      exit 1 ;;
+  esac
+done
+tls=""
+if [ -n "${TLS_DIR:-}" ]; then
+  tls="--tls --cacert $TLS_DIR/ca.crt"
+fi
 
 ask_sentinels() {
   k=0
   while [ "$k" -lt "$MAX_SENTINELS" ]; do
     sentinel="$SENTINEL_SERVICE-$k.$SENTINEL_SERVICE.$NAMESPACE.svc"
     # Two lines (host, port) when that Sentinel knows the shard; nothing otherwise.
-    reply=$(timeout 3 redis-cli -h "$sentinel" -p 26379 --raw sentinel get-master-addr-by-name "$MASTER_NAME" </dev/null 2>/dev/null || true)
+    # shellcheck disable=SC2086
+    reply=$(REDISCLI_AUTH="$SENTINEL_PASSWORD" timeout 3 redis-cli $tls -h "$sentinel" -p 26379 --raw sentinel get-master-addr-by-name "$MASTER_NAME" </dev/null 2>/dev/null || true)
     # shellcheck disable=SC2086
     set -- $reply
     if [ "$#" -eq 2 ] && [ "$2" -eq "$2" ] 2>/dev/null; then
@@ -33,7 +50,8 @@ ask_pods() {
   while [ "$i" -lt "$MAX_PODS" ]; do
     pod="$SHARD-$i.$SHARD.$NAMESPACE.svc"
     if [ "$pod" != "$self" ]; then
-      role=$(timeout 3 redis-cli -h "$pod" -p 6379 --raw role </dev/null 2>/dev/null | head -n 1 || true)
+      # shellcheck disable=SC2086
+      role=$(REDISCLI_AUTH="$REDIS_PASSWORD" timeout 3 redis-cli $tls -h "$pod" -p 6379 --raw role </dev/null 2>/dev/null | head -n 1 || true)
       if [ "$role" = "master" ]; then
         master=$pod
         echo "no Sentinel answered; $pod is a primary"
@@ -54,9 +72,25 @@ fi
 # an earlier start (or Redis's own CONFIG REWRITE) left in /data never blocks this one.
 conf=/data/redis.conf
 next=/data/redis.conf.next
+umask 077
 rm -f "$next"
-cat > "$next" <<CONF
-port 6379
+if [ -n "${TLS_DIR:-}" ]; then
+  cat > "$next" <<CONF
+port 0
+tls-port 6379
+tls-cert-file $TLS_DIR/tls.crt
+tls-key-file $TLS_DIR/tls.key
+tls-ca-cert-file $TLS_DIR/ca.crt
+tls-auth-clients no
+tls-replication yes
+CONF
+else
+  echo "port 6379" > "$next"
+fi
+cat >> "$next" <<CONF
+requirepass $REDIS_PASSWORD
+masterauth $REDIS_PASSWORD
+user $LIMITER_USER $LIMITER_ACL >$LIMITER_PASSWORD
 dir /data
 save ""
 appendonly no

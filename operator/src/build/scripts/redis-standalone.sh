@@ -1,0 +1,43 @@
+#!/bin/sh
+# Starts the one Redis pod of a shard without replicas (screenlimit-operator; run as `sh -c`
+# from the StatefulSet's command, no ConfigMap needed).
+# Env from Secret <name>-redis-auth: REDIS_PASSWORD (the default user; also as REDISCLI_AUTH for
+# the probes), LIMITER_PASSWORD (the ACL user LIMITER_USER with the rules LIMITER_ACL); TLS_DIR
+# when the pod serves TLS (tls.crt, tls.key, ca.crt from the user's Secret).
+# The passwords go only into /data/redis.conf (mode 0600, in the pod's emptyDir), never into a
+# ConfigMap or a command line. Nothing is persisted.
+set -eu
+for password in "$REDIS_PASSWORD" "$LIMITER_PASSWORD"; do
+  case "$password" in
+    "" | *[!A-Za-z0-9._~+/=-]*)
+      echo "Secret <name>-redis-auth: a password is empty or has a character other than A-Z a-z 0-9 . _ ~ + / = -" >&2
+      exit 1 ;;
+  esac
+done
+conf=/data/redis.conf
+next=/data/redis.conf.next
+umask 077
+rm -f "$next"
+if [ -n "${TLS_DIR:-}" ]; then
+  cat > "$next" <<CONF
+port 0
+tls-port 6379
+tls-cert-file $TLS_DIR/tls.crt
+tls-key-file $TLS_DIR/tls.key
+tls-ca-cert-file $TLS_DIR/ca.crt
+tls-auth-clients no
+CONF
+else
+  echo "port 6379" > "$next"
+fi
+cat >> "$next" <<CONF
+requirepass $REDIS_PASSWORD
+user $LIMITER_USER $LIMITER_ACL >$LIMITER_PASSWORD
+dir /data
+save ""
+appendonly no
+protected-mode no
+maxmemory-policy noeviction
+CONF
+mv -f "$next" "$conf"
+exec redis-server "$conf"
