@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
@@ -68,7 +69,11 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
         .owns(api::<Deployment>(&client, &namespace), owned.clone())
         .owns(api::<Service>(&client, &namespace), owned.clone())
         .owns(api::<ConfigMap>(&client, &namespace), owned.clone())
-        .owns(api::<PodDisruptionBudget>(&client, &namespace), owned)
+        .owns(
+            api::<PodDisruptionBudget>(&client, &namespace),
+            owned.clone(),
+        )
+        .owns(api::<HorizontalPodAutoscaler>(&client, &namespace), owned)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

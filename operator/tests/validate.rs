@@ -117,3 +117,35 @@ fn a_batch_window_longer_than_half_the_store_deadline_is_refused() {
     sl.spec.limiter.batch_window_micros = -1;
     assert_eq!(fields(validate(&sl)), ["spec.limiter.batchWindowMicros"]);
 }
+
+#[test]
+fn limiter_http_bounds_and_autoscaling_are_checked_with_the_field_named() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.http.max_in_flight = 0;
+    assert_eq!(fields(validate(&sl)), ["spec.limiter.http.maxInFlight"]);
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.http.header_read_timeout_millis = 5;
+    sl.spec.limiter.http.max_header_bytes = 100;
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.limiter.http.headerReadTimeoutMillis",
+            "spec.limiter.http.maxHeaderBytes"
+        ]
+    );
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.autoscaling = Some(screenlimit_operator::crd::AutoscalingSpec {
+        enabled: true,
+        min_replicas: 5,
+        max_replicas: 3,
+        target_cpu_utilization_percent: 70,
+    });
+    sl.spec.limiter.resources = None;
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.limiter.autoscaling.minReplicas",
+            "spec.limiter.resources.requests.cpu"
+        ]
+    );
+}

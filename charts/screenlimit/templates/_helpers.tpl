@@ -44,6 +44,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Only creates the stream id Secret (an existing one answers 409); never reads Secrets.
 - apiGroups: [""]
   resources: ["secrets"]

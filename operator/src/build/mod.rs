@@ -9,6 +9,7 @@ pub mod secret;
 pub mod sentinel;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::{Resource, ResourceExt};
@@ -24,6 +25,8 @@ pub struct Desired {
     pub pdbs: Vec<PodDisruptionBudget>,
     pub deployments: Vec<Deployment>,
     pub stateful_sets: Vec<StatefulSet>,
+    /// The limiter's autoscaler, when `limiter.autoscaling.enabled`.
+    pub hpas: Vec<HorizontalPodAutoscaler>,
     /// The stream id Secret to create if absent; `None` when the spec names its own.
     pub stream_id_secret: Option<String>,
     /// Hash of the limiter config (also in the limiter pod template).
@@ -102,7 +105,9 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
         deployments.push(admin_ui::deployment(sl, &names, &ns, &owner));
     }
 
+    let hpas = limiter::hpa(sl, &names, &ns, &owner).into_iter().collect();
     Ok(Desired {
+        hpas,
         config_maps,
         pdbs,
         services,
@@ -134,6 +139,7 @@ impl Desired {
             "PodDisruptionBudget" => names(self.pdbs.iter().map(|o| &o.metadata).collect()),
             "Deployment" => names(self.deployments.iter().map(|o| &o.metadata).collect()),
             "StatefulSet" => names(self.stateful_sets.iter().map(|o| &o.metadata).collect()),
+            "HorizontalPodAutoscaler" => names(self.hpas.iter().map(|o| &o.metadata).collect()),
             _ => Vec::new(),
         }
     }
