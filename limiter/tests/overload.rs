@@ -321,6 +321,12 @@ async fn shedding_under_open_allows_degraded_without_touching_the_store() {
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
+    // Readiness shows the bounds and never turns unready for load.
+    let ready = api.get("/readyz").await;
+    assert_eq!(ready.status(), StatusCode::OK);
+    let ready: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(ready["load"]["max_in_flight"], 1, "{ready}");
+    assert_eq!(ready["load"]["scale_out"], false, "{ready}");
     // Once the bound has room again, calls reach the store.
     let after = api.play_on("acct-after", "tv").await;
     assert_eq!(after.status, StatusCode::OK);
