@@ -363,3 +363,25 @@ async fn shedding_under_closed_answers_503_with_retry_after() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(evalsha_calls(&redis), 1);
 }
+
+#[tokio::test]
+async fn shedding_under_local_cap_lets_the_embedded_store_decide() {
+    let redis = RedisServer::start();
+    let limiter = one_in_flight(&redis, "local_cap");
+    let api = limiter.client();
+    let (_, holder) = hold_the_one_place(&limiter, &redis).await;
+
+    // The default plan (basic) allows one stream: the instance's own store enforces it.
+    let first = api.play_on("acct-local", "tv").await;
+    assert_eq!(first.status, StatusCode::OK, "{first:?}");
+    assert_eq!(first.body["degraded"], true, "{first:?}");
+    assert_eq!(first.body["active_count"], 1, "{first:?}");
+    let second = api.play_on("acct-local", "phone").await;
+    assert_eq!(second.status, StatusCode::CONFLICT, "{second:?}");
+    assert!(!holder.is_finished(), "the held request still waits");
+
+    redis.freeze(false);
+    assert_eq!(holder.await.unwrap().status, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(evalsha_calls(&redis), 1);
+}
