@@ -91,10 +91,25 @@ fn is_stream_path(path: &str, suffix: Option<&str>) -> bool {
     !id.is_empty() && !id.contains('/')
 }
 
-/// A request marked shed by the server: the handler answers it by the failure policy without
-/// touching the store.
-#[derive(Debug, Clone, Copy)]
-pub struct Shed;
+/// Put in the extensions of a play-start, heartbeat or stop by the server. The handler asks for
+/// the request's place in flight only once it holds the body, so that a slow sender never
+/// holds a place (nor sheds others); no place: the failure policy answers, without the store.
+#[derive(Clone)]
+pub struct Admission {
+    overload: Arc<Overload>,
+    route: Route,
+}
+
+impl Admission {
+    pub fn new(overload: Arc<Overload>, route: Route) -> Self {
+        Admission { overload, route }
+    }
+
+    /// The request's place in flight (held until dropped), or `None`: shed it.
+    pub fn admit(&self) -> Option<RequestSlot> {
+        self.overload.admit(self.route)
+    }
+}
 
 /// Why a connection was closed by a deadline (the `kind` label of
 /// `screenlimit_connection_timeouts_total`).

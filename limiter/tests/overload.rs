@@ -385,3 +385,36 @@ async fn shedding_under_local_cap_lets_the_embedded_store_decide() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(evalsha_calls(&redis), 1);
 }
+
+#[test]
+fn slow_bodies_hold_no_place_in_flight() {
+    let limiter = LimiterProcess::start("http: { max_in_flight: 2, body_read_timeout: 5s }\n");
+    // More half-sent play-starts than places in flight.
+    let slow: Vec<TcpStream> = (0..5)
+        .map(|_| {
+            let mut stream = connect(&limiter);
+            stream
+                .write_all(
+                    b"POST /v1/streams HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+                )
+                .unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut stream = connect(&limiter);
+    let body = json!({"account_id": "acct-real", "device_id": "tv"}).to_string();
+    write!(
+        stream,
+        "POST /v1/streams HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let (answer, _) = read_until_closed(&mut stream, Instant::now());
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("\"degraded\":false"),
+        "a real play is not shed because of slow senders: {answer}"
+    );
+    drop(slow);
+}

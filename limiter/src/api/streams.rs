@@ -21,16 +21,18 @@ use super::types::{
     StreamPath, check_account_id,
 };
 use crate::model::{DenyRule, ForceStopOutcome, HeartbeatOutcome};
-use crate::overload::Shed;
+use crate::overload::{Admission, RequestSlot};
 use crate::service::{FleetView, Load, PlayDecision, StreamService};
 
 pub type AppState = Arc<StreamService>;
 
-/// Whether the server marked this request shed (`overload.rs`).
-fn load(shed: Option<Extension<Shed>>) -> Load {
-    match shed {
-        Some(_) => Load::Shed,
-        None => Load::Normal,
+/// The request's place in flight, taken now that its body is in (`overload.rs`), and whether
+/// it must be shed. Without an `Admission` (a router served by other means) it is not bounded.
+fn admit(admission: Option<Extension<Admission>>) -> (Load, Option<RequestSlot>) {
+    match admission.map(|Extension(admission)| admission.admit()) {
+        Some(None) => (Load::Shed, None),
+        Some(place) => (Load::Normal, place),
+        None => (Load::Normal, None),
     }
 }
 
@@ -57,12 +59,12 @@ fn ttl_sec(service: &StreamService) -> f64 {
 )]
 pub async fn play_start(
     State(service): State<AppState>,
-    shed: Option<Extension<Shed>>,
+    admission: Option<Extension<Admission>>,
     ApiJson(request): ApiJson<PlayStartRequest>,
 ) -> Result<Response, ApiError> {
     let request = request.validate()?;
     let account_id = request.account_id.clone();
-    let load = load(shed);
+    let (load, _place) = admit(admission);
     match service.play_start_with(request, load).await? {
         PlayDecision::Granted {
             stream_id,
@@ -155,13 +157,14 @@ fn limit_reached(limit: u32, rule: DenyRule) -> ApiError {
 )]
 pub async fn heartbeat(
     State(service): State<AppState>,
-    shed: Option<Extension<Shed>>,
+    admission: Option<Extension<Admission>>,
     ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     check_account_id(&body.account_id)?;
+    let (load, _place) = admit(admission);
     let renewal = service
-        .heartbeat_with(&body.account_id, &stream_id, load(shed))
+        .heartbeat_with(&body.account_id, &stream_id, load)
         .await?;
     match renewal.outcome {
         HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } => {
@@ -204,13 +207,14 @@ pub async fn heartbeat(
 )]
 pub async fn release(
     State(service): State<AppState>,
-    shed: Option<Extension<Shed>>,
+    admission: Option<Extension<Admission>>,
     ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&body.account_id)?;
+    let (load, _place) = admit(admission);
     let degraded = service
-        .release_with(&body.account_id, &stream_id, load(shed))
+        .release_with(&body.account_id, &stream_id, load)
         .await?;
     Ok(Json(OkResponse { ok: true, degraded }))
 }

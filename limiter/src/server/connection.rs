@@ -11,9 +11,10 @@
 //!   `http.body_read_timeout` of its headers; the answer is then replaced by 408
 //!   `request_timeout` with `Connection: close`.
 //! - **Header size**: hyper's `max_header_size` answers 431 (no body) and closes.
-//! - **In flight**: [`Overload::admit`] before the router; a request beyond the bound is shed at
-//!   once: marked [`Shed`] for the failure policy (play-start, heartbeat, stop under `open` or
-//!   `local_cap`) or answered 503 `overloaded`.
+//! - **In flight**: a play-start, heartbeat or stop gets an [`Admission`]: its handler takes a
+//!   place once it holds the body (a slow body holds no place) or, beyond the bound, is shed at
+//!   once by the failure policy. Other calls take their place here, before the router; beyond
+//!   the bound they are answered 503 `overloaded`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -38,8 +39,8 @@ use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
 
 use crate::api::error::ApiError;
-use crate::config::{FailurePolicy, HttpConfig};
-use crate::overload::{Deadline, Overload, Route, Shed};
+use crate::config::HttpConfig;
+use crate::overload::{Admission, Deadline, Overload, Route};
 use crate::service::StreamService;
 
 /// What every connection of one lane shares.
@@ -49,7 +50,6 @@ pub struct Lane(Arc<LaneShared>);
 struct LaneShared {
     router: Router,
     overload: Arc<Overload>,
-    policy: FailurePolicy,
     builder: http1::Builder,
     idle: Duration,
     header: Duration,
@@ -77,7 +77,6 @@ impl Lane {
         Lane(Arc::new(LaneShared {
             router,
             overload: service.overload.clone(),
-            policy: service.policy(),
             builder,
             idle: http.idle_timeout,
             header: http.header_read_timeout,
@@ -143,15 +142,17 @@ async fn handle(
     let routed = |request| lane.router.clone().oneshot(request);
     let mut response = match route {
         Route::Ops => routed(request).await,
+        _ if route.policy_answers() => {
+            request
+                .extensions_mut()
+                .insert(Admission::new(lane.overload.clone(), route));
+            routed(request).await
+        }
         _ => match lane.overload.admit(route) {
             Some(slot) => {
                 let response = routed(request).await;
                 drop(slot);
                 response
-            }
-            None if route.policy_answers() && lane.policy != FailurePolicy::Closed => {
-                request.extensions_mut().insert(Shed);
-                routed(request).await
             }
             None => Ok(ApiError::overloaded().into_response()),
         },
