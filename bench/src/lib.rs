@@ -6,6 +6,7 @@ pub mod api;
 pub mod client;
 pub mod extra;
 pub mod fleet;
+pub mod hostile;
 pub mod procs;
 pub mod scenarios;
 pub mod stats;

@@ -50,6 +50,9 @@ pub enum Scenario {
     /// One shard's slice of the fleet: Redis main-thread CPU per heartbeat and per play-start
     /// against a SET baseline, batch depth, and the projection to the seed's peak.
     Fleet(crate::fleet::FleetArgs),
+    /// Thousands of half-sent requests against one limiter while real traffic goes on: each
+    /// must be answered 408 and closed within the body deadline; fds and latency are reported.
+    SlowClients(crate::hostile::SlowClientsArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -206,6 +209,7 @@ impl Scenario {
             Scenario::StoreCycle(_) => "store-cycle",
             Scenario::PlanCache(_) => "plan-cache",
             Scenario::Fleet(_) => "fleet",
+            Scenario::SlowClients(_) => "slow-clients",
         }
     }
 }
@@ -256,6 +260,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
             let mut r = crate::extra::plan_cache(a).await?;
             r.duration_sec = started.elapsed().as_secs_f64();
             return finish(r, a.json.as_ref(), false);
+        }
+        Scenario::SlowClients(a) => {
+            let r = crate::hostile::slow_clients(a).await?;
+            return finish(r, a.common.json.as_ref(), a.common.quiet);
         }
         other => other
             .common()

@@ -40,6 +40,14 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
         "SCREENLIMIT_SENTINEL_PASSWORD",
         "the Sentinels' password (wins over store.sentinel.auth.password_file)",
     ),
+    ("SCREENLIMIT_MAX_CONNECTIONS", "http.max_connections"),
+    ("SCREENLIMIT_MAX_IN_FLIGHT", "http.max_in_flight"),
+    (
+        "SCREENLIMIT_HEADER_READ_TIMEOUT",
+        "http.header_read_timeout",
+    ),
+    ("SCREENLIMIT_BODY_READ_TIMEOUT", "http.body_read_timeout"),
+    ("SCREENLIMIT_IDLE_TIMEOUT", "http.idle_timeout"),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -70,7 +78,52 @@ pub struct Config {
     /// Threads serving the API, each a single-threaded event loop with its own connections;
     /// 0 = one per CPU the process may use.
     pub threads: usize,
+    /// Connection deadlines and the bounds of one instance.
+    pub http: HttpConfig,
 }
+
+/// What one instance takes on: deadlines on every connection, and bounds on connections and on
+/// requests in flight. The defaults fit a limiter behind a load balancer that pools connections.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// From the first byte of a request to the end of its headers; a slower client's
+    /// connection is closed.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// From the end of the headers to the end of the body; a slower client is answered
+    /// 408 `request_timeout` and its connection closed.
+    #[serde(with = "humantime_serde")]
+    pub body_read_timeout: Duration,
+    /// How long a connection may wait for its next request (and a new connection for its first
+    /// byte) before it is closed. Keep it above the load balancer's own idle timeout.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Largest request line + headers, in bytes; beyond it the answer is 431 and the connection
+    /// is closed.
+    pub max_header_bytes: usize,
+    /// Open connections this instance keeps; one more is accepted and closed at once.
+    pub max_connections: usize,
+    /// Requests this instance serves at once; beyond it a request is shed at once by the
+    /// failure policy (never queued).
+    pub max_in_flight: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_read_timeout: Duration::from_secs(5),
+            body_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(75),
+            max_header_bytes: 16 * 1024,
+            max_connections: 10_000,
+            max_in_flight: 4_096,
+        }
+    }
+}
+
+/// Bounds of `http.max_header_bytes`.
+pub const HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=(1 << 20);
 
 /// Most `threads` a config may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -331,6 +384,7 @@ impl Default for Config {
             max_body_bytes: 8 * 1024,
             plan_source: PlanSourceConfig::default(),
             threads: 0,
+            http: HttpConfig::default(),
         }
     }
 }
@@ -535,6 +589,84 @@ impl Config {
         if let Some(sentinel) = &mut self.store.sentinel {
             sentinel.auth.apply_env(&env, "SCREENLIMIT_SENTINEL");
         }
+        let count = |name: &str, field: &'static str, into: &mut usize| {
+            if let Some(value) = env(name) {
+                *into = value
+                    .trim()
+                    .parse()
+                    .map_err(|e| invalid(field, format!("{name}={value:?}: {e}")))?;
+            }
+            Ok::<(), ConfigError>(())
+        };
+        count(
+            "SCREENLIMIT_MAX_CONNECTIONS",
+            "http.max_connections",
+            &mut self.http.max_connections,
+        )?;
+        count(
+            "SCREENLIMIT_MAX_IN_FLIGHT",
+            "http.max_in_flight",
+            &mut self.http.max_in_flight,
+        )?;
+        let duration = |name: &str, field: &'static str, into: &mut Duration| {
+            if let Some(value) = env(name) {
+                *into = humantime::parse_duration(value.trim())
+                    .map_err(|e| invalid(field, format!("{name}={value:?}: {e}")))?;
+            }
+            Ok::<(), ConfigError>(())
+        };
+        duration(
+            "SCREENLIMIT_HEADER_READ_TIMEOUT",
+            "http.header_read_timeout",
+            &mut self.http.header_read_timeout,
+        )?;
+        duration(
+            "SCREENLIMIT_BODY_READ_TIMEOUT",
+            "http.body_read_timeout",
+            &mut self.http.body_read_timeout,
+        )?;
+        duration(
+            "SCREENLIMIT_IDLE_TIMEOUT",
+            "http.idle_timeout",
+            &mut self.http.idle_timeout,
+        )?;
+        Ok(())
+    }
+
+    fn validate_http(&self) -> Result<(), ConfigError> {
+        let http = &self.http;
+        for (field, value) in [
+            ("http.header_read_timeout", http.header_read_timeout),
+            ("http.body_read_timeout", http.body_read_timeout),
+            ("http.idle_timeout", http.idle_timeout),
+        ] {
+            if value < Duration::from_millis(10) || value > Duration::from_secs(3600) {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "{} must be between 10ms and 1h",
+                        humantime::format_duration(value)
+                    ),
+                ));
+            }
+        }
+        if !HEADER_BYTES_RANGE.contains(&http.max_header_bytes) {
+            return Err(invalid(
+                "http.max_header_bytes",
+                format!(
+                    "{} must be between {} and {}",
+                    http.max_header_bytes,
+                    HEADER_BYTES_RANGE.start(),
+                    HEADER_BYTES_RANGE.end()
+                ),
+            ));
+        }
+        if http.max_connections == 0 {
+            return Err(invalid("http.max_connections", "must be at least 1"));
+        }
+        if http.max_in_flight == 0 {
+            return Err(invalid("http.max_in_flight", "must be at least 1"));
+        }
         Ok(())
     }
 
@@ -627,6 +759,7 @@ impl Config {
         }
         crate::store::redis::access::validate(&self.store)?;
         self.validate_plan_source()?;
+        self.validate_http()?;
         if self.max_body_bytes < 512 {
             return Err(invalid("max_body_bytes", "must be at least 512"));
         }
@@ -936,6 +1069,64 @@ stream_id_secret: "0123456789abcdef0123"
                 "store.redis_shards",
             ),
             ("store: { timeout: 0s }\n", "store.timeout"),
+        ];
+        for (yaml, field) in cases {
+            let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { field: f, .. } if f == field),
+                "{yaml}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn http_bounds_have_defaults_env_overrides_and_named_errors() {
+        let config = Config::load(None, no_env).unwrap();
+        assert_eq!(config.http.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(config.http.max_in_flight, 4_096);
+        let yaml = "http: { header_read_timeout: 2s, body_read_timeout: 3s, idle_timeout: 90s, max_header_bytes: 4096, max_connections: 50, max_in_flight: 10 }\n";
+        let config = Config::from_yaml(yaml).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.http.idle_timeout, Duration::from_secs(90));
+        assert_eq!(config.http.max_connections, 50);
+        let env = |name: &str| match name {
+            "SCREENLIMIT_MAX_IN_FLIGHT" => Some("7".to_owned()),
+            "SCREENLIMIT_MAX_CONNECTIONS" => Some("9".to_owned()),
+            "SCREENLIMIT_HEADER_READ_TIMEOUT" => Some("250ms".to_owned()),
+            "SCREENLIMIT_BODY_READ_TIMEOUT" => Some("1s".to_owned()),
+            "SCREENLIMIT_IDLE_TIMEOUT" => Some("2s".to_owned()),
+            _ => None,
+        };
+        let config = Config::load(None, env).unwrap();
+        assert_eq!(config.http.max_in_flight, 7);
+        assert_eq!(config.http.max_connections, 9);
+        assert_eq!(config.http.header_read_timeout, Duration::from_millis(250));
+        assert_eq!(config.http.body_read_timeout, Duration::from_secs(1));
+        assert_eq!(config.http.idle_timeout, Duration::from_secs(2));
+        let bad_env = |name: &str| (name == "SCREENLIMIT_IDLE_TIMEOUT").then(|| "soon".to_owned());
+        let err = Config::load(None, bad_env).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    field: "http.idle_timeout",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let cases: &[(&str, &str)] = &[
+            (
+                "http: { header_read_timeout: 0s }\n",
+                "http.header_read_timeout",
+            ),
+            (
+                "http: { body_read_timeout: 2h }\n",
+                "http.body_read_timeout",
+            ),
+            ("http: { max_header_bytes: 100 }\n", "http.max_header_bytes"),
+            ("http: { max_connections: 0 }\n", "http.max_connections"),
+            ("http: { max_in_flight: 0 }\n", "http.max_in_flight"),
         ];
         for (yaml, field) in cases {
             let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();

@@ -9,7 +9,8 @@
 //! - [`service`]: the use cases and the failure policy.
 //! - [`api`]: HTTP routes and bodies.
 //! - [`metrics`]: Prometheus metrics.
-//! - [`server`]: wiring and graceful shutdown.
+//! - [`overload`]: the bounds on connections and requests in flight, and load shedding.
+//! - [`server`]: wiring, connection deadlines and graceful shutdown.
 
 pub mod api;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod ids;
 pub mod lifecycle;
 pub mod metrics;
 pub mod model;
+pub mod overload;
 pub mod plans;
 pub mod server;
 pub mod service;

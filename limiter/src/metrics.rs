@@ -1,9 +1,11 @@
 //! Prometheus metrics, all prefixed `screenlimit_`.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
+use crate::overload::{Deadline, Overload, Route};
 use crate::store::StoreError;
 
 /// Every decision the limiter reports, the values of the `decision` label.
@@ -57,6 +59,11 @@ pub struct Metrics {
     circuit_open: IntGaugeVec,
     store_batches: IntCounterVec,
     store_batched_commands: IntCounterVec,
+    shed: IntCounterVec,
+    connections_refused: IntCounter,
+    connection_timeouts: IntCounterVec,
+    open_connections: IntGauge,
+    in_flight: IntGauge,
 }
 
 impl Metrics {
@@ -111,8 +118,42 @@ impl Metrics {
             &["shard"],
         )
         .expect("valid metric");
+        let shed = IntCounterVec::new(
+            Opts::new(
+                "shed_total",
+                "Requests shed beyond http.max_in_flight, by route (play_start, heartbeat, release: answered by the failure policy; other: 503)",
+            ),
+            &["route"],
+        )
+        .expect("valid metric");
+        let connections_refused = IntCounter::new(
+            "connections_refused_total",
+            "Connections closed at once because http.max_connections were open",
+        )
+        .expect("valid metric");
+        let connection_timeouts = IntCounterVec::new(
+            Opts::new(
+                "connection_timeouts_total",
+                "Connections closed by a deadline: idle, header (read) or body (answered 408)",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
+        let open_connections =
+            IntGauge::new("open_connections", "Connections open on this instance")
+                .expect("valid metric");
+        let in_flight = IntGauge::new(
+            "in_flight_requests",
+            "Requests being served by this instance (bounded by http.max_in_flight)",
+        )
+        .expect("valid metric");
         for metric in [
             Box::new(decisions.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(shed.clone()),
+            Box::new(connections_refused.clone()),
+            Box::new(connection_timeouts.clone()),
+            Box::new(open_connections.clone()),
+            Box::new(in_flight.clone()),
             Box::new(latency.clone()),
             Box::new(store_errors.clone()),
             Box::new(circuit_open.clone()),
@@ -129,7 +170,34 @@ impl Metrics {
             circuit_open,
             store_batches,
             store_batched_commands,
+            shed,
+            connections_refused,
+            connection_timeouts,
+            open_connections,
+            in_flight,
         }
+    }
+
+    /// Brings the load counters and gauges up to `overload`'s atomics.
+    pub fn sync_overload(&self, overload: &Overload) {
+        for route in Route::SHEDDABLE {
+            let counter = self.shed.with_label_values(&[route.label()]);
+            counter.inc_by(overload.shed_total(route).saturating_sub(counter.get()));
+        }
+        for deadline in Deadline::ALL {
+            let counter = self
+                .connection_timeouts
+                .with_label_values(&[deadline.label()]);
+            counter.inc_by(overload.timeouts(deadline).saturating_sub(counter.get()));
+        }
+        let refused = overload.refused_connections();
+        self.connections_refused
+            .inc_by(refused.saturating_sub(self.connections_refused.get()));
+        let view = overload.view();
+        self.open_connections
+            .set(i64::try_from(view.connections).unwrap_or(i64::MAX));
+        self.in_flight
+            .set(i64::try_from(view.in_flight).unwrap_or(i64::MAX));
     }
 
     pub fn decision(&self, decision: Decision) {

@@ -126,6 +126,25 @@ impl PlanSource {
             PlanSource::Postgres(pg) => pg.resolve(account_id).await,
         }
     }
+
+    /// Like `resolve`, without asking the database: a cached plan of any age, else the
+    /// fallback plan (degraded). For calls shed under overload.
+    pub async fn resolve_cached(
+        &self,
+        account_id: &str,
+        requested: Option<&str>,
+    ) -> Result<Resolved, PlanError> {
+        match self {
+            PlanSource::Request(_) => self.resolve(account_id, requested).await,
+            PlanSource::Postgres(pg) => match pg.cache.get(account_id).await {
+                Some(entry) => pg.decide(account_id, entry.name.as_deref(), false),
+                None => Ok(Resolved {
+                    plan: Some(pg.fallback.clone()),
+                    degraded: true,
+                }),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

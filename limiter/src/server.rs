@@ -7,14 +7,16 @@
 //! trips to Redis (see `store/redis/batch.rs`). Lane 0 is the thread that called [`run`]; it also accepts, runs the background tasks (shard
 //! maintenance, plan listener, sweeper) and handles the shutdown signal.
 
-use std::net::SocketAddr;
+mod connection;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::Config;
+use crate::config::{Config, HttpConfig};
+use crate::overload::{ConnectionSlot, Overload};
 use crate::service::StreamService;
 
 /// Serves the API until a shutdown signal; blocks the calling thread, which becomes lane 0.
@@ -31,7 +33,8 @@ fn lane_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .map_err(|e| anyhow::anyhow!("cannot start the Tokio runtime: {e}"))
 }
 
-type Incoming = (std::net::TcpStream, SocketAddr);
+/// An accepted connection, counted against `http.max_connections` until its slot drops.
+type Incoming = (std::net::TcpStream, ConnectionSlot);
 
 async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     let auth_token = config.resolve_auth_token()?;
@@ -60,27 +63,44 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
         let (to_lane, incoming) = mpsc::unbounded_channel();
         to_lanes.push(to_lane);
         let (service, router, stopping) = (service.clone(), router.clone(), stopping.clone());
+        let http = config.http.clone();
         let thread = std::thread::Builder::new()
             .name(format!("screenlimit-lane-{lane}"))
             .spawn(move || -> anyhow::Result<()> {
                 lane_runtime()?.block_on(async move {
-                    warm_up(service);
-                    serve_lane(incoming, local, router, stopping).await
+                    warm_up(service.clone());
+                    serve_lane(incoming, service, router, http, stopping).await;
+                    Ok(())
                 })
             })
             .map_err(|e| anyhow::anyhow!("cannot start lane thread {lane}: {e}"))?;
         others.push(thread);
     }
-    let accepting = tokio::spawn(accept(listener, to_lanes, stopping.clone()));
+    let accepting = tokio::spawn(accept(
+        listener,
+        to_lanes,
+        service.overload.clone(),
+        stopping.clone(),
+    ));
+    let overload = service.overload.clone();
+    let ticking = tokio::spawn(async move {
+        let mut every_second = tokio::time::interval(Duration::from_secs(1));
+        every_second.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every_second.tick().await;
+            overload.tick();
+        }
+    });
     let signal = tokio::spawn(async move {
         crate::lifecycle::shutdown_signal().await;
         tracing::info!("shutdown signal received; finishing in-flight requests");
         let _ = stop.send(true);
     });
-    warm_up(service);
-    let served = serve_lane(own, local, router, stopping).await;
+    warm_up(service.clone());
+    serve_lane(own, service, router, config.http.clone(), stopping).await;
     accepting.abort();
     signal.abort();
+    ticking.abort();
     // The other lanes may still finish requests that need lane 0's tasks: wait here for them.
     let joined = tokio::task::spawn_blocking(move || {
         others
@@ -92,7 +112,6 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<()>>>()
     })
     .await?;
-    served?;
     joined?;
     tracing::info!("screenlimit limiter stopped");
     Ok(())
@@ -107,9 +126,15 @@ fn warm_up(service: Arc<StreamService>) {
 }
 
 /// Accepts connections and deals them out to the lanes in turn, until the stop signal.
+///
+/// Beyond `http.max_connections` open connections, a new one is accepted and closed at once
+/// (after a best-effort `503 overloaded` written without reading the request), rather than
+/// left unaccepted: a client in the kernel's backlog waits for its own timeout, one that is
+/// closed can try another instance at once, and the listen queue cannot fill up behind it.
 async fn accept(
     listener: TcpListener,
     lanes: Vec<mpsc::UnboundedSender<Incoming>>,
+    overload: Arc<Overload>,
     mut stopping: watch::Receiver<bool>,
 ) {
     let mut next = 0;
@@ -119,10 +144,14 @@ async fn accept(
             _ = stopping.wait_for(|stop| *stop) => return,
         };
         match accepted {
-            Ok((stream, peer)) => {
+            Ok((stream, _peer)) => {
+                let Some(slot) = overload.connect() else {
+                    connection::refuse(stream);
+                    continue;
+                };
                 // Deregister from this lane's reactor; the receiving lane registers it with its own.
                 let mut handed = match stream.into_std() {
-                    Ok(stream) => (stream, peer),
+                    Ok(stream) => (stream, slot),
                     Err(error) => {
                         tracing::debug!(%error, "dropping an accepted connection");
                         continue;
@@ -158,46 +187,40 @@ fn is_connection_error(error: &std::io::Error) -> bool {
 }
 
 /// Serves the connections handed to this lane until the stop signal, then finishes in-flight
-/// requests.
+/// requests (idle connections are closed at once) and returns when every connection is done.
 async fn serve_lane(
-    incoming: mpsc::UnboundedReceiver<Incoming>,
-    local: SocketAddr,
+    mut incoming: mpsc::UnboundedReceiver<Incoming>,
+    service: Arc<StreamService>,
     router: axum::Router,
+    http: HttpConfig,
     mut stopping: watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    let listener = LaneListener { incoming, local };
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
+) {
+    let lane = connection::Lane::new(service, router, &http);
+    // Every connection task holds a sender; when all are dropped, `recv` answers `None`.
+    let (open, mut all_closed) = mpsc::channel::<()>(1);
+    loop {
+        let handed = tokio::select! {
+            handed = incoming.recv() => handed,
+            _ = stopping.wait_for(|stop| *stop) => break,
+        };
+        let Some((stream, slot)) = handed else {
+            // Lane 0 stopped accepting: shutdown is under way.
             let _ = stopping.wait_for(|stop| *stop).await;
-        })
-        .await?;
-    Ok(())
-}
-
-/// The connections lane 0 accepted for this lane, as an `axum::serve` listener.
-struct LaneListener {
-    incoming: mpsc::UnboundedReceiver<Incoming>,
-    local: SocketAddr,
-}
-
-impl axum::serve::Listener for LaneListener {
-    type Io = TcpStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Some((stream, peer)) = self.incoming.recv().await else {
-                // Lane 0 stopped accepting: shutdown is under way.
-                return std::future::pending().await;
-            };
-            match TcpStream::from_std(stream) {
-                Ok(stream) => return (stream, peer),
-                Err(error) => tracing::debug!(%error, "dropping a handed-over connection"),
+            break;
+        };
+        let stream = match TcpStream::from_std(stream) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%error, "dropping a handed-over connection");
+                continue;
             }
-        }
+        };
+        let (lane, stopping, open) = (lane.clone(), stopping.clone(), open.clone());
+        tokio::spawn(async move {
+            lane.serve(stream, stopping).await;
+            drop((slot, open));
+        });
     }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
-    }
+    drop(open);
+    let _ = all_closed.recv().await;
 }

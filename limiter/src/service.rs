@@ -27,6 +27,23 @@ pub enum ServiceError {
     UnknownStream,
     #[error("the stream store is unavailable: {0}")]
     StoreUnavailable(StoreError),
+    #[error("this instance is over its bound of requests in flight")]
+    Overloaded,
+}
+
+/// Whether a call may use the store, or was shed by the server (`overload.rs`) and must be
+/// answered by the failure policy without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    Normal,
+    Shed,
+}
+
+/// Why the store gave no answer: it failed, or it was not asked because the call was shed.
+/// Both are answered by the failure policy, by the same code.
+enum NoAnswer {
+    Store(StoreError),
+    Shed,
 }
 
 /// A play-start request after input validation.
@@ -106,6 +123,8 @@ pub struct StreamService {
     pub timing: Timing,
     pub heartbeat_interval: Duration,
     pub metrics: Arc<Metrics>,
+    /// The bounds on connections and requests in flight, and what was shed.
+    pub overload: Arc<crate::overload::Overload>,
     started: Instant,
 }
 
@@ -140,6 +159,7 @@ impl StreamService {
             timing,
             heartbeat_interval: config.lease.heartbeat_interval,
             metrics: Arc::new(Metrics::new()),
+            overload: Arc::new(crate::overload::Overload::new(&config.http)),
             started: Instant::now(),
         })
     }
@@ -170,22 +190,47 @@ impl StreamService {
         self.store.check_access().await
     }
 
-    /// Counts a store failure and says whether the policy lets the operation go on without it.
-    fn on_store_error(&self, error: StoreError) -> Result<(), ServiceError> {
-        self.metrics.store_error(&error);
-        tracing::debug!(%error, policy = ?self.policy, "store call failed; applying the failure policy");
+    /// Counts a store failure or a shed call and says whether the policy lets the operation go
+    /// on without the store.
+    fn on_no_answer(&self, why: NoAnswer) -> Result<(), ServiceError> {
+        let error = match why {
+            NoAnswer::Store(error) => {
+                self.metrics.store_error(&error);
+                tracing::debug!(%error, policy = ?self.policy, "store call failed; applying the failure policy");
+                ServiceError::StoreUnavailable(error)
+            }
+            NoAnswer::Shed => ServiceError::Overloaded,
+        };
         match self.policy {
-            FailurePolicy::Closed => Err(ServiceError::StoreUnavailable(error)),
+            FailurePolicy::Closed => Err(error),
             FailurePolicy::Open | FailurePolicy::LocalCap => Ok(()),
         }
     }
 
     pub async fn play_start(&self, request: PlayStart) -> Result<PlayDecision, ServiceError> {
+        self.play_start_with(request, Load::Normal).await
+    }
+
+    /// A play-start; when `load` is `Shed`, the store is not asked (nor the plan database: its
+    /// cache or the fallback plan answers) and the failure policy decides.
+    pub async fn play_start_with(
+        &self,
+        request: PlayStart,
+        load: Load,
+    ) -> Result<PlayDecision, ServiceError> {
         let started = Instant::now();
-        let resolved = self
-            .plans
-            .resolve(&request.account_id, request.plan.as_deref())
-            .await?;
+        let resolved = match load {
+            Load::Normal => {
+                self.plans
+                    .resolve(&request.account_id, request.plan.as_deref())
+                    .await?
+            }
+            Load::Shed => {
+                self.plans
+                    .resolve_cached(&request.account_id, request.plan.as_deref())
+                    .await?
+            }
+        };
         let replace = match &request.replace_stream_id {
             Some(id) => Some(self.verify(&request.account_id, id)?),
             None => None,
@@ -197,10 +242,14 @@ impl StreamService {
             plan: resolved.plan,
             replace,
         };
-        let (outcome, degraded) = match self.store.acquire(&cmd).await {
+        let stored = match load {
+            Load::Normal => self.store.acquire(&cmd).await.map_err(NoAnswer::Store),
+            Load::Shed => Err(NoAnswer::Shed),
+        };
+        let (outcome, degraded) = match stored {
             Ok(outcome) => (Some(outcome), resolved.degraded),
-            Err(error) => {
-                self.on_store_error(error)?;
+            Err(why) => {
+                self.on_no_answer(why)?;
                 match self.policy {
                     FailurePolicy::LocalCap => (Some(self.local_acquire(&cmd).await), true),
                     _ => (None, true),
@@ -267,15 +316,35 @@ impl StreamService {
         account_id: &str,
         stream_id: &str,
     ) -> Result<Renewal, ServiceError> {
+        self.heartbeat_with(account_id, stream_id, Load::Normal)
+            .await
+    }
+
+    /// A heartbeat; when `load` is `Shed`, the store is not asked and the failure policy
+    /// answers.
+    pub async fn heartbeat_with(
+        &self,
+        account_id: &str,
+        stream_id: &str,
+        load: Load,
+    ) -> Result<Renewal, ServiceError> {
         let started = Instant::now();
         let stream = self.verify(account_id, stream_id)?;
-        let renewal = match self.store.heartbeat(account_id, &stream).await {
+        let stored = match load {
+            Load::Normal => self
+                .store
+                .heartbeat(account_id, &stream)
+                .await
+                .map_err(NoAnswer::Store),
+            Load::Shed => Err(NoAnswer::Shed),
+        };
+        let renewal = match stored {
             Ok(outcome) => Renewal {
                 outcome,
                 degraded: false,
             },
-            Err(error) => {
-                self.on_store_error(error)?;
+            Err(why) => {
+                self.on_no_answer(why)?;
                 let outcome = match self.policy {
                     FailurePolicy::LocalCap => self
                         .local
@@ -304,6 +373,17 @@ impl StreamService {
     /// Frees the stream's slot; answers the same whether or not it was held (idempotent).
     /// Returns whether the answer is degraded.
     pub async fn release(&self, account_id: &str, stream_id: &str) -> Result<bool, ServiceError> {
+        self.release_with(account_id, stream_id, Load::Normal).await
+    }
+
+    /// A stop; when `load` is `Shed`, the shared store is not asked and the failure policy
+    /// answers (the lease then ends with its TTL).
+    pub async fn release_with(
+        &self,
+        account_id: &str,
+        stream_id: &str,
+        load: Load,
+    ) -> Result<bool, ServiceError> {
         let started = Instant::now();
         let stream = self.verify(account_id, stream_id)?;
         if self.policy == FailurePolicy::LocalCap && matches!(self.store, AnyStore::Redis(_)) {
@@ -314,10 +394,18 @@ impl StreamService {
                 .await
                 .expect("infallible");
         }
-        let degraded = match self.store.release(account_id, &stream).await {
+        let stored = match load {
+            Load::Normal => self
+                .store
+                .release(account_id, &stream)
+                .await
+                .map_err(NoAnswer::Store),
+            Load::Shed => Err(NoAnswer::Shed),
+        };
+        let degraded = match stored {
             Ok(_) => false,
-            Err(error) => {
-                self.on_store_error(error)?;
+            Err(why) => {
+                self.on_no_answer(why)?;
                 true
             }
         };
@@ -481,6 +569,7 @@ impl StreamService {
         for (shard, batches, commands) in self.store.batch_totals() {
             self.metrics.sync_batches(shard, batches, commands);
         }
+        self.metrics.sync_overload(&self.overload);
         self.metrics.render()
     }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -73,7 +74,8 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
             api::<PodDisruptionBudget>(&client, &namespace),
             owned.clone(),
         )
-        .owns(api::<NetworkPolicy>(&client, &namespace), owned)
+        .owns(api::<NetworkPolicy>(&client, &namespace), owned.clone())
+        .owns(api::<HorizontalPodAutoscaler>(&client, &namespace), owned)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

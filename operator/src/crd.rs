@@ -570,6 +570,71 @@ pub struct LimiterSpec {
     #[serde(default)]
     #[schemars(range(min = 0, max = 10000))]
     pub batch_window_micros: i32,
+    /// Deadlines on every connection and the bounds of one limiter pod (the limiter's `http`
+    /// config). Beyond `maxInFlight` a pod sheds requests at once by the failure policy.
+    #[serde(default)]
+    pub http: LimiterHttpSpec,
+    /// A HorizontalPodAutoscaler (autoscaling/v2, CPU utilization) for the limiter Deployment.
+    /// While enabled it owns the replica count and `replicas` is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSpec>,
+}
+
+/// The limiter's connection deadlines and per-pod bounds; the defaults fit a pod behind a load
+/// balancer that pools connections.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LimiterHttpSpec {
+    /// From a request's first byte to the end of its headers; slower: the connection is closed.
+    #[serde(default = "default_header_read_timeout")]
+    #[schemars(range(min = 10, max = 3600000))]
+    pub header_read_timeout_millis: i32,
+    /// From the end of the headers to the end of the body; slower: 408 and closed.
+    #[serde(default = "default_body_read_timeout")]
+    #[schemars(range(min = 10, max = 3600000))]
+    pub body_read_timeout_millis: i32,
+    /// How long a connection may wait for its next request. Keep it above the load balancer's
+    /// own idle timeout.
+    #[serde(default = "default_idle_timeout")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub idle_timeout_seconds: i32,
+    /// Largest request line + headers; beyond: 431.
+    #[serde(default = "default_max_header_bytes")]
+    #[schemars(range(min = 1024, max = 1048576))]
+    pub max_header_bytes: i32,
+    /// Open connections per pod; one more is accepted and closed at once.
+    #[serde(default = "default_max_connections")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_connections: i32,
+    /// Requests served at once per pod; beyond: shed at once by the failure policy.
+    #[serde(default = "default_max_in_flight")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub max_in_flight: i32,
+}
+
+/// The limiter's HorizontalPodAutoscaler. CPU utilization is measured against the pods' CPU
+/// request, so `limiter.resources.requests.cpu` must be set.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("self.minReplicas <= self.maxReplicas").message("limiter.autoscaling.minReplicas must be at most maxReplicas").field_path(".minReplicas").reason(Reason::FieldValueInvalid)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalingSpec {
+    /// Create the autoscaler.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Fewest limiter pods; at most `maxReplicas`.
+    #[serde(default = "default_limiter_replicas")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub min_replicas: i32,
+    /// Most limiter pods.
+    #[serde(default = "default_max_replicas")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_replicas: i32,
+    /// Average CPU utilization (percent of the request) the autoscaler aims at.
+    #[serde(default = "default_target_cpu")]
+    #[schemars(range(min = 10, max = 100))]
+    pub target_cpu_utilization_percent: i32,
 }
 
 /// The admin UI Deployment.
@@ -742,6 +807,30 @@ fn default_one() -> i32 {
 fn default_limiter_replicas() -> i32 {
     2
 }
+fn default_header_read_timeout() -> i32 {
+    5_000
+}
+fn default_body_read_timeout() -> i32 {
+    10_000
+}
+fn default_idle_timeout() -> i32 {
+    75
+}
+fn default_max_header_bytes() -> i32 {
+    16 * 1024
+}
+fn default_max_connections() -> i32 {
+    10_000
+}
+fn default_max_in_flight() -> i32 {
+    4_096
+}
+fn default_max_replicas() -> i32 {
+    10
+}
+fn default_target_cpu() -> i32 {
+    70
+}
 fn default_store_timeout() -> i32 {
     25
 }
@@ -820,7 +909,29 @@ impl Default for LimiterSpec {
             resources: None,
             auth_token_secret: None,
             batch_window_micros: 0,
+            http: LimiterHttpSpec::default(),
+            autoscaling: None,
         }
+    }
+}
+
+impl Default for LimiterHttpSpec {
+    fn default() -> Self {
+        LimiterHttpSpec {
+            header_read_timeout_millis: default_header_read_timeout(),
+            body_read_timeout_millis: default_body_read_timeout(),
+            idle_timeout_seconds: default_idle_timeout(),
+            max_header_bytes: default_max_header_bytes(),
+            max_connections: default_max_connections(),
+            max_in_flight: default_max_in_flight(),
+        }
+    }
+}
+
+impl AutoscalingSpec {
+    /// Whether an autoscaler should exist.
+    pub fn on(spec: &Option<AutoscalingSpec>) -> Option<&AutoscalingSpec> {
+        spec.as_ref().filter(|a| a.enabled)
     }
 }
 

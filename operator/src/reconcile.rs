@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -141,6 +142,7 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
     let config_maps = owned::<ConfigMap>(ctx, &ns, &lp, &uid).await?;
     let pdbs = owned::<PodDisruptionBudget>(ctx, &ns, &lp, &uid).await?;
     let network_policies = owned::<NetworkPolicy>(ctx, &ns, &lp, &uid).await?;
+    let hpas = owned::<HorizontalPodAutoscaler>(ctx, &ns, &lp, &uid).await?;
 
     // Apply, in a fixed order: Secrets, NetworkPolicies (before any pod they guard), Services,
     // ConfigMaps, PDBs, Deployments, StatefulSets.
@@ -159,6 +161,12 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
         apply(ctx, &ns, o).await?;
     }
     for o in &desired.deployments {
+        match desired.hpas.is_empty() {
+            true => apply(ctx, &ns, o).await?,
+            false => apply(ctx, &ns, &with_live_replicas(o, &deployments)).await?,
+        }
+    }
+    for o in &desired.hpas {
         apply(ctx, &ns, o).await?;
     }
     let mut drift = Vec::new();
@@ -185,6 +193,7 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
     prune(ctx, &reference, &ns, &config_maps, &desired).await?;
     prune(ctx, &reference, &ns, &pdbs, &desired).await?;
     prune(ctx, &reference, &ns, &network_policies, &desired).await?;
+    prune(ctx, &reference, &ns, &hpas, &desired).await?;
 
     // Status, from what was read before this round's writes (their effects trigger the next).
     let observed = observe(sl, &names, &stateful_sets, &deployments, drift);
@@ -199,6 +208,21 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
     } else {
         PROGRESS_REQUEUE
     }))
+}
+
+/// Under an autoscaler, a Deployment as built but with the replica count it has now: the
+/// autoscaler owns the count; the operator keeps applying the field (dropping it from a
+/// server-side apply would reset it to 1) at whatever value the autoscaler chose.
+fn with_live_replicas(want: &Deployment, existing: &[Deployment]) -> Deployment {
+    let mut want = want.clone();
+    let live = existing
+        .iter()
+        .find(|d| d.metadata.name == want.metadata.name)
+        .and_then(|d| d.spec.as_ref()?.replicas);
+    if let (Some(live), Some(spec)) = (live, want.spec.as_mut()) {
+        spec.replicas = Some(live);
+    }
+    want
 }
 
 /// Objects of kind `K` with this instance's labels and an owner reference to its uid.

@@ -300,6 +300,78 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             "must be at most half of failurePolicy.storeTimeoutMillis (a batch that waits longer leaves its calls no time)",
         ));
     }
+    let http = &spec.limiter.http;
+    for (field, value, range) in [
+        (
+            "spec.limiter.http.headerReadTimeoutMillis",
+            http.header_read_timeout_millis,
+            10..=3_600_000,
+        ),
+        (
+            "spec.limiter.http.bodyReadTimeoutMillis",
+            http.body_read_timeout_millis,
+            10..=3_600_000,
+        ),
+        (
+            "spec.limiter.http.idleTimeoutSeconds",
+            http.idle_timeout_seconds,
+            1..=3_600,
+        ),
+        (
+            "spec.limiter.http.maxHeaderBytes",
+            http.max_header_bytes,
+            1_024..=1_048_576,
+        ),
+        (
+            "spec.limiter.http.maxConnections",
+            http.max_connections,
+            1..=1_000_000,
+        ),
+        (
+            "spec.limiter.http.maxInFlight",
+            http.max_in_flight,
+            1..=1_000_000,
+        ),
+    ] {
+        if !range.contains(&value) {
+            errors.push(err(
+                field,
+                format!("must be {} to {}", range.start(), range.end()),
+            ));
+        }
+    }
+    if let Some(auto) = &spec.limiter.autoscaling {
+        if !(1..=1000).contains(&auto.min_replicas) || auto.min_replicas > auto.max_replicas {
+            errors.push(err(
+                "spec.limiter.autoscaling.minReplicas",
+                "must be 1 to 1000 and at most maxReplicas",
+            ));
+        }
+        if !(1..=1000).contains(&auto.max_replicas) {
+            errors.push(err(
+                "spec.limiter.autoscaling.maxReplicas",
+                "must be 1 to 1000",
+            ));
+        }
+        if !(10..=100).contains(&auto.target_cpu_utilization_percent) {
+            errors.push(err(
+                "spec.limiter.autoscaling.targetCpuUtilizationPercent",
+                "must be 10 to 100",
+            ));
+        }
+        let cpu_request = spec
+            .limiter
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|r| r.contains_key("cpu"));
+        if auto.enabled && !cpu_request {
+            errors.push(err(
+                "spec.limiter.resources.requests.cpu",
+                "required when limiter.autoscaling is enabled: CPU utilization is measured against the request",
+            ));
+        }
+    }
 
     if errors.is_empty() {
         Ok(())

@@ -675,3 +675,49 @@ fn the_redis_and_sentinel_scripts_are_valid_posix_shell() {
         assert!(!script.contains("[["), "{name}: bash-only syntax");
     }
 }
+
+#[test]
+fn autoscaling_renders_a_cpu_hpa_for_the_limiter_deployment_only_when_enabled() {
+    let mut sl = fixture("managed.yaml");
+    assert!(build(&sl).unwrap().hpas.is_empty(), "off by default");
+    sl.spec.limiter.autoscaling = Some(screenlimit_operator::crd::AutoscalingSpec {
+        enabled: true,
+        min_replicas: 4,
+        max_replicas: 20,
+        target_cpu_utilization_percent: 65,
+    });
+    let desired = build(&sl).unwrap();
+    assert_eq!(names(&desired.hpas), ["demo-limiter"]);
+    let hpa = &desired.hpas[0];
+    assert_eq!(
+        hpa.owner_references()[0].kind,
+        "StreamLimiter",
+        "owned by the resource"
+    );
+    let spec = hpa.spec.as_ref().unwrap();
+    assert_eq!(spec.scale_target_ref.kind, "Deployment");
+    assert_eq!(
+        spec.scale_target_ref.name,
+        desired.deployments[0].name_any()
+    );
+    assert_eq!((spec.min_replicas, spec.max_replicas), (Some(4), 20));
+    let metric = &spec.metrics.as_ref().unwrap()[0];
+    assert_eq!(metric.type_, "Resource");
+    let resource = metric.resource.as_ref().unwrap();
+    assert_eq!(resource.name, "cpu");
+    assert_eq!(resource.target.type_, "Utilization");
+    assert_eq!(resource.target.average_utilization, Some(65));
+    // The first count of the Deployment is the autoscaler's minimum.
+    assert_eq!(
+        desired.deployments[0].spec.as_ref().unwrap().replicas,
+        Some(4)
+    );
+    // Present but disabled: no autoscaler, the spec's replicas.
+    sl.spec.limiter.autoscaling.as_mut().unwrap().enabled = false;
+    let desired = build(&sl).unwrap();
+    assert!(desired.hpas.is_empty());
+    assert_eq!(
+        desired.deployments[0].spec.as_ref().unwrap().replicas,
+        Some(sl.spec.limiter.replicas)
+    );
+}

@@ -429,3 +429,28 @@ fn the_examples_are_valid() {
         screenlimit_operator::crd::PlanSourceKind::Postgres
     );
 }
+
+#[test]
+fn cel_rejects_an_autoscaler_minimum_above_its_maximum() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.autoscaling = Some(screenlimit_operator::crd::AutoscalingSpec {
+        enabled: true,
+        min_replicas: 6,
+        max_replicas: 5,
+        target_cpu_utilization_percent: 70,
+    });
+    rejected(&sl, "minReplicas must be at most maxReplicas");
+    sl.spec.limiter.autoscaling.as_mut().unwrap().max_replicas = 6;
+    assert!(rule_messages(&sl).is_empty());
+}
+
+#[test]
+fn limiter_http_bounds_are_in_the_schema() {
+    let s = schema();
+    let http =
+        &s["properties"]["spec"]["properties"]["limiter"]["properties"]["http"]["properties"];
+    assert_eq!(http["maxInFlight"]["minimum"], 1.0);
+    assert_eq!(http["maxInFlight"]["default"], 4096);
+    assert_eq!(http["maxHeaderBytes"]["minimum"], 1024.0);
+    assert_eq!(http["idleTimeoutSeconds"]["default"], 75);
+}

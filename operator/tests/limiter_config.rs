@@ -81,7 +81,19 @@ fn the_file_has_exactly_the_expected_keys() {
             "failure_policy",
             "stream_id_secret_file",
             "auth_token_file",
-            "max_body_bytes"
+            "max_body_bytes",
+            "http"
+        ]
+    );
+    assert_eq!(
+        keys_of(&value["http"]),
+        [
+            "header_read_timeout",
+            "body_read_timeout",
+            "idle_timeout",
+            "max_header_bytes",
+            "max_connections",
+            "max_in_flight"
         ]
     );
     let store = keys_of(&value["store"]);
@@ -343,4 +355,39 @@ fn managed_redis_credentials_and_tls_reach_the_limiter_as_files() {
     // External Redis: no generated credentials (yours are in your URLs' Secret or env).
     let config = Config::from_yaml(&rendered("external.yaml")).unwrap();
     assert!(config.store.auth.username.is_none() && config.store.auth.password_file.is_none());
+}
+
+#[test]
+fn the_http_knobs_reach_the_limiter_config() {
+    let sl = fixture("managed.yaml");
+    let text = build(&sl).unwrap().limiter_config;
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap();
+    let defaults = screenlimit_limiter::config::HttpConfig::default();
+    assert_eq!(config.http.max_in_flight, defaults.max_in_flight);
+    assert_eq!(config.http.idle_timeout, defaults.idle_timeout);
+    assert_eq!(
+        config.http.header_read_timeout,
+        defaults.header_read_timeout
+    );
+    assert_eq!(config.http.body_read_timeout, defaults.body_read_timeout);
+    assert_eq!(config.http.max_header_bytes, defaults.max_header_bytes);
+    assert_eq!(config.http.max_connections, defaults.max_connections);
+    let mut sl = fixture("managed.yaml");
+    let http = &mut sl.spec.limiter.http;
+    http.header_read_timeout_millis = 1500;
+    http.body_read_timeout_millis = 2500;
+    http.idle_timeout_seconds = 620;
+    http.max_header_bytes = 4096;
+    http.max_connections = 2000;
+    http.max_in_flight = 300;
+    let text = build(&sl).unwrap().limiter_config;
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap();
+    assert_eq!(config.http.header_read_timeout, Duration::from_millis(1500));
+    assert_eq!(config.http.body_read_timeout, Duration::from_millis(2500));
+    assert_eq!(config.http.idle_timeout, Duration::from_secs(620));
+    assert_eq!(config.http.max_header_bytes, 4096);
+    assert_eq!(config.http.max_connections, 2000);
+    assert_eq!(config.http.max_in_flight, 300);
 }

@@ -206,6 +206,7 @@ async fn first_reconcile_applies_everything_with_one_field_manager_then_patches_
             format!("GET {ns}/configmaps"),
             "GET /apis/policy/v1/namespaces/video/poddisruptionbudgets".to_owned(),
             format!("GET {net}/networkpolicies"),
+            "GET /apis/autoscaling/v2/namespaces/video/horizontalpodautoscalers".to_owned(),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),
             format!("PATCH {net}/networkpolicies/demo-redis"),
@@ -600,5 +601,78 @@ async fn a_shard_service_with_a_cluster_ip_is_recreated_headless() {
             format!("PATCH {ns}/services/demo-limiter"),
         ],
         "only the shard Service whose clusterIP must change is recreated"
+    );
+}
+
+#[tokio::test]
+async fn autoscaling_applies_an_hpa_keeps_the_live_replica_count_and_is_pruned_when_off() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.autoscaling = Some(screenlimit_operator::crd::AutoscalingSpec {
+        enabled: true,
+        min_replicas: 3,
+        max_replicas: 12,
+        target_cpu_utilization_percent: 60,
+    });
+    sl.spec.limiter.resources =
+        Some(serde_json::from_value(json!({"requests": {"cpu": "500m"}})).unwrap());
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    // The autoscaler has scaled the Deployment to 7.
+    let mut live = owned("Deployment", "apps/v1", "demo-limiter", UID);
+    live["spec"] = json!({"replicas": 7});
+    scenario.lists.push(("deployments", live));
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl.clone())), scenario).await;
+    result.unwrap();
+    let hpas = "/apis/autoscaling/v2/namespaces/video/horizontalpodautoscalers";
+    let hpa = calls
+        .iter()
+        .find(|c| c.method == Method::PATCH && c.path == format!("{hpas}/demo-limiter"))
+        .expect("the HPA is applied");
+    assert_eq!(hpa.body["spec"]["minReplicas"], 3);
+    assert_eq!(hpa.body["spec"]["maxReplicas"], 12);
+    assert_eq!(
+        hpa.body["spec"]["scaleTargetRef"],
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "demo-limiter"})
+    );
+    assert_eq!(
+        hpa.body["spec"]["metrics"][0]["resource"],
+        json!({"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}})
+    );
+    let deployment = calls
+        .iter()
+        .find(|c| c.method == Method::PATCH && c.path.ends_with("/deployments/demo-limiter"))
+        .unwrap();
+    assert_eq!(
+        deployment.body["spec"]["replicas"], 7,
+        "the operator applies the autoscaler's count back"
+    );
+
+    // Autoscaling off: the HPA is deleted and the spec's replicas apply again.
+    sl.spec.limiter.autoscaling = None;
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.lists.push((
+        "horizontalpodautoscalers",
+        owned(
+            "HorizontalPodAutoscaler",
+            "autoscaling/v2",
+            "demo-limiter",
+            UID,
+        ),
+    ));
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl.clone())), scenario).await;
+    result.unwrap();
+    assert!(
+        api_calls(&calls).contains(&format!("DELETE {hpas}/demo-limiter")),
+        "{:?}",
+        api_calls(&calls)
+    );
+    let deployment = calls
+        .iter()
+        .find(|c| c.method == Method::PATCH && c.path.ends_with("/deployments/demo-limiter"))
+        .unwrap();
+    assert_eq!(
+        deployment.body["spec"]["replicas"],
+        sl.spec.limiter.replicas
     );
 }

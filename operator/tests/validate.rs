@@ -127,3 +127,35 @@ fn network_peers_need_a_selector() {
         ["spec.networkPolicies.limiterClients[1]"]
     );
 }
+
+#[test]
+fn limiter_http_bounds_and_autoscaling_are_checked_with_the_field_named() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.http.max_in_flight = 0;
+    assert_eq!(fields(validate(&sl)), ["spec.limiter.http.maxInFlight"]);
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.http.header_read_timeout_millis = 5;
+    sl.spec.limiter.http.max_header_bytes = 100;
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.limiter.http.headerReadTimeoutMillis",
+            "spec.limiter.http.maxHeaderBytes"
+        ]
+    );
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.autoscaling = Some(screenlimit_operator::crd::AutoscalingSpec {
+        enabled: true,
+        min_replicas: 5,
+        max_replicas: 3,
+        target_cpu_utilization_percent: 70,
+    });
+    sl.spec.limiter.resources = None;
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.limiter.autoscaling.minReplicas",
+            "spec.limiter.resources.requests.cpu"
+        ]
+    );
+}

@@ -50,6 +50,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Only creates the generated Secrets (stream id key, managed Redis passwords; an existing one
 # answers 409); never reads Secrets.
 - apiGroups: [""]

@@ -65,6 +65,25 @@ impl ApiError {
         )
     }
 
+    /// A request shed because the instance is at `http.max_in_flight` (503, `Retry-After`).
+    pub fn overloaded() -> Self {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "this limiter instance is at its bound of requests in flight; retry in a second",
+        )
+    }
+
+    /// A request whose body did not arrive within `http.body_read_timeout`; the connection is
+    /// closed after this answer.
+    pub fn request_timeout() -> Self {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "the request body did not arrive in time; the connection is closed",
+        )
+    }
+
     pub fn method_not_allowed() -> Self {
         ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -94,6 +113,7 @@ impl From<ServiceError> for ApiError {
                 "store_unavailable",
                 format!("the stream store cannot answer right now ({cause}); retry in a second"),
             ),
+            ServiceError::Overloaded => ApiError::overloaded(),
         }
     }
 }

@@ -14,7 +14,9 @@ use super::{ops, responses, sessions, streams};
     info(
         title = "screenlimit limiter",
         description = "Per-account concurrent-stream leases. Every error answer is `ErrorBody`; \
-                       each response lists the `error` codes it can carry."
+                       each response lists the `error` codes it can carry. Any call may also be \
+                       answered `431 Request Header Fields Too Large` (no body; the connection is \
+                       closed) when its request line and headers exceed `http.max_header_bytes`."
     ),
     paths(
         streams::play_start,

@@ -8,6 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::streams::AppState;
+use crate::overload::LoadView;
 use crate::store::ShardHealth;
 
 /// The process is alive.
@@ -23,6 +24,10 @@ pub struct Readiness {
     /// shard is down, because it can still answer every play-start.
     pub failure_policy: String,
     pub shards: Vec<ShardHealth>,
+    /// Connections and requests in flight against their bounds. `scale_out` turns true when
+    /// requests were shed in each of the last 5 seconds; it never makes the instance unready
+    /// (taking a loaded instance out of rotation would only move its load onto the others).
+    pub load: LoadView,
 }
 
 /// Ready to take traffic, with each store shard's reachability and circuit.
@@ -40,6 +45,7 @@ pub async fn readyz(State(service): State<AppState>) -> impl IntoResponse {
         ready,
         failure_policy: service.policy().label().into(),
         shards,
+        load: service.overload.view(),
     };
     let status = if ready {
         StatusCode::OK

@@ -76,6 +76,8 @@ error_responses! {
         ["invalid_request"];
     InvalidPlayStart => "A field breaks its rule (`field` names it), the body has the wrong shape, or `plan` is not configured",
         ["invalid_request", "unknown_plan"];
-    StoreUnavailable => "The stream store cannot answer (for play-start, heartbeat and stop only under the `closed` failure policy); retry",
-        ["store_unavailable"], headers [("Retry-After", "Seconds to wait: `1`")];
+    StoreUnavailable => "The stream store cannot answer, or this instance is at `http.max_in_flight` and sheds the request (for play-start, heartbeat and stop only under the `closed` failure policy; under `open` they are answered degraded); retry",
+        ["store_unavailable", "overloaded"], headers [("Retry-After", "Seconds to wait: `1`")];
+    RequestTimeout => "The body did not arrive within `http.body_read_timeout`; the connection is closed after this answer",
+        ["request_timeout"], headers [("Connection", "`close`")];
 }

@@ -2,17 +2,17 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde_json::json;
 
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiOptionalJson, ApiPath, ApiQuery};
 use super::responses::{
-    BadJson, InvalidPlayStart, InvalidRequest, PayloadTooLarge, StoreUnavailable, StreamGone,
-    UnknownAccount, UnknownStream, UnsupportedMediaType,
+    BadJson, InvalidPlayStart, InvalidRequest, PayloadTooLarge, RequestTimeout, StoreUnavailable,
+    StreamGone, UnknownAccount, UnknownStream, UnsupportedMediaType,
 };
 use super::types::{
     AccountPath, AccountRef, AccountStreamPath, AccountStreamsResponse, AuditEntryInfo, AuditQuery,
@@ -21,9 +21,20 @@ use super::types::{
     StreamPath, check_account_id,
 };
 use crate::model::{DenyRule, ForceStopOutcome, HeartbeatOutcome};
-use crate::service::{FleetView, PlayDecision, StreamService};
+use crate::overload::{Admission, RequestSlot};
+use crate::service::{FleetView, Load, PlayDecision, StreamService};
 
 pub type AppState = Arc<StreamService>;
+
+/// The request's place in flight, taken now that its body is in (`overload.rs`), and whether
+/// it must be shed. Without an `Admission` (a router served by other means) it is not bounded.
+fn admit(admission: Option<Extension<Admission>>) -> (Load, Option<RequestSlot>) {
+    match admission.map(|Extension(admission)| admission.admit()) {
+        Some(None) => (Load::Shed, None),
+        Some(place) => (Load::Normal, place),
+        None => (Load::Normal, None),
+    }
+}
 
 fn ttl_sec(service: &StreamService) -> f64 {
     service.timing.ttl_ms as f64 / 1000.0
@@ -40,6 +51,7 @@ fn ttl_sec(service: &StreamService) -> f64 {
         (status = 404, response = UnknownStream),
         (status = 409, description = "The account is at its limit", body = LimitReachedBody),
         (status = 413, response = PayloadTooLarge),
+        (status = 408, response = RequestTimeout),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = InvalidPlayStart),
         (status = 503, response = StoreUnavailable),
@@ -47,18 +59,22 @@ fn ttl_sec(service: &StreamService) -> f64 {
 )]
 pub async fn play_start(
     State(service): State<AppState>,
+    admission: Option<Extension<Admission>>,
     ApiJson(request): ApiJson<PlayStartRequest>,
 ) -> Result<Response, ApiError> {
     let request = request.validate()?;
     let account_id = request.account_id.clone();
-    match service.play_start(request).await? {
+    let (load, _place) = admit(admission);
+    match service.play_start_with(request, load).await? {
         PlayDecision::Granted {
             stream_id,
             limit,
             active_count,
             degraded,
         } => {
-            if degraded {
+            // A shed play is counted, not logged: under overload a line per request would add
+            // to the load (`overload.rs` logs when shedding starts and stops).
+            if degraded && load == Load::Normal {
                 tracing::info!(
                     account_id,
                     "play allowed by the failure policy (store unavailable)"
@@ -133,6 +149,7 @@ fn limit_reached(limit: u32, rule: DenyRule) -> ApiError {
         (status = 404, response = UnknownStream),
         (status = 410, response = StreamGone),
         (status = 413, response = PayloadTooLarge),
+        (status = 408, response = RequestTimeout),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = InvalidRequest),
         (status = 503, response = StoreUnavailable),
@@ -140,11 +157,15 @@ fn limit_reached(limit: u32, rule: DenyRule) -> ApiError {
 )]
 pub async fn heartbeat(
     State(service): State<AppState>,
+    admission: Option<Extension<Admission>>,
     ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     check_account_id(&body.account_id)?;
-    let renewal = service.heartbeat(&body.account_id, &stream_id).await?;
+    let (load, _place) = admit(admission);
+    let renewal = service
+        .heartbeat_with(&body.account_id, &stream_id, load)
+        .await?;
     match renewal.outcome {
         HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } => {
             Ok(Json(HeartbeatResponse {
@@ -178,6 +199,7 @@ pub async fn heartbeat(
         (status = 400, response = BadJson),
         (status = 404, response = UnknownStream),
         (status = 413, response = PayloadTooLarge),
+        (status = 408, response = RequestTimeout),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = InvalidRequest),
         (status = 503, response = StoreUnavailable),
@@ -185,11 +207,15 @@ pub async fn heartbeat(
 )]
 pub async fn release(
     State(service): State<AppState>,
+    admission: Option<Extension<Admission>>,
     ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&body.account_id)?;
-    let degraded = service.release(&body.account_id, &stream_id).await?;
+    let (load, _place) = admit(admission);
+    let degraded = service
+        .release_with(&body.account_id, &stream_id, load)
+        .await?;
     Ok(Json(OkResponse { ok: true, degraded }))
 }
 
@@ -233,6 +259,7 @@ pub async fn list(
         (status = 400, response = BadJson),
         (status = 404, response = UnknownStream),
         (status = 413, response = PayloadTooLarge),
+        (status = 408, response = RequestTimeout),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = InvalidRequest),
         (status = 503, response = StoreUnavailable),
@@ -270,6 +297,7 @@ pub async fn force_stop(
         (status = 200, description = "The override in force", body = OverrideInfo),
         (status = 400, response = BadJson),
         (status = 413, response = PayloadTooLarge),
+        (status = 408, response = RequestTimeout),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = InvalidRequest),
         (status = 503, response = StoreUnavailable),
@@ -303,6 +331,7 @@ pub async fn set_override(
         (status = 200, description = "No override in force (idempotent)", body = OkResponse),
         (status = 400, response = BadJson),
         (status = 413, response = PayloadTooLarge),
+        (status = 408, response = RequestTimeout),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = InvalidRequest),
         (status = 503, response = StoreUnavailable),

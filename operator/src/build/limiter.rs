@@ -1,9 +1,14 @@
-//! The limiter: its ConfigMap, Deployment, Service and PodDisruptionBudget.
+//! The limiter: its ConfigMap, Deployment, Service, PodDisruptionBudget and optional
+//! HorizontalPodAutoscaler.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::autoscaling::v2::{
+    CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
+    MetricTarget, ResourceMetricSource,
 };
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodTemplateSpec,
@@ -22,7 +27,7 @@ use super::common::{
     resources, secret_file_volume, selector, service_port,
 };
 use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, PLAN_DB_DIR, STREAM_ID_SECRET_DIR};
-use crate::crd::{PlanSourceKind, SecretKeyRef, StreamLimiter};
+use crate::crd::{AutoscalingSpec, PlanSourceKind, SecretKeyRef, StreamLimiter};
 use crate::names::{
     CONFIG_HASH_ANNOTATION, Component, LIMITER_CONFIG_KEY, LIMITER_PORT, Names,
     STREAM_ID_SECRET_KEY,
@@ -186,7 +191,13 @@ pub fn deployment(
     Deployment {
         metadata: meta(names.limiter(), ns, names.labels(Component::Limiter), owner),
         spec: Some(DeploymentSpec {
-            replicas: Some(spec.limiter.replicas),
+            // Under an autoscaler this is only the first count: the reconciler then applies
+            // the live count back, so that the operator neither fights the autoscaler nor drops
+            // the field (which would reset the Deployment to 1 pod).
+            replicas: Some(match AutoscalingSpec::on(&spec.limiter.autoscaling) {
+                Some(auto) => auto.min_replicas,
+                None => spec.limiter.replicas,
+            }),
             selector: selector(names.selector_labels(Component::Limiter)),
             strategy: Some(DeploymentStrategy {
                 type_: Some("RollingUpdate".to_owned()),
@@ -210,4 +221,41 @@ pub fn deployment(
         }),
         ..Deployment::default()
     }
+}
+
+/// The limiter's HorizontalPodAutoscaler (autoscaling/v2, average CPU utilization of the pods'
+/// request), when `limiter.autoscaling.enabled`.
+pub fn hpa(
+    sl: &StreamLimiter,
+    names: &Names,
+    ns: &str,
+    owner: &OwnerReference,
+) -> Option<HorizontalPodAutoscaler> {
+    let auto = AutoscalingSpec::on(&sl.spec.limiter.autoscaling)?;
+    Some(HorizontalPodAutoscaler {
+        metadata: meta(names.limiter(), ns, names.labels(Component::Limiter), owner),
+        spec: Some(HorizontalPodAutoscalerSpec {
+            scale_target_ref: CrossVersionObjectReference {
+                api_version: Some("apps/v1".to_owned()),
+                kind: "Deployment".to_owned(),
+                name: names.limiter(),
+            },
+            min_replicas: Some(auto.min_replicas),
+            max_replicas: auto.max_replicas,
+            metrics: Some(vec![MetricSpec {
+                type_: "Resource".to_owned(),
+                resource: Some(ResourceMetricSource {
+                    name: "cpu".to_owned(),
+                    target: MetricTarget {
+                        type_: "Utilization".to_owned(),
+                        average_utilization: Some(auto.target_cpu_utilization_percent),
+                        ..MetricTarget::default()
+                    },
+                }),
+                ..MetricSpec::default()
+            }]),
+            ..HorizontalPodAutoscalerSpec::default()
+        }),
+        ..HorizontalPodAutoscaler::default()
+    })
 }

@@ -45,6 +45,18 @@ struct LimiterConfigFile<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     auth_token_file: Option<String>,
     max_body_bytes: u32,
+    http: Http,
+}
+
+/// The limiter's `http` section: connection deadlines and per-pod bounds.
+#[derive(Serialize, Debug)]
+struct Http {
+    header_read_timeout: String,
+    body_read_timeout: String,
+    idle_timeout: String,
+    max_header_bytes: i32,
+    max_connections: i32,
+    max_in_flight: i32,
 }
 
 /// The short form `basic: 1`, or `standard: {max_streams: 2, device_caps: {mobile: 1}}`.
@@ -294,6 +306,17 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
             .as_ref()
             .map(|_| format!("{AUTH_TOKEN_DIR}/token")),
         max_body_bytes: MAX_BODY_BYTES,
+        http: {
+            let http = &spec.limiter.http;
+            Http {
+                header_read_timeout: format!("{}ms", http.header_read_timeout_millis),
+                body_read_timeout: format!("{}ms", http.body_read_timeout_millis),
+                idle_timeout: format!("{}s", http.idle_timeout_seconds),
+                max_header_bytes: http.max_header_bytes,
+                max_connections: http.max_connections,
+                max_in_flight: http.max_in_flight,
+            }
+        },
     };
     let yaml = serde_yaml_ng::to_string(&file).expect("the limiter config always serializes");
     format!(

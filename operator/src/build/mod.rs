@@ -12,6 +12,7 @@ pub mod secret;
 pub mod sentinel;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -29,6 +30,8 @@ pub struct Desired {
     pub deployments: Vec<Deployment>,
     pub stateful_sets: Vec<StatefulSet>,
     pub network_policies: Vec<NetworkPolicy>,
+    /// The limiter's autoscaler, when `limiter.autoscaling.enabled`.
+    pub hpas: Vec<HorizontalPodAutoscaler>,
     /// The stream id Secret to create if absent; `None` when the spec names its own.
     pub stream_id_secret: Option<String>,
     /// The managed Redis credentials Secret to create if absent; `None` with external Redis.
@@ -120,8 +123,10 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
         deployments.push(admin_ui::deployment(sl, &names, &ns, &owner));
     }
 
+    let hpas = limiter::hpa(sl, &names, &ns, &owner).into_iter().collect();
     Ok(Desired {
         network_policies: network_policy::network_policies(sl, &names, &ns, &owner),
+        hpas,
         config_maps,
         pdbs,
         services,
@@ -155,6 +160,7 @@ impl Desired {
             "Deployment" => names(self.deployments.iter().map(|o| &o.metadata).collect()),
             "StatefulSet" => names(self.stateful_sets.iter().map(|o| &o.metadata).collect()),
             "NetworkPolicy" => names(self.network_policies.iter().map(|o| &o.metadata).collect()),
+            "HorizontalPodAutoscaler" => names(self.hpas.iter().map(|o| &o.metadata).collect()),
             _ => Vec::new(),
         }
     }

@@ -1,0 +1,232 @@
+//! `slow-clients`: thousands of half-sent requests against one limiter while real traffic goes
+//! on. Each slow client opens its own connection and sends a play-start's headers and one byte
+//! of a 100-byte body, then nothing. Measured: how long each slow connection lives (it must be
+//! answered 408 and closed within `http.body_read_timeout`), the limiter's open file
+//! descriptors, and the latency of play-starts and `/healthz` before and while the slow clients
+//! hold their connections.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use http::Method;
+use rand::random_range;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::api::{Api, Play, PlayArgs};
+use crate::client::HttpClient;
+use crate::procs::{LimiterSetup, Stack};
+use crate::scenarios::{Common, kind, round2, run_tag};
+use crate::stats::{Recorder, Report, histogram};
+
+fn dur(s: &str) -> Result<Duration, humantime::DurationError> {
+    humantime::parse_duration(s)
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SlowClientsArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Half-sent requests, each on its own connection.
+    #[arg(long, default_value_t = 5000)]
+    pub slow: usize,
+    /// Real traffic meanwhile, open loop: play-starts per second (and as many `/healthz`).
+    #[arg(long, default_value_t = 200)]
+    pub rate: u64,
+    /// Length of the baseline window (before the slow clients) and of the window with them.
+    #[arg(long, default_value = "10s", value_parser = dur)]
+    pub window: Duration,
+    /// `http.body_read_timeout` of the spawned limiter: the deadline of each slow connection.
+    #[arg(long, default_value = "10s", value_parser = dur)]
+    pub body_timeout: Duration,
+}
+
+/// Open files of a process, from `/proc`.
+fn open_fds(pid: u32) -> Option<usize> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()
+        .map(|d| d.count())
+}
+
+/// Play-starts and `/healthz` at `rate` per second each for `window`, latency measured from the
+/// moment each was due (no coordinated omission); ops are named with `phase`.
+async fn paced_traffic(
+    api: &Api,
+    rate: u64,
+    window: Duration,
+    plays: &'static str,
+    health: &'static str,
+) {
+    let tag = run_tag();
+    let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let end = Instant::now() + window;
+    let mut tasks = Vec::new();
+    let mut i = 0usize;
+    while Instant::now() < end {
+        let due = tick.tick().await.into_std();
+        i += 1;
+        let api = api.clone();
+        let tag = tag.clone();
+        tasks.push(tokio::spawn(async move {
+            let account = format!("sc-{tag}-{}", random_range(0..100_000usize));
+            let play = PlayArgs::new(&account, "dev-0", Some("premium"), kind(i));
+            if let Play::Other(status, error) = api.play(plays, &play, due).await {
+                api.rec.fail(&format!("{plays}: {status} {error}"));
+            }
+            match api.http.send(Method::GET, "/healthz", String::new()).await {
+                Ok(reply) => api
+                    .rec
+                    .record(health, due.elapsed(), &reply.status.to_string()),
+                Err(_) => {
+                    api.rec.record(health, due.elapsed(), "transport error");
+                    api.rec.fail(&format!("{health}: transport error"));
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// What became of one slow connection.
+struct SlowEnd {
+    lifetime: Duration,
+    answered_408: bool,
+}
+
+async fn slow_client(addr: std::net::SocketAddr) -> Option<SlowEnd> {
+    const HEAD: &[u8] = b"POST /v1/streams HTTP/1.1\r\nHost: limiter\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
+    let mut stream = TcpStream::connect(addr).await.ok()?;
+    stream.write_all(HEAD).await.ok()?;
+    let sent = Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    // Bounded: a connection the limiter never closes is reported as living this long.
+    let limit = Duration::from_secs(120);
+    loop {
+        match tokio::time::timeout_at((sent + limit).into(), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(SlowEnd {
+        lifetime: sent.elapsed(),
+        answered_408: answer.starts_with(b"HTTP/1.1 408"),
+    })
+}
+
+pub async fn slow_clients(args: &SlowClientsArgs) -> anyhow::Result<Report> {
+    let common = &args.common;
+    let stack = if common.spawn {
+        let mut setup =
+            LimiterSetup::new(common.heartbeat_interval, common.ttl, common.store_timeout);
+        setup.threads = common.limiter_threads;
+        setup.batch_window = common.batch_window;
+        setup.extra_yaml = format!(
+            "http: {{ body_read_timeout: {}ms }}\n",
+            args.body_timeout.as_millis()
+        );
+        tokio::task::spawn_blocking(move || Stack::spawn(1, &setup)).await??
+    } else {
+        Stack::external(common.urls.clone(), common.redis.clone())
+    };
+    let url = stack.urls[0].clone();
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse()?;
+    let pid = stack.limiters.first().map(|l| l.proc.pid());
+    let fds = move || pid.and_then(open_fds);
+    let rec = Arc::new(Recorder::new());
+    let api = Api::new(
+        HttpClient::new(&stack.urls, common.connections)?,
+        rec.clone(),
+    );
+    let mut report = Report::new("slow-clients");
+    report.figure("slow_clients", args.slow);
+    report.figure("rate_per_sec", args.rate);
+    report.figure("body_read_timeout_sec", args.body_timeout.as_secs_f64());
+    report.figure("limiter_fds_before", fds());
+    let started = Instant::now();
+
+    paced_traffic(
+        &api,
+        args.rate,
+        args.window,
+        "play_start (baseline)",
+        "healthz (baseline)",
+    )
+    .await;
+
+    let opening = Instant::now();
+    let slow: Vec<_> = (0..args.slow)
+        .map(|_| tokio::spawn(slow_client(addr)))
+        .collect();
+    let most_fds = Arc::new(AtomicUsize::new(0));
+    let sampler = tokio::spawn({
+        let most_fds = most_fds.clone();
+        async move {
+            while opening.elapsed() < Duration::from_secs(300) {
+                most_fds.fetch_max(fds().unwrap_or(0), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    });
+    paced_traffic(
+        &api,
+        args.rate,
+        args.window,
+        "play_start (with slow)",
+        "healthz (with slow)",
+    )
+    .await;
+    let mut lifetimes = histogram();
+    let (mut ended, mut answered_408, mut late) = (0usize, 0usize, 0usize);
+    let allowed = args.body_timeout + Duration::from_secs(1);
+    for task in slow {
+        if let Ok(Some(end)) = task.await {
+            ended += 1;
+            answered_408 += usize::from(end.answered_408);
+            late += usize::from(end.lifetime > allowed);
+            let _ = lifetimes.record((end.lifetime.as_micros() as u64).max(1));
+        }
+    }
+    sampler.abort();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ms = |us: u64| round2(us as f64 / 1000.0);
+    report.figure("slow_connected", ended);
+    report.figure("slow_answered_408", answered_408);
+    report.figure("slow_closed_later_than_deadline_plus_1s", late);
+    report.figure(
+        "slow_lifetime_ms",
+        json!({
+            "min": ms(lifetimes.min()),
+            "p50": ms(lifetimes.value_at_quantile(0.5)),
+            "p99": ms(lifetimes.value_at_quantile(0.99)),
+            "max": ms(lifetimes.max()),
+        }),
+    );
+    report.figure("limiter_fds_max", most_fds.load(Ordering::Relaxed));
+    report.figure("limiter_fds_after", fds());
+    rec.checked(
+        "slow connection closed within its deadline + 1 s",
+        ended as u64,
+    );
+    if late > 0 {
+        rec.violated_n(
+            "slow connection closed within its deadline + 1 s",
+            late as u64,
+        );
+    }
+    if ended < args.slow {
+        rec.fail_n("slow client could not connect", (args.slow - ended) as u64);
+    }
+    report.duration_sec = started.elapsed().as_secs_f64();
+    // Each op runs in one window.
+    rec.fill(&mut report, args.window.as_secs_f64());
+    drop(stack);
+    Ok(report)
+}
