@@ -663,6 +663,12 @@ pub struct AdminUiSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "resources_schema")]
     pub resources: Option<ResourceRequirements>,
+    /// Addresses or networks (CIDR) of the proxies in front of the admin UI (the ingress
+    /// controller's pods) whose `X-Forwarded-For` it believes. Sign-in throttling counts per client
+    /// address: without this, every sign-in through the ingress shares the ingress's address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 43)))]
+    pub trusted_proxies: Vec<String>,
 }
 
 /// What a decision does when Redis cannot answer in time.
@@ -943,6 +949,7 @@ impl Default for AdminUiSpec {
             image: default_admin_ui_image(),
             auth_secret_name: None,
             resources: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -285,6 +285,14 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             "required when the admin UI is enabled",
         ));
     }
+    for (i, proxy) in spec.admin_ui.trusted_proxies.iter().enumerate() {
+        if !is_address_or_network(proxy) {
+            errors.push(err(
+                format!("spec.adminUI.trustedProxies[{i}]"),
+                format!("`{proxy}` is neither an address nor a network such as 10.0.0.0/8"),
+            ));
+        }
+    }
     if spec.failure_policy.store_timeout_millis < 1 {
         errors.push(err(
             "spec.failurePolicy.storeTimeoutMillis",
@@ -378,4 +386,17 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
     } else {
         Err(errors)
     }
+}
+
+/// An IP address, or a network in CIDR form with a prefix the address family allows.
+fn is_address_or_network(text: &str) -> bool {
+    let (address, prefix) = match text.split_once('/') {
+        Some((address, prefix)) => (address, Some(prefix)),
+        None => (text, None),
+    };
+    let Ok(address) = address.parse::<std::net::IpAddr>() else {
+        return false;
+    };
+    let longest = if address.is_ipv4() { 32 } else { 128 };
+    prefix.is_none_or(|p| p.parse::<u8>().is_ok_and(|p| p <= longest))
 }

@@ -264,6 +264,10 @@ fn admin_ui_is_rendered_only_when_enabled() {
         secret_name(&pod.volumes.as_ref().unwrap()[0]),
         Some("admin-users")
     );
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_TRUSTED_PROXIES"], "10.0.0.0/8,fd00::/8",
+        "the ingress's X-Forwarded-For is believed, so throttling sees each client"
+    );
 
     let mut sl = fixture("admin-ui.yaml");
     sl.spec.admin_ui.enabled = false;

@@ -159,3 +159,19 @@ fn limiter_http_bounds_and_autoscaling_are_checked_with_the_field_named() {
         ]
     );
 }
+
+#[test]
+fn trusted_proxies_must_be_addresses_or_networks() {
+    let mut sl = fixture("admin-ui.yaml");
+    assert!(validate(&sl).is_ok(), "{:?}", validate(&sl));
+    sl.spec.admin_ui.trusted_proxies = ["10.0.0.1", "10.0.0.0/33", "ingress-nginx", "::1/128"]
+        .map(String::from)
+        .to_vec();
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.adminUI.trustedProxies[1]",
+            "spec.adminUI.trustedProxies[2]"
+        ]
+    );
+}

@@ -68,6 +68,12 @@ pub fn deployment(
         mounts.push(mount("admin-auth", ADMIN_AUTH_DIR));
         vars.push(env("SCREENLIMIT_ADMIN_AUTH_DIR", ADMIN_AUTH_DIR));
     }
+    if !ui.trusted_proxies.is_empty() {
+        vars.push(env(
+            "SCREENLIMIT_ADMIN_TRUSTED_PROXIES",
+            ui.trusted_proxies.join(","),
+        ));
+    }
     if let Some(token) = &sl.spec.limiter.auth_token_secret {
         volumes.push(secret_file_volume(
             "limiter-auth",
