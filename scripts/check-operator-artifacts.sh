@@ -29,7 +29,12 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import helm_python' 2
 fi
 
 "$venv/bin/python" - <<'PY'
+import json
+import re
+import subprocess
 import sys
+import tempfile
+
 import helm_python
 import yaml
 
@@ -78,7 +83,14 @@ variants = {
                           "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
                           "ServiceAccount/rel-screenlimit", "ServiceMonitor/rel-screenlimit",
                           "Pod/rel-screenlimit-test"]),
+    "grafana": ({"grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "screenlimit"}}},
+                ["ClusterRole/rel-screenlimit", "ClusterRoleBinding/rel-screenlimit",
+                 "Deployment/rel-screenlimit", "Role/rel-screenlimit-leader-election",
+                 "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
+                 "ServiceAccount/rel-screenlimit", "Pod/rel-screenlimit-test",
+                 "ConfigMap/rel-screenlimit-dashboard"]),
 }
+dashboards = []
 for name, (values, expected) in variants.items():
     docs = render(values)
     got = kinds(docs)
@@ -114,6 +126,9 @@ for name, (values, expected) in variants.items():
             assert d["spec"]["endpoints"][0]["port"] == "http", d["spec"]
         if d["kind"] == "Pod":
             assert d["metadata"]["annotations"]["helm.sh/hook"] == "test", d["metadata"]
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard"):
+            assert d["metadata"]["labels"]["grafana_dashboard"] == "1", d["metadata"]
+            dashboards.append(json.loads(d["data"]["screenlimit-limiter.json"]))
     print(f"  template ({name}): {len(docs)} objects OK")
 
 # values.schema.json: bad values are refused with a message that names them.
@@ -130,6 +145,31 @@ for bad, says in [({"replicaCount": "two"}, "/replicaCount"), ({"metrcis": {}}, 
         print(f"values.schema.json accepted {bad}", file=sys.stderr)
         failed = True
 print("  values.schema.json refuses bad values OK")
+
+# The dashboard: every query is valid PromQL (promtool, as recording rules with the dashboard's
+# variables filled in) and names only metrics the limiter exports (limiter/src/metrics.rs).
+assert len(dashboards) == 1, dashboards
+exported = set(re.findall(r'(?:Opts::new|IntGauge::new|IntCounter::new)\(\s*"([a-z_]+)"',
+                          open("limiter/src/metrics.rs").read()))
+rules = []
+for panel in dashboards[0]["panels"]:
+    for target in panel["targets"]:
+        expr = (target["expr"].replace("$__rate_interval", "5m")
+                .replace("$namespace", "video").replace("$job", "demo-limiter"))
+        for name in re.findall(r"screenlimit_([a-z_]+)", expr):
+            name = re.sub(r"_(bucket|sum|count)$", "", name)
+            if name not in exported:
+                print(f"dashboard panel {panel['title']!r} queries screenlimit_{name}, which the limiter does not export", file=sys.stderr)
+                failed = True
+        rules.append({"record": f"dashboard:panel_{panel['id']}_{target['refId']}", "expr": expr})
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, f)
+checked = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True, text=True)
+if checked.returncode != 0:
+    print("dashboard queries are not valid PromQL:", checked.stdout, checked.stderr, file=sys.stderr)
+    failed = True
+else:
+    print(f"  grafana dashboard: {len(rules)} queries valid (promtool), metrics exported")
 
 crd = yaml.safe_load(open(f"{chart}/crds/streamlimiter.yaml"))
 assert crd["metadata"]["name"] == "streamlimiters.screenlimit.io"
