@@ -2,10 +2,18 @@
 //! each alert fires on the synthetic series of its trouble (and stays quiet on a healthy
 //! instance), with the labels and text an on-call engineer sees.
 
+mod common;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use screenlimit_operator::build::monitoring::{RUNBOOKS, Thresholds, rule_groups};
+use kube::{Resource, ResourceExt};
+use screenlimit_operator::build::build;
+use screenlimit_operator::build::monitoring::{
+    RUNBOOKS, Thresholds, prometheus_rule, rule_groups, service_monitor,
+};
+use screenlimit_operator::names::Names;
 
 fn promtool(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("promtool")
@@ -178,4 +186,50 @@ fn every_alert_has_its_runbook_section() {
             );
         }
     }
+}
+
+#[test]
+fn the_service_monitor_scrapes_the_limiter_service_and_the_rule_watches_its_job() {
+    let sl = common::fixture("managed.yaml");
+    let desired = build(&sl).unwrap();
+    let service = desired
+        .services
+        .iter()
+        .find(|s| s.name_any() == "demo-limiter")
+        .expect("the limiter Service");
+    let names = Names::new(&sl.name_any());
+    let owner = sl.controller_owner_ref(&()).unwrap();
+    let selects = BTreeMap::from([("release".to_owned(), "kps".to_owned())]);
+
+    let monitor = service_monitor(&names, "video", &owner, "30s", &selects);
+    assert_eq!(monitor["kind"], "ServiceMonitor");
+    assert_eq!(monitor["metadata"]["labels"]["release"], "kps");
+    assert_eq!(
+        monitor["metadata"]["ownerReferences"][0]["uid"],
+        owner.uid.as_str()
+    );
+    // It selects the Service's own labels and scrapes its port by name.
+    let service_labels = serde_json::to_value(&service.metadata.labels).unwrap();
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(&service_labels[key], value, "label {key}");
+    }
+    let port = &service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0];
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["port"],
+        port.name.as_deref().unwrap()
+    );
+
+    let rule = prometheus_rule(&names, "video", &owner, &Thresholds::default(), &selects);
+    assert_eq!(rule["kind"], "PrometheusRule");
+    assert_eq!(rule["metadata"]["labels"]["release"], "kps");
+    // The Service's name is the job Prometheus gives the scraped pods.
+    assert!(
+        rule["spec"]["groups"][0]["rules"][0]["expr"]
+            .as_str()
+            .unwrap()
+            .contains(r#"job="demo-limiter""#)
+    );
 }

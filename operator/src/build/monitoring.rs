@@ -169,14 +169,8 @@ pub fn prometheus_rule(
     thresholds: &Thresholds,
     extra_labels: &BTreeMap<String, String>,
 ) -> Value {
-    let mut labels = names.labels(Component::Limiter);
-    labels.extend(extra_labels.clone());
-    json!({
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": meta(names.limiter(), ns, labels, owner),
-        "spec": rule_groups(ns, &names.limiter(), thresholds),
-    })
+    let spec = rule_groups(ns, &names.limiter(), thresholds);
+    monitoring_object("PrometheusRule", names, ns, owner, extra_labels, spec)
 }
 
 /// The `ServiceMonitor` that scrapes every limiter pod through the limiter Service.
@@ -187,16 +181,29 @@ pub fn service_monitor(
     interval: &str,
     extra_labels: &BTreeMap<String, String>,
 ) -> Value {
+    let spec = json!({
+        "selector": { "matchLabels": names.selector_labels(Component::Limiter) },
+        "namespaceSelector": { "matchNames": [ns] },
+        "endpoints": [{ "port": "http", "path": "/metrics", "interval": interval }],
+    });
+    monitoring_object("ServiceMonitor", names, ns, owner, extra_labels, spec)
+}
+
+/// A Prometheus Operator object named after the limiter, owned by the instance.
+fn monitoring_object(
+    kind: &str,
+    names: &Names,
+    ns: &str,
+    owner: &OwnerReference,
+    extra_labels: &BTreeMap<String, String>,
+    spec: Value,
+) -> Value {
     let mut labels = names.labels(Component::Limiter);
     labels.extend(extra_labels.clone());
     json!({
         "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
+        "kind": kind,
         "metadata": meta(names.limiter(), ns, labels, owner),
-        "spec": {
-            "selector": { "matchLabels": names.selector_labels(Component::Limiter) },
-            "namespaceSelector": { "matchNames": [ns] },
-            "endpoints": [{ "port": "http", "path": "/metrics", "interval": interval }],
-        },
+        "spec": spec,
     })
 }
