@@ -246,9 +246,18 @@ async fn a_sentinel_failover_over_tls_with_passwords_is_followed() {
         addresses.join(", "),
         support::SECRET
     );
-    // The Sentinels have a password of their own.
+    // The Sentinels have a password of their own, and the master they name is signed in to with
+    // the data nodes' credentials.
     let said = s.refused(&config, &[]);
     assert_names(&said, "store.sentinel.auth", "NOAUTH");
+    let said = s.refused(
+        &config,
+        &[
+            ("SCREENLIMIT_SENTINEL_PASSWORD", SENTINEL_PASSWORD),
+            ("SCREENLIMIT_REDIS_PASSWORD", "not-the-password"),
+        ],
+    );
+    assert_names(&said, "store.auth", "WRONGPASS");
     let limiter = LimiterProcess::try_start(
         &config,
         &[("SCREENLIMIT_SENTINEL_PASSWORD", SENTINEL_PASSWORD)],

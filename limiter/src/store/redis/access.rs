@@ -3,10 +3,10 @@
 //! user, or the default user's password) for the data nodes and, separately, for Sentinel.
 //! Passwords come from a file or the environment, never from the config file or a URL.
 //!
-//! [`Access::resolve`] reads the files once at start; [`Access::check`] then tries every shard
-//! once so that a wrong password, a missing permission or an unknown CA stops the start with the
-//! field named, while a shard that is merely down leaves the limiter serving under its failure
-//! policy.
+//! [`Access::resolve`] reads the files once at start; `RedisStore::check_access` then tries every
+//! shard once, and [`judge`] turns what it met into a config error (a wrong password, a missing
+//! permission, an unknown CA: the start stops with the field named) or an outage (the limiter
+//! serves under its failure policy).
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -208,54 +208,85 @@ impl Shard {
     }
 
     /// A first contact at start: a fixed shard loads every script (the password, the TLS setup
-    /// and the ACL all show there); a Sentinel shard asks each Sentinel for its master. A config
-    /// mistake is an error; a server out of reach is [`Contact::Down`].
+    /// and the ACL all show there); a Sentinel shard asks each Sentinel for its master (their
+    /// own password), then loads the scripts on that master. A config mistake is an error; a
+    /// server out of reach is [`Contact::Down`].
     pub async fn first_contact(&self, deadline: Duration) -> Result<Contact, ConfigError> {
         let Locator::Sentinel {
-            sentinels, master, ..
+            sentinels,
+            master,
+            master_tls,
         } = &self.locator
         else {
-            return self.load_scripts(deadline).await;
+            let Some(connection) = self.connection() else {
+                return Ok(Contact::Down("no connection".into()));
+            };
+            let at = format!("shard {} ({})", self.index, self.endpoint());
+            return load_scripts(connection, &at, deadline).await;
         };
+        let mut named = None;
         for (i, sentinel) in sentinels.iter().enumerate() {
             let mut command = redis::cmd("SENTINEL");
             command.arg("get-master-addr-by-name").arg(master);
             let mut connection = sentinel.clone();
             let asked = command.query_async::<Option<(String, u16)>>(&mut connection);
-            if let Ok(Err(e)) = tokio::time::timeout(deadline, asked).await {
-                let at = format!("store.sentinel.addresses[{i}]");
-                access::judge(&e, &at, "store.sentinel.auth")?;
+            match tokio::time::timeout(deadline, asked).await {
+                Ok(Ok(address)) => named = named.or(address),
+                Ok(Err(e)) => {
+                    let at = format!("store.sentinel.addresses[{i}]");
+                    access::judge(&e, &at, "store.sentinel.auth")?;
+                }
+                Err(_) => {}
             }
         }
-        Ok(Contact::Fine)
-    }
-
-    async fn load_scripts(&self, deadline: Duration) -> Result<Contact, ConfigError> {
-        let Some(mut connection) = self.connection() else {
-            return Ok(Contact::Down("no connection".into()));
+        // The master a Sentinel names is reached with the data nodes' credentials and TLS.
+        let Some((host, port)) = named else {
+            return Ok(Contact::Down(format!("no Sentinel named master {master}")));
         };
-        // A PING first: Redis drops a connection that sends large commands before signing in,
-        // so the scripts alone would hide a missing password behind a broken pipe. One command
-        // at a time, so that a refusal comes back as the server's error.
-        let at = format!("shard {} ({})", self.index, self.endpoint());
-        let both = async {
-            redis::cmd("PING")
-                .query_async::<String>(&mut connection)
-                .await?;
-            for (_, source) in Scripts::sources() {
-                let mut load = redis::cmd("SCRIPT");
-                load.arg("LOAD").arg(source);
-                load.query_async::<String>(&mut connection).await?;
-            }
-            Ok::<(), redis::RedisError>(())
-        };
-        match tokio::time::timeout(deadline, both).await {
-            Ok(Ok(())) => Ok(Contact::Fine),
+        let at = format!("shard {} (master {master} at {host}:{port})", self.index);
+        let client = self
+            .access
+            .data_client_at(&host, port, *master_tls)
+            .map_err(|e| ConfigError::Invalid {
+                field: "store.sentinel.addresses",
+                message: format!("{at}: {e}"),
+            })?;
+        match tokio::time::timeout(deadline, client.get_multiplexed_async_connection()).await {
+            Ok(Ok(connection)) => load_scripts(connection, &at, deadline).await,
             Ok(Err(e)) => access::judge(&e, &at, "store.auth"),
             Err(_) => Ok(Contact::Down(format!(
                 "{at}: no answer within {deadline:?}"
             ))),
         }
+    }
+}
+
+/// Loads every script on `connection`: the password, the TLS setup and the ACL all show there.
+async fn load_scripts(
+    mut connection: impl redis::aio::ConnectionLike + Send,
+    at: &str,
+    deadline: Duration,
+) -> Result<Contact, ConfigError> {
+    // A PING first: Redis drops a connection that sends large commands before signing in, so
+    // the scripts alone would hide a missing password behind a broken pipe. One command at a
+    // time, so that a refusal comes back as the server's error.
+    let all = async {
+        redis::cmd("PING")
+            .query_async::<String>(&mut connection)
+            .await?;
+        for (_, source) in Scripts::sources() {
+            let mut load = redis::cmd("SCRIPT");
+            load.arg("LOAD").arg(source);
+            load.query_async::<String>(&mut connection).await?;
+        }
+        Ok::<(), redis::RedisError>(())
+    };
+    match tokio::time::timeout(deadline, all).await {
+        Ok(Ok(())) => Ok(Contact::Fine),
+        Ok(Err(e)) => access::judge(&e, at, "store.auth"),
+        Err(_) => Ok(Contact::Down(format!(
+            "{at}: no answer within {deadline:?}"
+        ))),
     }
 }
 
