@@ -107,6 +107,12 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             guard::guard,
         ))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        // A 5xx page (the limiter down, sign-in busy) is logged where it is decided, once per state
+        // change; tower-http's default would add an ERROR line per request.
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http().on_failure(
+                tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG),
+            ),
+        )
         .with_state(state)
 }

@@ -68,5 +68,10 @@ pub fn router(service: AppState, max_body_bytes: usize, auth_token: Option<Strin
             auth::require_token,
         ));
     }
-    router.layer(tower_http::trace::TraceLayer::new_for_http())
+    // A 5xx is an answer the service chose (the `closed` policy, shedding) and is counted in the
+    // metrics; tower-http's default would log each one at ERROR: a line per request in an outage.
+    router.layer(
+        tower_http::trace::TraceLayer::new_for_http()
+            .on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+    )
 }

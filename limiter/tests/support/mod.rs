@@ -317,6 +317,8 @@ pub struct LimiterProcess {
     child: Child,
     _dir: tempfile::TempDir,
     pub config_path: PathBuf,
+    /// Where its log goes (tracing writes to standard output).
+    stdout_path: PathBuf,
 }
 
 impl LimiterProcess {
@@ -349,12 +351,13 @@ impl LimiterProcess {
         )
         .unwrap();
         let stderr_path = dir.path().join("stderr.log");
+        let stdout_path = dir.path().join("stdout.log");
         let mut child = Command::new(env!("CARGO_BIN_EXE_screenlimit-limiter"))
             .arg("--config")
             .arg(&config_path)
-            .envs(env.iter().copied())
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
+            .envs(env.iter().copied())
+            .stdout(std::fs::File::create(&stdout_path).unwrap())
             .stderr(std::fs::File::create(&stderr_path).unwrap())
             .spawn()
             .expect("spawn screenlimit-limiter");
@@ -370,6 +373,7 @@ impl LimiterProcess {
                     child,
                     _dir: dir,
                     config_path,
+                    stdout_path,
                 });
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -377,6 +381,11 @@ impl LimiterProcess {
         let _ = child.kill();
         let _ = child.wait();
         Err("no listener within 10s".into())
+    }
+
+    /// What it has logged so far (at `RUST_LOG=warn` unless the test's environment says otherwise).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
     }
 
     /// A client for this instance.
