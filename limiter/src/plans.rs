@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -163,6 +163,8 @@ pub struct PostgresPlans {
     /// Bumped when notifications may have been missed: every cached plan is then looked up
     /// again on next use, yet still serves if the database cannot answer.
     epoch: AtomicU64,
+    /// Whether the last query failed: an outage is logged when it starts and ends, not per play.
+    unavailable: AtomicBool,
     ttl: Duration,
     timeout: Duration,
     unknown_account: UnknownAccountPolicy,
@@ -204,6 +206,7 @@ impl PostgresPlans {
                 .time_to_live(config.cache_max_stale)
                 .build(),
             epoch: AtomicU64::new(0),
+            unavailable: AtomicBool::new(false),
             ttl: config.cache_ttl,
             timeout: config.timeout,
             unknown_account: config.unknown_account,
@@ -267,22 +270,28 @@ impl PostgresPlans {
             .cache
             .try_get_with(account_id.to_owned(), self.fetch(account_id))
             .await;
+        if let Err(error) = &fetched
+            && !self.unavailable.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(%error, "plan database unavailable; serving cached plans, else the fallback plan");
+        }
         match (fetched, cached) {
-            (Ok(entry), _) => self.decide(account_id, entry.name.as_deref(), false),
-            (Err(error), Some(stale)) => {
-                tracing::warn!(account_id, %error, "plan database unavailable; serving the cached plan");
+            (Ok(entry), _) => {
+                if self.unavailable.swap(false, Ordering::Relaxed) {
+                    tracing::info!("plan database answers again");
+                }
+                self.decide(account_id, entry.name.as_deref(), false)
+            }
+            (Err(_), Some(stale)) => {
                 self.cache
                     .insert(account_id.to_owned(), stale.clone())
                     .await;
                 self.decide(account_id, stale.name.as_deref(), false)
             }
-            (Err(error), None) => {
-                tracing::warn!(account_id, %error, "plan database unavailable; using the fallback plan");
-                Ok(Resolved {
-                    plan: Some(self.fallback.clone()),
-                    degraded: true,
-                })
-            }
+            (Err(_), None) => Ok(Resolved {
+                plan: Some(self.fallback.clone()),
+                degraded: true,
+            }),
         }
     }
 
