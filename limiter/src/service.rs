@@ -207,13 +207,9 @@ impl StreamService {
         }
     }
 
-    pub async fn play_start(&self, request: PlayStart) -> Result<PlayDecision, ServiceError> {
-        self.play_start_with(request, Load::Normal).await
-    }
-
     /// A play-start; when `load` is `Shed`, the store is not asked (nor the plan database: its
     /// cache or the fallback plan answers) and the failure policy decides.
-    pub async fn play_start_with(
+    pub async fn play_start(
         &self,
         request: PlayStart,
         load: Load,
@@ -311,18 +307,9 @@ impl StreamService {
             .expect("the memory store does not fail")
     }
 
-    pub async fn heartbeat(
-        &self,
-        account_id: &str,
-        stream_id: &str,
-    ) -> Result<Renewal, ServiceError> {
-        self.heartbeat_with(account_id, stream_id, Load::Normal)
-            .await
-    }
-
     /// A heartbeat; when `load` is `Shed`, the store is not asked and the failure policy
     /// answers.
-    pub async fn heartbeat_with(
+    pub async fn heartbeat(
         &self,
         account_id: &str,
         stream_id: &str,
@@ -371,14 +358,9 @@ impl StreamService {
     }
 
     /// Frees the stream's slot; answers the same whether or not it was held (idempotent).
-    /// Returns whether the answer is degraded.
-    pub async fn release(&self, account_id: &str, stream_id: &str) -> Result<bool, ServiceError> {
-        self.release_with(account_id, stream_id, Load::Normal).await
-    }
-
-    /// A stop; when `load` is `Shed`, the shared store is not asked and the failure policy
-    /// answers (the lease then ends with its TTL).
-    pub async fn release_with(
+    /// Returns whether the answer is degraded. When `load` is `Shed`, the shared store is not
+    /// asked and the failure policy answers (the lease then ends with its TTL).
+    pub async fn release(
         &self,
         account_id: &str,
         stream_id: &str,

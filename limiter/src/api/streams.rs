@@ -64,7 +64,7 @@ pub async fn play_start(
 ) -> Result<Response, ApiError> {
     let request = request.validate()?;
     let (load, _place) = admit(admission);
-    match service.play_start_with(request, load).await? {
+    match service.play_start(request, load).await? {
         PlayDecision::Granted {
             stream_id,
             limit,
@@ -157,7 +157,7 @@ pub async fn heartbeat(
     check_account_id(&body.account_id)?;
     let (load, _place) = admit(admission);
     let renewal = service
-        .heartbeat_with(&body.account_id, &stream_id, load)
+        .heartbeat(&body.account_id, &stream_id, load)
         .await?;
     match renewal.outcome {
         HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } => {
@@ -206,9 +206,7 @@ pub async fn release(
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&body.account_id)?;
     let (load, _place) = admit(admission);
-    let degraded = service
-        .release_with(&body.account_id, &stream_id, load)
-        .await?;
+    let degraded = service.release(&body.account_id, &stream_id, load).await?;
     Ok(Json(OkResponse { ok: true, degraded }))
 }
 
