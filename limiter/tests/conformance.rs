@@ -944,16 +944,8 @@ fn redis_backend() -> Backend<RedisStore> {
 
 fn redis_backend_with(plans: PlanBook) -> Backend<RedisStore> {
     let redis = RedisServer::start();
-    let options = RedisOptions {
-        shards: ShardSpec::Urls(vec![redis.url()]),
-        deadline: Duration::from_secs(2),
-        batch_window: Duration::ZERO,
-        failure_threshold: 3,
-        probe_interval: Duration::from_millis(100),
-        access: Default::default(),
-    };
     Backend {
-        store: RedisStore::new(&options, &plans, timing()).unwrap(),
+        store: redis_store(redis.url(), Access::default(), &plans),
         _redis: Some(Box::new(redis)),
     }
 }
@@ -962,28 +954,30 @@ fn redis_backend_with(plans: PlanBook) -> Backend<RedisStore> {
 fn redis_tls_backend() -> Backend<RedisStore> {
     let certs = Certificates::make();
     let redis = SecureRedis::start(&certs);
-    let mut config = StoreConfig {
-        redis_shards: vec![redis.url()],
-        ..StoreConfig::default()
-    };
+    let mut config = StoreConfig::default();
     config.tls.ca_file = Some(certs.path("ca.crt"));
     config.tls.client_cert_file = Some(certs.path("client.crt"));
     config.tls.client_key_file = Some(certs.path("client.key"));
     config.auth.username = Some(LIMITER_USER.0.into());
     config.auth.password = Some(LIMITER_USER.1.into());
+    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
+    Backend {
+        store: redis_store(redis.url(), Access::resolve(&config).unwrap(), &plans),
+        _redis: Some(Box::new((redis, certs))),
+    }
+}
+
+/// A store on the one shard at `url`, reached with `access`.
+fn redis_store(url: String, access: Access, plans: &PlanBook) -> Arc<RedisStore> {
     let options = RedisOptions {
-        shards: ShardSpec::Urls(config.redis_shards.clone()),
+        shards: ShardSpec::Urls(vec![url]),
         deadline: Duration::from_secs(2),
         batch_window: Duration::ZERO,
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
-        access: Access::resolve(&config).unwrap(),
+        access,
     };
-    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
-    Backend {
-        store: RedisStore::new(&options, &plans, timing()).unwrap(),
-        _redis: Some(Box::new((redis, certs))),
-    }
+    RedisStore::new(&options, plans, timing()).unwrap()
 }
 
 /// Both backends with Standard and its mobile cap as the default plan.
