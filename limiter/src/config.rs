@@ -48,6 +48,8 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ),
     ("SCREENLIMIT_BODY_READ_TIMEOUT", "http.body_read_timeout"),
     ("SCREENLIMIT_IDLE_TIMEOUT", "http.idle_timeout"),
+    ("SCREENLIMIT_WRITE_TIMEOUT", "http.write_timeout"),
+    ("SCREENLIMIT_LISTEN_BACKLOG", "http.listen_backlog"),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -99,6 +101,14 @@ pub struct HttpConfig {
     /// byte) before it is closed. Keep it above the load balancer's own idle timeout.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// How long a write of an answer may make no progress (a client that sends but does not
+    /// read) before the connection is closed.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
+    /// Connections the kernel queues for `accept` (capped by `net.core.somaxconn`). A burst of
+    /// new connections beyond it loses SYNs, and each client so dropped waits a full second
+    /// before its retry: keep it above the largest burst of connections expected.
+    pub listen_backlog: u32,
     /// Largest request line + headers, in bytes; beyond it the answer is 431 and the connection
     /// is closed.
     pub max_header_bytes: usize,
@@ -115,6 +125,8 @@ impl Default for HttpConfig {
             header_read_timeout: Duration::from_secs(5),
             body_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(75),
+            write_timeout: Duration::from_secs(10),
+            listen_backlog: 8_192,
             max_header_bytes: 16 * 1024,
             max_connections: 10_000,
             max_in_flight: 4_096,
@@ -124,6 +136,9 @@ impl Default for HttpConfig {
 
 /// Bounds of `http.max_header_bytes`.
 pub const HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=(1 << 20);
+
+/// Bounds of `http.listen_backlog` (the kernel caps it at `net.core.somaxconn` anyway).
+pub const LISTEN_BACKLOG_RANGE: std::ops::RangeInclusive<u32> = 16..=65_535;
 
 /// Most `threads` a config may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -608,6 +623,14 @@ impl Config {
             "http.max_in_flight",
             &mut self.http.max_in_flight,
         )?;
+        if let Some(value) = env("SCREENLIMIT_LISTEN_BACKLOG") {
+            self.http.listen_backlog = value.trim().parse().map_err(|e| {
+                invalid(
+                    "http.listen_backlog",
+                    format!("SCREENLIMIT_LISTEN_BACKLOG={value:?}: {e}"),
+                )
+            })?;
+        }
         let duration = |name: &str, field: &'static str, into: &mut Duration| {
             if let Some(value) = env(name) {
                 *into = humantime::parse_duration(value.trim())
@@ -630,6 +653,11 @@ impl Config {
             "http.idle_timeout",
             &mut self.http.idle_timeout,
         )?;
+        duration(
+            "SCREENLIMIT_WRITE_TIMEOUT",
+            "http.write_timeout",
+            &mut self.http.write_timeout,
+        )?;
         Ok(())
     }
 
@@ -639,6 +667,7 @@ impl Config {
             ("http.header_read_timeout", http.header_read_timeout),
             ("http.body_read_timeout", http.body_read_timeout),
             ("http.idle_timeout", http.idle_timeout),
+            ("http.write_timeout", http.write_timeout),
         ] {
             if value < Duration::from_millis(10) || value > Duration::from_secs(3600) {
                 return Err(invalid(
@@ -666,6 +695,17 @@ impl Config {
         }
         if http.max_in_flight == 0 {
             return Err(invalid("http.max_in_flight", "must be at least 1"));
+        }
+        if !LISTEN_BACKLOG_RANGE.contains(&http.listen_backlog) {
+            return Err(invalid(
+                "http.listen_backlog",
+                format!(
+                    "{} must be between {} and {}",
+                    http.listen_backlog,
+                    LISTEN_BACKLOG_RANGE.start(),
+                    LISTEN_BACKLOG_RANGE.end()
+                ),
+            ));
         }
         Ok(())
     }
@@ -1084,17 +1124,23 @@ stream_id_secret: "0123456789abcdef0123"
         let config = Config::load(None, no_env).unwrap();
         assert_eq!(config.http.header_read_timeout, Duration::from_secs(5));
         assert_eq!(config.http.max_in_flight, 4_096);
-        let yaml = "http: { header_read_timeout: 2s, body_read_timeout: 3s, idle_timeout: 90s, max_header_bytes: 4096, max_connections: 50, max_in_flight: 10 }\n";
+        assert_eq!(config.http.write_timeout, Duration::from_secs(10));
+        assert_eq!(config.http.listen_backlog, 8_192);
+        let yaml = "http: { header_read_timeout: 2s, body_read_timeout: 3s, idle_timeout: 90s, write_timeout: 4s, listen_backlog: 100, max_header_bytes: 4096, max_connections: 50, max_in_flight: 10 }\n";
         let config = Config::from_yaml(yaml).unwrap();
         config.validate().unwrap();
         assert_eq!(config.http.idle_timeout, Duration::from_secs(90));
         assert_eq!(config.http.max_connections, 50);
+        assert_eq!(config.http.write_timeout, Duration::from_secs(4));
+        assert_eq!(config.http.listen_backlog, 100);
         let env = |name: &str| match name {
             "SCREENLIMIT_MAX_IN_FLIGHT" => Some("7".to_owned()),
             "SCREENLIMIT_MAX_CONNECTIONS" => Some("9".to_owned()),
             "SCREENLIMIT_HEADER_READ_TIMEOUT" => Some("250ms".to_owned()),
             "SCREENLIMIT_BODY_READ_TIMEOUT" => Some("1s".to_owned()),
             "SCREENLIMIT_IDLE_TIMEOUT" => Some("2s".to_owned()),
+            "SCREENLIMIT_WRITE_TIMEOUT" => Some("3s".to_owned()),
+            "SCREENLIMIT_LISTEN_BACKLOG" => Some("512".to_owned()),
             _ => None,
         };
         let config = Config::load(None, env).unwrap();
@@ -1103,6 +1149,8 @@ stream_id_secret: "0123456789abcdef0123"
         assert_eq!(config.http.header_read_timeout, Duration::from_millis(250));
         assert_eq!(config.http.body_read_timeout, Duration::from_secs(1));
         assert_eq!(config.http.idle_timeout, Duration::from_secs(2));
+        assert_eq!(config.http.write_timeout, Duration::from_secs(3));
+        assert_eq!(config.http.listen_backlog, 512);
         let bad_env = |name: &str| (name == "SCREENLIMIT_IDLE_TIMEOUT").then(|| "soon".to_owned());
         let err = Config::load(None, bad_env).unwrap_err();
         assert!(
@@ -1127,6 +1175,8 @@ stream_id_secret: "0123456789abcdef0123"
             ("http: { max_header_bytes: 100 }\n", "http.max_header_bytes"),
             ("http: { max_connections: 0 }\n", "http.max_connections"),
             ("http: { max_in_flight: 0 }\n", "http.max_in_flight"),
+            ("http: { write_timeout: 1ms }\n", "http.write_timeout"),
+            ("http: { listen_backlog: 1 }\n", "http.listen_backlog"),
         ];
         for (yaml, field) in cases {
             let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();

@@ -121,16 +121,24 @@ pub enum Deadline {
     Header,
     /// A body did not arrive within `http.body_read_timeout` (answered 408).
     Body,
+    /// An answer could not be written for `http.write_timeout` (the client does not read).
+    Write,
 }
 
 impl Deadline {
-    pub const ALL: [Deadline; 3] = [Deadline::Idle, Deadline::Header, Deadline::Body];
+    pub const ALL: [Deadline; 4] = [
+        Deadline::Idle,
+        Deadline::Header,
+        Deadline::Body,
+        Deadline::Write,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             Deadline::Idle => "idle",
             Deadline::Header => "header",
             Deadline::Body => "body",
+            Deadline::Write => "write",
         }
     }
 }
@@ -156,7 +164,7 @@ pub struct Overload {
     in_flight: AtomicUsize,
     shed: [AtomicU64; 4],
     refused_connections: AtomicU64,
-    timeouts: [AtomicU64; 3],
+    timeouts: [AtomicU64; Deadline::ALL.len()],
     ticks: Mutex<Ticks>,
 }
 

@@ -41,8 +41,7 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     let service = Arc::new(StreamService::from_config(&config)?);
     service.check_store_access().await?;
     let router = crate::api::router(service.clone(), config.max_body_bytes, auth_token.clone());
-    let listener = TcpListener::bind(config.listen)
-        .await
+    let listener = listen(config.listen, config.http.listen_backlog)
         .map_err(|e| anyhow::anyhow!("cannot listen on {} (`listen`): {e}", config.listen))?;
     let local = listener.local_addr()?;
     tracing::info!(
@@ -63,13 +62,13 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
         let (to_lane, incoming) = mpsc::unbounded_channel();
         to_lanes.push(to_lane);
         let (service, router, stopping) = (service.clone(), router.clone(), stopping.clone());
-        let http = config.http.clone();
+        let (http, max_body) = (config.http.clone(), config.max_body_bytes);
         let thread = std::thread::Builder::new()
             .name(format!("screenlimit-lane-{lane}"))
             .spawn(move || -> anyhow::Result<()> {
                 lane_runtime()?.block_on(async move {
                     warm_up(service.clone());
-                    serve_lane(incoming, service, router, http, stopping).await;
+                    serve_lane(incoming, service, router, &http, max_body, stopping).await;
                     Ok(())
                 })
             })
@@ -97,7 +96,15 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
         let _ = stop.send(true);
     });
     warm_up(service.clone());
-    serve_lane(own, service, router, config.http.clone(), stopping).await;
+    serve_lane(
+        own,
+        service,
+        router,
+        &config.http,
+        config.max_body_bytes,
+        stopping,
+    )
+    .await;
     accepting.abort();
     signal.abort();
     ticking.abort();
@@ -115,6 +122,18 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     joined?;
     tracing::info!("screenlimit limiter stopped");
     Ok(())
+}
+
+/// Binds the API's socket with `http.listen_backlog` (Tokio's `bind` would use 1,024: a burst of
+/// new connections beyond the queue loses SYNs, and each client so dropped waits a second).
+fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }
 
 /// Opens this lane's store connections in the background (a health check makes each shard
@@ -192,10 +211,11 @@ async fn serve_lane(
     mut incoming: mpsc::UnboundedReceiver<Incoming>,
     service: Arc<StreamService>,
     router: axum::Router,
-    http: HttpConfig,
+    http: &HttpConfig,
+    max_body_bytes: usize,
     mut stopping: watch::Receiver<bool>,
 ) {
-    let lane = connection::Lane::new(service, router, &http);
+    let lane = connection::Lane::new(service, router, http, max_body_bytes);
     // Every connection task holds a sender; when all are dropped, `recv` answers `None`.
     let (open, mut all_closed) = mpsc::channel::<()>(1);
     loop {

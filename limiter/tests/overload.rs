@@ -1,7 +1,7 @@
 //! Hostile clients and overload, against the real binary over raw sockets: every connection
-//! deadline (idle, header, body), the header size cap, the connection cap, and load shedding
-//! under the `open` and `closed` failure policies (with a frozen Redis holding the one request
-//! the bound allows in flight).
+//! deadline (idle, header, body, write), the header size cap, the listen backlog, the connection
+//! cap, and load shedding under the `open` and `closed` failure policies (with a frozen Redis
+//! holding the one request the bound allows in flight).
 
 mod support;
 
@@ -389,15 +389,15 @@ async fn shedding_under_local_cap_lets_the_embedded_store_decide() {
 #[test]
 fn slow_bodies_hold_no_place_in_flight() {
     let limiter = LimiterProcess::start("http: { max_in_flight: 2, body_read_timeout: 5s }\n");
-    // More half-sent play-starts than places in flight.
-    let slow: Vec<TcpStream> = (0..5)
-        .map(|_| {
+    // More half-sent requests than places in flight: play-starts, and support calls with a body.
+    let heads: [&[u8]; 2] = [
+        b"POST /v1/streams HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        b"PUT /v1/accounts/acct-real/limit-override HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    ];
+    let slow: Vec<TcpStream> = (0..6)
+        .map(|i| {
             let mut stream = connect(&limiter);
-            stream
-                .write_all(
-                    b"POST /v1/streams HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
-                )
-                .unwrap();
+            stream.write_all(heads[i % 2]).unwrap();
             stream
         })
         .collect();
@@ -416,5 +416,64 @@ fn slow_bodies_hold_no_place_in_flight() {
         answer.contains("\"degraded\":false"),
         "a real play is not shed because of slow senders: {answer}"
     );
+    let list = get(&limiter, "/v1/accounts/acct-real/streams");
+    assert!(
+        list.is_some(),
+        "a support call is not refused because of slow senders"
+    );
     drop(slow);
+}
+
+#[test]
+fn a_client_that_does_not_read_its_answers_is_cut_off_at_the_write_deadline() {
+    let limiter = LimiterProcess::start("http: { write_timeout: 500ms }\n");
+    let mut stream = connect(&limiter);
+    // Pipelined requests for a large document, never read: the answers fill the socket's
+    // buffers, and then the limiter's writes cannot proceed.
+    let one = "GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut writer = stream.try_clone().unwrap();
+    let writing = std::thread::spawn(move || {
+        for _ in 0..2_000 {
+            if writer.write_all(one.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while metric(
+        &limiter,
+        "screenlimit_connection_timeouts_total{kind=\"write\"}",
+    ) < 1.0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no write deadline closed the connection"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // What was buffered is read, then the connection is seen closed.
+    let (answer, _) = read_until_closed(&mut stream, Instant::now());
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "{}",
+        &answer[..80.min(answer.len())]
+    );
+    let _ = writing.join();
+}
+
+#[test]
+fn the_listen_backlog_is_the_configured_one() {
+    let limiter = LimiterProcess::start("http: { listen_backlog: 3000 }\n");
+    let port = limiter.base.rsplit(':').next().unwrap();
+    // `ss` shows a listening socket's backlog in its Send-Q column.
+    let out = std::process::Command::new("ss")
+        .args(["-Hltn", &format!("sport = :{port}")])
+        .output()
+        .expect("ss (iproute2) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let backlog: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(backlog, ["3000"], "{text}");
 }

@@ -7,14 +7,18 @@
 //!   connection begins to wait, so it would also be the keep-alive idle limit, and a limiter
 //!   behind a load balancer needs a long idle limit (above the balancer's own) with a short
 //!   header limit.
+//! - **Write deadline**: a write of an answer that makes no progress for `http.write_timeout`
+//!   (a client that sends but never reads, once the socket's buffer is full) fails, and hyper
+//!   closes the connection.
 //! - **Body deadline**: [`DeadlineBody`] fails a body that has not arrived within
 //!   `http.body_read_timeout` of its headers; the answer is then replaced by 408
 //!   `request_timeout` with `Connection: close`.
 //! - **Header size**: hyper's `max_header_size` answers 431 (no body) and closes.
 //! - **In flight**: a play-start, heartbeat or stop gets an [`Admission`]: its handler takes a
 //!   place once it holds the body (a slow body holds no place) or, beyond the bound, is shed at
-//!   once by the failure policy. Other calls take their place here, before the router; beyond
-//!   the bound they are answered 503 `overloaded`.
+//!   once by the failure policy. Other calls take their place here, once their body is in
+//!   (read here, within its deadline and `max_body_bytes`), before the router; beyond the bound
+//!   they are answered 503 `overloaded`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -29,6 +33,8 @@ use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{HeaderValue, Request, Response, header};
 use axum::response::IntoResponse;
+use bytes::BytesMut;
+use http_body_util::BodyExt;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -54,6 +60,8 @@ struct LaneShared {
     idle: Duration,
     header: Duration,
     body: Duration,
+    write: Duration,
+    max_body_bytes: usize,
 }
 
 /// What the socket wrapper and the request handling of one connection tell each other.
@@ -68,7 +76,12 @@ struct ConnState {
 }
 
 impl Lane {
-    pub fn new(service: Arc<StreamService>, router: Router, http: &HttpConfig) -> Self {
+    pub fn new(
+        service: Arc<StreamService>,
+        router: Router,
+        http: &HttpConfig,
+        max_body_bytes: usize,
+    ) -> Self {
         let mut builder = http1::Builder::new();
         builder
             .timer(hyper_util::rt::TokioTimer::new())
@@ -81,6 +94,8 @@ impl Lane {
             idle: http.idle_timeout,
             header: http.header_read_timeout,
             body: http.body_read_timeout,
+            write: http.write_timeout,
+            max_body_bytes,
         }))
     }
 
@@ -92,8 +107,11 @@ impl Lane {
             stream,
             state.clone(),
             self.0.overload.clone(),
-            self.0.idle,
-            self.0.header,
+            Deadlines {
+                idle: self.0.idle,
+                header: self.0.header,
+                write: self.0.write,
+            },
         ));
         let lane = self.0.clone();
         let service =
@@ -148,14 +166,21 @@ async fn handle(
                 .insert(Admission::new(lane.overload.clone(), route));
             routed(request).await
         }
-        _ => match lane.overload.admit(route) {
-            Some(slot) => {
+        _ => {
+            if !request.body().is_end_stream() {
+                request = buffered(request, lane.max_body_bytes).await;
+            }
+            if state.body_timed_out.load(Ordering::Relaxed) {
+                // Answered 408 below.
+                Ok(ApiError::request_timeout().into_response())
+            } else if let Some(slot) = lane.overload.admit(route) {
                 let response = routed(request).await;
                 drop(slot);
                 response
+            } else {
+                Ok(ApiError::overloaded().into_response())
             }
-            None => Ok(ApiError::overloaded().into_response()),
-        },
+        }
     }
     .unwrap_or_else(|never| match never {});
     if state.body_timed_out.swap(false, Ordering::Relaxed) {
@@ -170,6 +195,26 @@ async fn handle(
     Ok(response)
 }
 
+/// The request with its whole body read (within the body deadline), so that it takes a place
+/// in flight only once it holds it. At most `limit` + 1 bytes are read: an oversized body still
+/// reaches the router, which answers 413. A body that breaks off is passed on as it is (the
+/// router answers 400, or 408 if its deadline passed).
+async fn buffered(request: Request<Body>, limit: usize) -> Request<Body> {
+    let (parts, mut body) = request.into_parts();
+    let mut bytes = BytesMut::new();
+    while bytes.len() <= limit {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Some(Err(_)) | None => break,
+        }
+    }
+    Request::from_parts(parts, Body::from(bytes.freeze()))
+}
+
 /// A connection beyond `http.max_connections`: a `503 overloaded` written if the socket takes it
 /// at once (the request is never read), then closed.
 pub fn refuse(stream: TcpStream) {
@@ -181,13 +226,23 @@ pub fn refuse(stream: TcpStream) {
     let _ = stream.try_write(answer.as_bytes());
 }
 
-/// The socket, with the idle and header deadlines on its reads while no request is served.
+/// The deadlines the socket wrapper keeps.
+struct Deadlines {
+    idle: Duration,
+    header: Duration,
+    write: Duration,
+}
+
+/// The socket, with the idle and header deadlines on its reads while no request is served, and
+/// the write deadline on its writes.
 struct DeadlineIo {
     io: TcpStream,
     state: Arc<ConnState>,
     overload: Arc<Overload>,
-    idle: Duration,
-    header: Duration,
+    deadlines: Deadlines,
+    /// Since when writes have made no progress.
+    write_stalled: Option<Instant>,
+    write_timer: Option<Pin<Box<Sleep>>>,
     /// `state.finished` when the current wait began.
     wait_of: u64,
     wait_started: Instant,
@@ -201,15 +256,15 @@ impl DeadlineIo {
         io: TcpStream,
         state: Arc<ConnState>,
         overload: Arc<Overload>,
-        idle: Duration,
-        header: Duration,
+        deadlines: Deadlines,
     ) -> Self {
         DeadlineIo {
             io,
             state,
             overload,
-            idle,
-            header,
+            deadlines,
+            write_stalled: None,
+            write_timer: None,
             wait_of: 0,
             wait_started: Instant::now(),
             first_byte: None,
@@ -246,8 +301,8 @@ impl AsyncRead for DeadlineIo {
             Poll::Pending if !waiting => Poll::Pending,
             Poll::Pending => {
                 let (deadline, kind) = match this.first_byte {
-                    Some(first) => (first + this.header, Deadline::Header),
-                    None => (this.wait_started + this.idle, Deadline::Idle),
+                    Some(first) => (first + this.deadlines.header, Deadline::Header),
+                    None => (this.wait_started + this.deadlines.idle, Deadline::Idle),
                 };
                 let timer = this
                     .timer
@@ -267,13 +322,43 @@ impl AsyncRead for DeadlineIo {
     }
 }
 
+impl DeadlineIo {
+    /// Passes a write's outcome on; a write that stays pending past `http.write_timeout` from
+    /// the first time it could not proceed fails instead.
+    fn write_deadline<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if written.is_ready() {
+            self.write_stalled = None;
+            return written;
+        }
+        let deadline = *self.write_stalled.get_or_insert_with(Instant::now) + self.deadlines.write;
+        let timer = self
+            .write_timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
+        }
+        ready!(timer.as_mut().poll(cx));
+        self.overload.timed_out(Deadline::Write);
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "write deadline passed",
+        )))
+    }
+}
+
 impl AsyncWrite for DeadlineIo {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.write_deadline(cx, written)
     }
 
     fn poll_write_vectored(
@@ -281,7 +366,9 @@ impl AsyncWrite for DeadlineIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.write_deadline(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
