@@ -42,6 +42,9 @@ pub struct SlowClientsArgs {
     /// `http.body_read_timeout` of the spawned limiter: the deadline of each slow connection.
     #[arg(long, default_value = "10s", value_parser = dur)]
     pub body_timeout: Duration,
+    /// `http.listen_backlog` of the spawned limiter (1024 was Tokio's, before it was a setting).
+    #[arg(long, default_value_t = 8192)]
+    pub listen_backlog: u32,
 }
 
 /// Open files of a process, from `/proc`.
@@ -49,6 +52,19 @@ fn open_fds(pid: u32) -> Option<usize> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .ok()
         .map(|d| d.count())
+}
+
+/// The kernel's count of connections dropped because a listen queue was full
+/// (`TcpExt: ListenOverflows` in `/proc/net/netstat`, for this network namespace). Each such
+/// client retries its SYN after a second.
+fn listen_overflows() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/netstat").ok()?;
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (lines.next()?, lines.next()?);
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "ListenOverflows")?;
+    values.split_whitespace().nth(at)?.parse().ok()
 }
 
 /// Play-starts and `/healthz` at `rate` per second each for `window`, latency measured from the
@@ -96,6 +112,8 @@ async fn paced_traffic(
 
 /// What became of one slow connection.
 struct SlowEnd {
+    /// When its head was sent.
+    sent: Instant,
     lifetime: Duration,
     answered_408: bool,
 }
@@ -116,6 +134,7 @@ async fn slow_client(addr: std::net::SocketAddr) -> Option<SlowEnd> {
         }
     }
     Some(SlowEnd {
+        sent,
         lifetime: sent.elapsed(),
         answered_408: answer.starts_with(b"HTTP/1.1 408"),
     })
@@ -129,8 +148,9 @@ pub async fn slow_clients(args: &SlowClientsArgs) -> anyhow::Result<Report> {
         setup.threads = common.limiter_threads;
         setup.batch_window = common.batch_window;
         setup.extra_yaml = format!(
-            "http: {{ body_read_timeout: {}ms }}\n",
-            args.body_timeout.as_millis()
+            "http: {{ body_read_timeout: {}ms, listen_backlog: {} }}\n",
+            args.body_timeout.as_millis(),
+            args.listen_backlog
         );
         tokio::task::spawn_blocking(move || Stack::spawn(1, &setup)).await??
     } else {
@@ -149,8 +169,10 @@ pub async fn slow_clients(args: &SlowClientsArgs) -> anyhow::Result<Report> {
     report.figure("slow_clients", args.slow);
     report.figure("rate_per_sec", args.rate);
     report.figure("body_read_timeout_sec", args.body_timeout.as_secs_f64());
+    report.figure("listen_backlog", args.listen_backlog);
     report.figure("limiter_fds_before", fds());
     let started = Instant::now();
+    let cpu_at_start = stack.limiter_cpu();
 
     paced_traffic(
         &api,
@@ -161,10 +183,29 @@ pub async fn slow_clients(args: &SlowClientsArgs) -> anyhow::Result<Report> {
     )
     .await;
 
+    let cpu_baseline = stack.limiter_cpu() - cpu_at_start;
+    let overflows_before = listen_overflows();
     let opening = Instant::now();
-    let slow: Vec<_> = (0..args.slow)
-        .map(|_| tokio::spawn(slow_client(addr)))
-        .collect();
+    // The slow clients run on a thread and runtime of their own, as another machine would:
+    // the real traffic's latency then shows what the limiter does, not the loadgen's queue.
+    let count = args.slow;
+    let slow = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map(|rt| {
+                rt.block_on(async {
+                    let clients: Vec<_> = (0..count)
+                        .map(|_| tokio::spawn(slow_client(addr)))
+                        .collect();
+                    let mut ends = Vec::with_capacity(count);
+                    for client in clients {
+                        ends.push(client.await);
+                    }
+                    ends
+                })
+            })
+    });
     let most_fds = Arc::new(AtomicUsize::new(0));
     let sampler = tokio::spawn({
         let most_fds = most_fds.clone();
@@ -183,12 +224,18 @@ pub async fn slow_clients(args: &SlowClientsArgs) -> anyhow::Result<Report> {
         "healthz (with slow)",
     )
     .await;
+    let cpu_with_slow = stack.limiter_cpu() - cpu_at_start - cpu_baseline;
     let mut lifetimes = histogram();
+    let mut last_sent = opening;
     let (mut ended, mut answered_408, mut late) = (0usize, 0usize, 0usize);
     let allowed = args.body_timeout + Duration::from_secs(1);
-    for task in slow {
-        if let Ok(Some(end)) = task.await {
+    let slow = tokio::task::spawn_blocking(move || slow.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("the slow clients' thread panicked"))??;
+    for end in slow {
+        if let Ok(Some(end)) = end {
             ended += 1;
+            last_sent = last_sent.max(end.sent);
             answered_408 += usize::from(end.answered_408);
             late += usize::from(end.lifetime > allowed);
             let _ = lifetimes.record((end.lifetime.as_micros() as u64).max(1));
@@ -209,7 +256,21 @@ pub async fn slow_clients(args: &SlowClientsArgs) -> anyhow::Result<Report> {
             "max": ms(lifetimes.max()),
         }),
     );
+    report.figure(
+        "slow_heads_all_sent_after_ms",
+        ms(last_sent.duration_since(opening).as_micros() as u64),
+    );
+    report.figure(
+        "limiter_cpu_sec",
+        json!({"baseline": round2(cpu_baseline), "with_slow": round2(cpu_with_slow)}),
+    );
     report.figure("limiter_fds_max", most_fds.load(Ordering::Relaxed));
+    report.figure(
+        "listen_queue_overflows",
+        overflows_before
+            .zip(listen_overflows())
+            .map(|(before, after)| after - before),
+    );
     report.figure("limiter_fds_after", fds());
     rec.checked(
         "slow connection closed within its deadline + 1 s",

@@ -7,6 +7,7 @@ pub mod client;
 pub mod extra;
 pub mod fleet;
 pub mod hostile;
+pub mod overload;
 pub mod procs;
 pub mod scenarios;
 pub mod stats;

@@ -53,6 +53,9 @@ pub enum Scenario {
     /// Thousands of half-sent requests against one limiter while real traffic goes on: each
     /// must be answered 408 and closed within the body deadline; fds and latency are reported.
     SlowClients(crate::hostile::SlowClientsArgs),
+    /// Play-starts offered open loop at multiples of one instance's measured capacity: answered
+    /// p99, the share shed, errors and the store's load at each multiple.
+    Overload(crate::overload::OverloadArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -210,6 +213,7 @@ impl Scenario {
             Scenario::PlanCache(_) => "plan-cache",
             Scenario::Fleet(_) => "fleet",
             Scenario::SlowClients(_) => "slow-clients",
+            Scenario::Overload(_) => "overload",
         }
     }
 }
@@ -263,6 +267,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
         }
         Scenario::SlowClients(a) => {
             let r = crate::hostile::slow_clients(a).await?;
+            return finish(r, a.common.json.as_ref(), a.common.quiet);
+        }
+        Scenario::Overload(a) => {
+            let r = crate::overload::overload(a).await?;
             return finish(r, a.common.json.as_ref(), a.common.quiet);
         }
         other => other

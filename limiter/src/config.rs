@@ -50,6 +50,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_IDLE_TIMEOUT", "http.idle_timeout"),
     ("SCREENLIMIT_WRITE_TIMEOUT", "http.write_timeout"),
     ("SCREENLIMIT_LISTEN_BACKLOG", "http.listen_backlog"),
+    ("SCREENLIMIT_MAX_QUEUE_DELAY", "http.max_queue_delay"),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -117,6 +118,10 @@ pub struct HttpConfig {
     /// Requests this instance serves at once; beyond it a request is shed at once by the
     /// failure policy (never queued).
     pub max_in_flight: usize,
+    /// A serving lane (thread) further behind than this, because its CPU cannot keep up, sheds
+    /// the requests it takes in by the failure policy until it has caught up; `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub max_queue_delay: Duration,
 }
 
 impl Default for HttpConfig {
@@ -130,6 +135,7 @@ impl Default for HttpConfig {
             max_header_bytes: 16 * 1024,
             max_connections: 10_000,
             max_in_flight: 4_096,
+            max_queue_delay: Duration::from_millis(250),
         }
     }
 }
@@ -658,6 +664,11 @@ impl Config {
             "http.write_timeout",
             &mut self.http.write_timeout,
         )?;
+        duration(
+            "SCREENLIMIT_MAX_QUEUE_DELAY",
+            "http.max_queue_delay",
+            &mut self.http.max_queue_delay,
+        )?;
         Ok(())
     }
 
@@ -695,6 +706,17 @@ impl Config {
         }
         if http.max_in_flight == 0 {
             return Err(invalid("http.max_in_flight", "must be at least 1"));
+        }
+        if !http.max_queue_delay.is_zero()
+            && !(Duration::from_millis(1)..=Duration::from_secs(10)).contains(&http.max_queue_delay)
+        {
+            return Err(invalid(
+                "http.max_queue_delay",
+                format!(
+                    "{} must be 0s (off) or between 1ms and 10s",
+                    humantime::format_duration(http.max_queue_delay)
+                ),
+            ));
         }
         if !LISTEN_BACKLOG_RANGE.contains(&http.listen_backlog) {
             return Err(invalid(
@@ -1126,13 +1148,15 @@ stream_id_secret: "0123456789abcdef0123"
         assert_eq!(config.http.max_in_flight, 4_096);
         assert_eq!(config.http.write_timeout, Duration::from_secs(10));
         assert_eq!(config.http.listen_backlog, 8_192);
-        let yaml = "http: { header_read_timeout: 2s, body_read_timeout: 3s, idle_timeout: 90s, write_timeout: 4s, listen_backlog: 100, max_header_bytes: 4096, max_connections: 50, max_in_flight: 10 }\n";
+        assert_eq!(config.http.max_queue_delay, Duration::from_millis(250));
+        let yaml = "http: { header_read_timeout: 2s, body_read_timeout: 3s, idle_timeout: 90s, write_timeout: 4s, listen_backlog: 100, max_queue_delay: 0s, max_header_bytes: 4096, max_connections: 50, max_in_flight: 10 }\n";
         let config = Config::from_yaml(yaml).unwrap();
         config.validate().unwrap();
         assert_eq!(config.http.idle_timeout, Duration::from_secs(90));
         assert_eq!(config.http.max_connections, 50);
         assert_eq!(config.http.write_timeout, Duration::from_secs(4));
         assert_eq!(config.http.listen_backlog, 100);
+        assert!(config.http.max_queue_delay.is_zero());
         let env = |name: &str| match name {
             "SCREENLIMIT_MAX_IN_FLIGHT" => Some("7".to_owned()),
             "SCREENLIMIT_MAX_CONNECTIONS" => Some("9".to_owned()),
@@ -1141,6 +1165,7 @@ stream_id_secret: "0123456789abcdef0123"
             "SCREENLIMIT_IDLE_TIMEOUT" => Some("2s".to_owned()),
             "SCREENLIMIT_WRITE_TIMEOUT" => Some("3s".to_owned()),
             "SCREENLIMIT_LISTEN_BACKLOG" => Some("512".to_owned()),
+            "SCREENLIMIT_MAX_QUEUE_DELAY" => Some("40ms".to_owned()),
             _ => None,
         };
         let config = Config::load(None, env).unwrap();
@@ -1151,6 +1176,7 @@ stream_id_secret: "0123456789abcdef0123"
         assert_eq!(config.http.idle_timeout, Duration::from_secs(2));
         assert_eq!(config.http.write_timeout, Duration::from_secs(3));
         assert_eq!(config.http.listen_backlog, 512);
+        assert_eq!(config.http.max_queue_delay, Duration::from_millis(40));
         let bad_env = |name: &str| (name == "SCREENLIMIT_IDLE_TIMEOUT").then(|| "soon".to_owned());
         let err = Config::load(None, bad_env).unwrap_err();
         assert!(
@@ -1177,6 +1203,7 @@ stream_id_secret: "0123456789abcdef0123"
             ("http: { max_in_flight: 0 }\n", "http.max_in_flight"),
             ("http: { write_timeout: 1ms }\n", "http.write_timeout"),
             ("http: { listen_backlog: 1 }\n", "http.listen_backlog"),
+            ("http: { max_queue_delay: 1h }\n", "http.max_queue_delay"),
         ];
         for (yaml, field) in cases {
             let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();

@@ -60,6 +60,7 @@ pub struct Metrics {
     store_batches: IntCounterVec,
     store_batched_commands: IntCounterVec,
     shed: IntCounterVec,
+    shed_behind: IntCounter,
     connections_refused: IntCounter,
     connection_timeouts: IntCounterVec,
     open_connections: IntGauge,
@@ -121,9 +122,14 @@ impl Metrics {
         let shed = IntCounterVec::new(
             Opts::new(
                 "shed_total",
-                "Requests shed beyond http.max_in_flight, by route (play_start, heartbeat, release: answered by the failure policy; other: 503)",
+                "Requests shed beyond http.max_in_flight or on a lane behind by more than http.max_queue_delay, by route (play_start, heartbeat, release: answered by the failure policy; other: 503)",
             ),
             &["route"],
+        )
+        .expect("valid metric");
+        let shed_behind = IntCounter::new(
+            "shed_lane_behind_total",
+            "Of the requests shed, those shed because their serving lane was more than http.max_queue_delay behind (CPU cannot keep up: scale out)",
         )
         .expect("valid metric");
         let connections_refused = IntCounter::new(
@@ -134,7 +140,7 @@ impl Metrics {
         let connection_timeouts = IntCounterVec::new(
             Opts::new(
                 "connection_timeouts_total",
-                "Connections closed by a deadline: idle, header (read) or body (answered 408)",
+                "Connections closed by a deadline: idle, header (read), body (answered 408) or write (the client did not read)",
             ),
             &["kind"],
         )
@@ -150,6 +156,7 @@ impl Metrics {
         for metric in [
             Box::new(decisions.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(shed.clone()),
+            Box::new(shed_behind.clone()),
             Box::new(connections_refused.clone()),
             Box::new(connection_timeouts.clone()),
             Box::new(open_connections.clone()),
@@ -171,6 +178,7 @@ impl Metrics {
             store_batches,
             store_batched_commands,
             shed,
+            shed_behind,
             connections_refused,
             connection_timeouts,
             open_connections,
@@ -190,6 +198,11 @@ impl Metrics {
                 .with_label_values(&[deadline.label()]);
             counter.inc_by(overload.timeouts(deadline).saturating_sub(counter.get()));
         }
+        self.shed_behind.inc_by(
+            overload
+                .shed_behind()
+                .saturating_sub(self.shed_behind.get()),
+        );
         let refused = overload.refused_connections();
         self.connections_refused
             .inc_by(refused.saturating_sub(self.connections_refused.get()));

@@ -1,8 +1,10 @@
 //! What one instance takes on: open connections and requests in flight, each under its bound
 //! (`http.max_connections`, `http.max_in_flight`), and what happened beyond them.
 //!
-//! Beyond `max_in_flight` a request is shed at once, never queued (`server.rs` decides, the
-//! service answers by the failure policy). Beyond `max_connections` a connection is accepted
+//! Beyond `max_in_flight`, or when its lane is more than `http.max_queue_delay` behind (its
+//! CPU cannot keep up: each request would wait that long anyway, and a store call made that late
+//! would likely miss its deadline after Redis did the work), a request is shed at once, never
+//! queued (`server.rs` decides, the service answers by the failure policy). Beyond `max_connections` a connection is accepted
 //! and closed at once. Everything here is a few atomics on the hot path; `tick`, once a second
 //! on lane 0, turns the counts into the "sustained shedding" signal of `/readyz` and into log
 //! lines that say when shedding starts and stops (never a line per request).
@@ -10,6 +12,7 @@
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use axum::http::Method;
 
@@ -98,16 +101,68 @@ fn is_stream_path(path: &str, suffix: Option<&str>) -> bool {
 pub struct Admission {
     overload: Arc<Overload>,
     route: Route,
+    lane: Arc<LaneLag>,
 }
 
 impl Admission {
-    pub fn new(overload: Arc<Overload>, route: Route) -> Self {
-        Admission { overload, route }
+    pub fn new(overload: Arc<Overload>, route: Route, lane: Arc<LaneLag>) -> Self {
+        Admission {
+            overload,
+            route,
+            lane,
+        }
     }
 
     /// The request's place in flight (held until dropped), or `None`: shed it.
     pub fn admit(&self) -> Option<RequestSlot> {
-        self.overload.admit(self.route)
+        self.overload.admit_on(self.route, &self.lane)
+    }
+}
+
+/// How often a lane's probe asks to be woken.
+const PROBE_EVERY: Duration = Duration::from_millis(5);
+
+/// How far behind one lane's event loop is. Its probe asks to be woken every 5 ms; a lane busier
+/// than its CPU allows wakes it late. A request admitted while the probe is overdue sees the lane
+/// behind by that much at once, before the probe itself runs again.
+pub struct LaneLag {
+    origin: Instant,
+    /// When the probe is due next, in µs since `origin`.
+    next_due_us: AtomicU64,
+    /// How late the probe woke last time, in µs.
+    last_late_us: AtomicU64,
+}
+
+impl LaneLag {
+    pub fn new() -> Arc<Self> {
+        Arc::new(LaneLag {
+            origin: Instant::now(),
+            next_due_us: AtomicU64::new(PROBE_EVERY.as_micros() as u64),
+            last_late_us: AtomicU64::new(0),
+        })
+    }
+
+    fn now_us(&self) -> u64 {
+        self.origin.elapsed().as_micros() as u64
+    }
+
+    /// How far behind the lane is now.
+    pub fn behind(&self) -> Duration {
+        let overdue = self
+            .now_us()
+            .saturating_sub(self.next_due_us.load(Ordering::Relaxed));
+        Duration::from_micros(overdue.max(self.last_late_us.load(Ordering::Relaxed)))
+    }
+
+    /// Runs on the lane it measures, until the lane's runtime stops.
+    pub async fn probe(self: Arc<Self>) {
+        loop {
+            let due = self.now_us() + PROBE_EVERY.as_micros() as u64;
+            self.next_due_us.store(due, Ordering::Relaxed);
+            tokio::time::sleep_until((self.origin + Duration::from_micros(due)).into()).await;
+            let late = self.now_us().saturating_sub(due);
+            self.last_late_us.store(late, Ordering::Relaxed);
+        }
     }
 }
 
@@ -160,6 +215,10 @@ pub struct LoadView {
 pub struct Overload {
     max_connections: usize,
     max_in_flight: usize,
+    /// `http.max_queue_delay`; `None`: off.
+    max_queue_delay: Option<Duration>,
+    /// Of the requests shed, those shed because their lane was behind.
+    shed_behind: AtomicU64,
     connections: AtomicUsize,
     in_flight: AtomicUsize,
     shed: [AtomicU64; 4],
@@ -184,6 +243,8 @@ impl Overload {
         Overload {
             max_connections: http.max_connections,
             max_in_flight: http.max_in_flight,
+            max_queue_delay: (!http.max_queue_delay.is_zero()).then_some(http.max_queue_delay),
+            shed_behind: AtomicU64::new(0),
             connections: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             shed: Default::default(),
@@ -212,6 +273,25 @@ impl Overload {
             return None;
         }
         Some(RequestSlot(self.clone()))
+    }
+
+    /// Admits a request on a lane, or says it must be shed: the lane is more than
+    /// `http.max_queue_delay` behind, or `max_in_flight` are in flight.
+    pub fn admit_on(self: &Arc<Self>, route: Route, lane: &LaneLag) -> Option<RequestSlot> {
+        if self
+            .max_queue_delay
+            .is_some_and(|most| lane.behind() > most)
+        {
+            self.shed[route.index()].fetch_add(1, Ordering::Relaxed);
+            self.shed_behind.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        self.admit(route)
+    }
+
+    /// Requests shed because their lane was behind (also counted in [`Overload::shed_total`]).
+    pub fn shed_behind(&self) -> u64 {
+        self.shed_behind.load(Ordering::Relaxed)
     }
 
     pub fn timed_out(&self, deadline: Deadline) {
@@ -257,8 +337,10 @@ impl Overload {
             if ticks.shedding_for == 0 {
                 tracing::warn!(
                     max_in_flight = self.max_in_flight,
+                    max_queue_delay = ?self.max_queue_delay,
                     shed = new_shed,
-                    "shedding load: requests beyond http.max_in_flight are answered by the failure policy"
+                    shed_behind = self.shed_behind(),
+                    "shedding load: requests beyond http.max_in_flight, or on a lane behind by more than http.max_queue_delay, are answered by the failure policy"
                 );
                 ticks.shed_in_episode = 0;
             }
@@ -350,6 +432,35 @@ mod tests {
         assert_eq!(overload.refused_connections(), 1);
         drop(c);
         assert!(overload.connect().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_lane_behind_by_more_than_the_queue_delay_sheds() {
+        let http = HttpConfig {
+            max_queue_delay: Duration::from_millis(200),
+            ..HttpConfig::default()
+        };
+        let overload = Arc::new(Overload::new(&http));
+        let lane = LaneLag::new();
+        tokio::spawn(lane.clone().probe());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(overload.admit_on(Route::PlayStart, &lane).is_some());
+        // The lane's thread is busy (blocked) for 300 ms: the probe is overdue.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            lane.behind() >= Duration::from_millis(250),
+            "{:?}",
+            lane.behind()
+        );
+        assert!(overload.admit_on(Route::PlayStart, &lane).is_none());
+        assert_eq!(overload.shed_total(Route::PlayStart), 1);
+        assert_eq!(overload.shed_behind(), 1);
+        // Off when the delay is zero.
+        let off = Arc::new(Overload::new(&HttpConfig {
+            max_queue_delay: Duration::ZERO,
+            ..HttpConfig::default()
+        }));
+        assert!(off.admit_on(Route::PlayStart, &lane).is_some());
     }
 
     #[test]

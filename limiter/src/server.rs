@@ -216,6 +216,7 @@ async fn serve_lane(
     mut stopping: watch::Receiver<bool>,
 ) {
     let lane = connection::Lane::new(service, router, http, max_body_bytes);
+    let probe = tokio::spawn(lane.probe());
     // Every connection task holds a sender; when all are dropped, `recv` answers `None`.
     let (open, mut all_closed) = mpsc::channel::<()>(1);
     loop {
@@ -243,4 +244,5 @@ async fn serve_lane(
     }
     drop(open);
     let _ = all_closed.recv().await;
+    probe.abort();
 }

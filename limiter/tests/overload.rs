@@ -477,3 +477,43 @@ fn the_listen_backlog_is_the_configured_one() {
         .collect();
     assert_eq!(backlog, ["3000"], "{text}");
 }
+
+/// Its lane frozen for 400 ms (as a CPU that cannot keep up would hold it), the limiter sheds
+/// the play that waited meanwhile without asking the store, then serves normally once caught up.
+#[tokio::test]
+async fn a_lane_that_falls_behind_sheds_until_it_has_caught_up() {
+    let redis = RedisServer::start();
+    let limiter = LimiterProcess::start(&redis_config(
+        &[redis.url()],
+        "failure_policy: open\nthreads: 1\nhttp: { max_queue_delay: 100ms }\n",
+    ));
+    let api = limiter.client();
+    let warm = api.play_on("acct-warm", "tv").await;
+    assert_eq!(warm.body["degraded"], false, "{warm:?}");
+    redis.command("CONFIG RESETSTAT").unwrap();
+
+    let mut stream = connect(&limiter);
+    let body = json!({"account_id": "acct-late", "device_id": "tv"}).to_string();
+    limiter.freeze(true);
+    write!(
+        stream,
+        "POST /v1/streams HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    limiter.freeze(false);
+    let (answer, _) = read_until_closed(&mut stream, Instant::now());
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"degraded\":true"), "{answer}");
+    assert_eq!(
+        evalsha_calls(&redis),
+        0,
+        "a shed play does not reach the store"
+    );
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = api.play_on("acct-after", "tv").await;
+    assert_eq!(after.body["degraded"], false, "{after:?}");
+    assert_eq!(metric(&limiter, "screenlimit_shed_lane_behind_total"), 1.0);
+}

@@ -16,7 +16,8 @@
 //! - **Header size**: hyper's `max_header_size` answers 431 (no body) and closes.
 //! - **In flight**: a play-start, heartbeat or stop gets an [`Admission`]: its handler takes a
 //!   place once it holds the body (a slow body holds no place) or, beyond the bound, is shed at
-//!   once by the failure policy. Other calls take their place here, once their body is in
+//!   once by the failure policy (so is one taken in while the lane is more than
+//!   `http.max_queue_delay` behind). Other calls take their place here, once their body is in
 //!   (read here, within its deadline and `max_body_bytes`), before the router; beyond the bound
 //!   they are answered 503 `overloaded`.
 
@@ -46,7 +47,7 @@ use tower::ServiceExt;
 
 use crate::api::error::ApiError;
 use crate::config::HttpConfig;
-use crate::overload::{Admission, Deadline, Overload, Route};
+use crate::overload::{Admission, Deadline, LaneLag, Overload, Route};
 use crate::service::StreamService;
 
 /// What every connection of one lane shares.
@@ -56,6 +57,8 @@ pub struct Lane(Arc<LaneShared>);
 struct LaneShared {
     router: Router,
     overload: Arc<Overload>,
+    /// How far behind this lane is (its probe runs on the lane: see [`Lane::probe`]).
+    lag: Arc<LaneLag>,
     builder: http1::Builder,
     idle: Duration,
     header: Duration,
@@ -90,6 +93,7 @@ impl Lane {
         Lane(Arc::new(LaneShared {
             router,
             overload: service.overload.clone(),
+            lag: LaneLag::new(),
             builder,
             idle: http.idle_timeout,
             header: http.header_read_timeout,
@@ -97,6 +101,11 @@ impl Lane {
             write: http.write_timeout,
             max_body_bytes,
         }))
+    }
+
+    /// Measures how far behind this lane is; spawn it on the lane's own runtime.
+    pub fn probe(&self) -> impl Future<Output = ()> + 'static {
+        self.0.lag.clone().probe()
     }
 
     /// Serves one connection to its end; on the stop signal, finishes the request in flight
@@ -161,9 +170,11 @@ async fn handle(
     let mut response = match route {
         Route::Ops => routed(request).await,
         _ if route.policy_answers() => {
-            request
-                .extensions_mut()
-                .insert(Admission::new(lane.overload.clone(), route));
+            request.extensions_mut().insert(Admission::new(
+                lane.overload.clone(),
+                route,
+                lane.lag.clone(),
+            ));
             routed(request).await
         }
         _ => {
@@ -173,7 +184,7 @@ async fn handle(
             if state.body_timed_out.load(Ordering::Relaxed) {
                 // Answered 408 below.
                 Ok(ApiError::request_timeout().into_response())
-            } else if let Some(slot) = lane.overload.admit(route) {
+            } else if let Some(slot) = lane.overload.admit_on(route, &lane.lag) {
                 let response = routed(request).await;
                 drop(slot);
                 response

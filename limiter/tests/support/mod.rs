@@ -150,20 +150,7 @@ impl RedisServer {
 
     /// SIGSTOP (`true`) or SIGCONT (`false`): a store that hangs instead of failing fast.
     pub fn freeze(&self, frozen: bool) {
-        let pid = self
-            .child
-            .as_ref()
-            .expect("server running")
-            .id()
-            .to_string();
-        let signal = if frozen { "-STOP" } else { "-CONT" };
-        assert!(
-            Command::new("kill")
-                .args([signal, &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        freeze(self.child.as_ref().expect("server running"), frozen);
     }
 
     /// Starts an empty server on the same port, as after a crash and restart.
@@ -388,6 +375,11 @@ impl LimiterProcess {
         std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
     }
 
+    /// SIGSTOP (`true`) or SIGCONT (`false`): an instance whose CPU does not keep up.
+    pub fn freeze(&self, frozen: bool) {
+        freeze(&self.child, frozen);
+    }
+
     /// A client for this instance.
     pub fn client(&self) -> Api {
         Api::new(&self.base)
@@ -409,6 +401,18 @@ impl Drop for LimiterProcess {
 }
 
 /// Config for limiter processes on the given Redis shards.
+/// Sends SIGSTOP (`true`) or SIGCONT (`false`) to a child process.
+fn freeze(child: &Child, frozen: bool) {
+    let signal = if frozen { "-STOP" } else { "-CONT" };
+    assert!(
+        Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
 pub fn redis_config(shards: &[String], extra: &str) -> String {
     let shards: Vec<String> = shards.iter().map(|s| format!("\"{s}\"")).collect();
     format!(
