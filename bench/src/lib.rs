@@ -8,6 +8,7 @@ pub mod extra;
 pub mod fleet;
 pub mod hostile;
 pub mod procs;
+pub mod progress;
 pub mod scenarios;
 pub mod stats;
 
