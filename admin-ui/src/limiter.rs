@@ -169,6 +169,21 @@ pub struct Fleet {
     pub shards: Vec<Shard>,
     #[serde(default)]
     pub decisions: BTreeMap<String, u64>,
+    /// Absent from limiters older than the field.
+    #[serde(default)]
+    pub live_streams: Option<LiveStreams>,
+}
+
+/// Live streams per shard: `exact` (embedded store) or `heartbeat_rate` (Redis: this instance's
+/// share, estimated from the heartbeats it answers).
+#[derive(Debug, Clone, Deserialize)]
+pub struct LiveStreams {
+    #[serde(default)]
+    pub method: String,
+    #[serde(default)]
+    pub window_sec: f64,
+    #[serde(default)]
+    pub shards: Vec<u64>,
 }
 
 /// The stream limit a `plans` entry names, whichever shape it has.

@@ -513,3 +513,109 @@ async fn sign_out_run(client: &Client, a: &str, b: &str) -> Result<(), CmdError>
     screenshot(client, "10-audit-sign-ins").await;
     Ok(())
 }
+
+/// Play-starts, heartbeats and stops against the limiter until aborted: something to draw.
+async fn traffic(limiter: String) {
+    let mut streams = std::collections::VecDeque::new();
+    for i in 0u64.. {
+        let account = format!("acct-fleet-{i}");
+        let stream = common::play(&limiter, &account, &format!("tv-{i}"), "TV", "tv").await;
+        streams.push_back((account, stream));
+        for (account, stream) in streams.iter().take(20) {
+            heartbeat(&limiter, account, stream).await;
+        }
+        if streams.len() > 20 {
+            streams.pop_front();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The newest value the decisions chart's legend gives for `kind`.
+async fn latest(client: &Client, kind: &str) -> Result<String, CmdError> {
+    text_of(
+        client,
+        Locator::Css(&format!("#chart-decisions .key.{kind} strong")),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_page_draws_its_charts_and_updates_them() {
+    let limiter = common::limiter(None).await;
+    let dashboard = common::dashboard(Settings::with_users(&limiter, common::users())).await;
+    let load = tokio::spawn(traffic(limiter.clone()));
+    let driver = start_driver().await;
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(&driver, profile.path()).await;
+    let outcome = fleet_run(&client, &dashboard).await;
+    client.close().await.ok();
+    load.abort();
+    outcome.unwrap();
+}
+
+async fn fleet_run(client: &Client, dashboard: &str) -> Result<(), CmdError> {
+    client.goto(&format!("{dashboard}/fleet")).await?;
+    sign_in_as(client, common::VIEWER).await?;
+    wait_for(client, Locator::Id("chart-decisions")).await?;
+    assert_eq!(client.current_url().await?.path(), "/fleet");
+    // The first view is the first sample: nothing to draw yet, and the page says so.
+    let first = text_of(client, Locator::Css("#chart-decisions figcaption")).await?;
+    assert!(first.contains("no data"), "{first}");
+    // htmx refreshes the panel (every 5 s): from the second sample on, lines are drawn.
+    let drawn = r#"#chart-decisions path.line.allowed, #chart-decisions circle.dot.allowed"#;
+    wait_for(client, Locator::Css(drawn)).await?;
+    wait_for(
+        client,
+        Locator::Css(r#"#chart-degraded[data-empty="false"]"#),
+    )
+    .await?;
+    let allowed = latest(client, "allowed").await?;
+    assert!(allowed.ends_with("/s") && allowed != "0/s", "{allowed}");
+    assert_eq!(
+        text_of(client, Locator::Css("#chart-degraded .key.degraded strong")).await?,
+        "0%",
+        "the store answered every decision"
+    );
+    // The description carries the same numbers for a screen reader.
+    let desc = client
+        .find(Locator::Id("chart-decisions-desc"))
+        .await?
+        .html(true)
+        .await?;
+    assert!(desc.contains("Newest: allowed"), "{desc}");
+    // Live streams: counted by the embedded store, per shard.
+    let live = text_of(
+        client,
+        Locator::Css("#live-shards tbody tr td:nth-child(2)"),
+    )
+    .await?;
+    assert!(live.parse::<u64>().is_ok_and(|n| n > 0), "{live}");
+    // Later refreshes redraw the chart without a reload: the line grows.
+    let before = client
+        .find(Locator::Css("#chart-decisions"))
+        .await?
+        .html(false)
+        .await?;
+    eventually("the chart to be redrawn by a refresh", || async {
+        match client.find(Locator::Css("#chart-decisions")).await {
+            Ok(chart) => chart.html(false).await.is_ok_and(|now| now != before),
+            Err(_) => false,
+        }
+    })
+    .await;
+    let path = client
+        .find(Locator::Css("#chart-decisions path.line.allowed"))
+        .await;
+    let png = screenshot(client, "11-fleet-charts").await;
+    assert!(
+        path.is_ok(),
+        "two refreshes make at least two points of a line"
+    );
+    let docs_image = workspace_root().join("docs/images/fleet-page.png");
+    if !docs_image.exists() || std::env::var_os("SCREENLIMIT_UPDATE_SCREENSHOTS").is_some() {
+        std::fs::create_dir_all(docs_image.parent().unwrap()).unwrap();
+        std::fs::write(&docs_image, &png).unwrap();
+    }
+    Ok(())
+}

@@ -663,12 +663,49 @@ async fn fleet_page_shows_instances_shards_and_decisions() {
     ] {
         assert!(page.body.contains(text), "{text}: {}", page.body);
     }
+    // Live streams: the embedded store counts them (one play allowed, one denied above).
+    for text in [
+        r#"live streams <strong title="leases counted in the embedded store">1</strong>"#,
+        r#"<table id="live-shards""#,
+        "<tr><td>0</td><td>1</td></tr>",
+        "<th>Live streams</th>",
+    ] {
+        assert!(page.body.contains(text), "{text}: {}", page.body);
+    }
+    // The charts are drawn from the second sample on; the first view has none yet, and says so.
+    for text in [
+        r#"<figure class="chart" id="chart-decisions" data-empty="true">"#,
+        r#"<figure class="chart" id="chart-degraded" data-empty="true">"#,
+        r#"role="img" aria-labelledby="chart-decisions-title chart-decisions-desc""#,
+        r#"<title id="chart-decisions-title">Decisions per second</title>"#,
+        "no data yet",
+    ] {
+        assert!(page.body.contains(text), "{text}: {}", page.body);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    play(&stack.limiter, "acct-g", "tv", "TV", "tv").await;
     let panel = agent.get("/fleet/panel").await;
     assert!(
         panel
             .body
             .trim_start()
             .starts_with(r#"<section id="fleet""#)
+    );
+    for text in [
+        r#"<figure class="chart" id="chart-decisions" data-empty="false">"#,
+        r#"<figure class="chart" id="chart-degraded" data-empty="false">"#,
+        "<summary>The numbers</summary>",
+        "degraded <strong>0%</strong>",
+        r#"live streams <strong title="leases counted in the embedded store">2</strong>"#,
+    ] {
+        assert!(panel.body.contains(text), "{text}: {}", panel.body);
+    }
+    // Two samples 2 s apart fill one or two 10 s buckets: a dot or a short line.
+    assert!(
+        panel.body.contains(r#"<circle class="dot allowed""#)
+            || panel.body.contains(r#"<path class="line allowed" d="M"#),
+        "{}",
+        panel.body
     );
 }
 

@@ -845,7 +845,7 @@ pub async fn fleet(
             args.clients, args.closed_step
         );
         let rec = Arc::new(Recorder::new());
-        let ticker = progress(rec.clone(), common.progress, "fleet closed");
+        let ticker = progress(rec.clone(), common, "fleet closed", Some(args.closed_step));
         let a = meter.snap().await?;
         closed_loop(
             &phase_api(&rec),
@@ -1014,7 +1014,12 @@ pub async fn fleet(
         );
         // Heartbeats alone.
         shared.phase(&hb_rec);
-        let ticker = progress(hb_rec.clone(), common.progress, "fleet heartbeats");
+        let ticker = progress(
+            hb_rec.clone(),
+            common,
+            "fleet heartbeats",
+            Some(args.heartbeat_only),
+        );
         let hb0 = hb_rec.count("heartbeat");
         let a = meter.snap().await?;
         let bg_a = bg_ops();
@@ -1045,7 +1050,12 @@ pub async fn fleet(
         }
 
         // Heartbeats and play-starts.
-        let ticker = progress(mixed_rec.clone(), common.progress, "fleet mixed");
+        let ticker = progress(
+            mixed_rec.clone(),
+            common,
+            "fleet mixed",
+            Some(args.duration),
+        );
         let (m_hb0, m_pl0) = (mixed_rec.count("heartbeat"), mixed_rec.count("play_start"));
         let gen_stop = Arc::new(AtomicBool::new(false));
         let generator = {

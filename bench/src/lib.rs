@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod hostile;
 pub mod overload;
 pub mod procs;
+pub mod progress;
 pub mod scenarios;
 pub mod stats;
 

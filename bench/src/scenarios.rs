@@ -83,9 +83,13 @@ pub struct Common {
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Progress line interval on stderr.
+    /// Progress line interval on stderr (elapsed/total, operations, current rate, errors); a
+    /// run shorter than this prints none.
     #[arg(long, default_value = "5s", value_parser = dur)]
     pub progress: Duration,
+    /// No progress lines.
+    #[arg(long)]
+    pub no_progress: bool,
     /// Lease heartbeat interval of spawned limiters.
     #[arg(long, default_value = "30s", value_parser = dur)]
     pub heartbeat_interval: Duration,
@@ -230,15 +234,27 @@ fn finish(mut report: Report, json: Option<&PathBuf>, quiet: bool) -> anyhow::Re
     Ok(report)
 }
 
-pub(crate) fn progress(rec: Arc<Recorder>, every: Duration, label: &'static str) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            eprintln!("{label} {}", rec.progress_line());
-        }
-    })
+impl Common {
+    /// The progress period, unless progress lines are off.
+    pub fn progress_every(&self) -> Option<Duration> {
+        (!self.no_progress).then_some(self.progress)
+    }
+}
+
+/// Progress lines on stderr for one phase of `total` (when it has a planned length).
+pub(crate) fn progress(
+    rec: Arc<Recorder>,
+    common: &Common,
+    label: &'static str,
+    total: Option<Duration>,
+) -> JoinHandle<()> {
+    crate::progress::spawn(
+        rec,
+        common.progress_every(),
+        label,
+        total,
+        std::io::stderr(),
+    )
 }
 
 pub(crate) fn run_tag() -> String {
@@ -497,7 +513,7 @@ async fn max(
                 http: api.http.clone(),
                 rec: rec.clone(),
             };
-            let ticker = progress(rec.clone(), args.common.progress, "max");
+            let ticker = progress(rec.clone(), &args.common, "max", Some(args.step));
             let window = CostWindow::start(stack);
             let t0 = Instant::now();
             let end = t0 + args.step;
@@ -606,7 +622,7 @@ async fn steady(
         http: api.http.clone(),
         rec: load_rec.clone(),
     };
-    let ticker = progress(load_rec.clone(), args.common.progress, "steady: loading");
+    let ticker = progress(load_rec.clone(), &args.common, "steady: loading", None);
     let t_load = Instant::now();
     let names = {
         let account = account.clone();
@@ -653,7 +669,7 @@ async fn steady(
     report.figure("heartbeat_interval_sec", interval);
     report.figure("heartbeat_rate_target", hb_rate.round());
     report.figure("play_rate_target", args.play_rate);
-    let ticker = progress(api.rec.clone(), args.common.progress, "steady");
+    let ticker = progress(api.rec.clone(), &args.common, "steady", Some(args.duration));
     let window = CostWindow::start(stack);
     let start = Instant::now();
     let end = start + args.duration;
@@ -781,7 +797,7 @@ async fn race(args: &RaceArgs, api: &Api, report: &mut Report) -> anyhow::Result
     let racers = limit + args.extra.max(1);
     report.figure("limit", limit);
     report.figure("plays_per_account", racers);
-    let ticker = progress(api.rec.clone(), args.common.progress, "race");
+    let ticker = progress(api.rec.clone(), &args.common, "race", None);
     let accounts: Vec<usize> = (0..args.accounts).collect();
     let over = Arc::new(AtomicU64::new(0));
     let exact = Arc::new(AtomicU64::new(0));
@@ -858,7 +874,7 @@ async fn churn(args: &ChurnArgs, api: &Api, report: &mut Report) -> anyhow::Resu
     let tag = run_tag();
     let start = Instant::now();
     let end = start + args.duration;
-    let ticker = progress(api.rec.clone(), args.common.progress, "churn");
+    let ticker = progress(api.rec.clone(), &args.common, "churn", Some(args.duration));
     let reuse = Arc::new(Mutex::new(crate::stats::histogram()));
     let ttl_seen = Arc::new(Mutex::new(0.0f64));
     let clients: Vec<_> = (0..args.clients)

@@ -165,22 +165,20 @@ impl Recorder {
         self.lock().failures.values().sum()
     }
 
-    pub fn progress_line(&self) -> String {
-        let inner = self.lock();
-        let secs = self.started.elapsed().as_secs_f64();
-        let mut line = format!("[{secs:>6.1}s]");
-        for (op, s) in &inner.ops {
-            line.push_str(&format!(
-                " {op} {} ({:.0}/s, p99 {:.1} ms)",
-                s.hist.len(),
-                s.hist.len() as f64 / secs.max(1e-9),
-                s.hist.value_at_quantile(0.99) as f64 / 1000.0
-            ));
-        }
-        let failures: u64 = inner.failures.values().sum();
-        let violations: u64 = inner.violations.values().sum();
-        line.push_str(&format!(" | failures {failures} violations {violations}"));
-        line
+    /// Per operation: calls recorded so far and their p99 in milliseconds (progress lines).
+    pub fn op_progress(&self) -> BTreeMap<String, (u64, f64)> {
+        self.lock()
+            .ops
+            .iter()
+            .map(|(op, s)| {
+                let p99 = s.hist.value_at_quantile(0.99) as f64 / 1000.0;
+                ((*op).to_owned(), (s.hist.len(), p99))
+            })
+            .collect()
+    }
+
+    pub fn total_violations(&self) -> u64 {
+        self.lock().violations.values().sum()
     }
 
     /// Fills the report's ops, failures and invariants from what was recorded.

@@ -9,6 +9,7 @@
 //! - [`service`]: the use cases and the failure policy.
 //! - [`api`]: HTTP routes and bodies.
 //! - [`metrics`]: Prometheus metrics.
+//! - [`live`]: live streams per shard (counted, or estimated from heartbeats).
 //! - [`overload`]: the bounds on connections and requests in flight, and load shedding.
 //! - [`server`]: wiring, connection deadlines and graceful shutdown.
 
@@ -16,6 +17,7 @@ pub mod api;
 pub mod config;
 pub mod ids;
 pub mod lifecycle;
+pub mod live;
 pub mod metrics;
 pub mod model;
 pub mod overload;

@@ -5,6 +5,7 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
+use crate::live::LiveStreams;
 use crate::overload::{Deadline, Overload, Route};
 use crate::store::StoreError;
 
@@ -65,6 +66,7 @@ pub struct Metrics {
     connection_timeouts: IntCounterVec,
     open_connections: IntGauge,
     in_flight: IntGauge,
+    live_streams: IntGaugeVec,
 }
 
 impl Metrics {
@@ -153,6 +155,19 @@ impl Metrics {
             "Requests being served by this instance (bounded by http.max_in_flight)",
         )
         .expect("valid metric");
+        let live_streams = IntGaugeVec::new(
+            Opts::new(
+                "live_streams",
+                "Live streams by shard. method=\"exact\" (embedded store): leases alive now, counted. \
+                 method=\"heartbeat_rate\" (Redis): Little's law, heartbeats per second this instance \
+                 answered keep-playing for the shard, averaged over at least two heartbeat intervals, \
+                 times the heartbeat interval; this instance's share, sum over instances for the \
+                 fleet; within a few percent while players heartbeat on schedule, it trails changes \
+                 by one window",
+            ),
+            &["shard", "method"],
+        )
+        .expect("valid metric");
         for metric in [
             Box::new(decisions.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(shed.clone()),
@@ -166,6 +181,7 @@ impl Metrics {
             Box::new(circuit_open.clone()),
             Box::new(store_batches.clone()),
             Box::new(store_batched_commands.clone()),
+            Box::new(live_streams.clone()),
         ] {
             registry.register(metric).expect("metric registered once");
         }
@@ -183,6 +199,7 @@ impl Metrics {
             connection_timeouts,
             open_connections,
             in_flight,
+            live_streams,
         }
     }
 
@@ -265,6 +282,15 @@ impl Metrics {
         }
     }
 
+    /// Sets the live-stream gauges to `live`, one per shard.
+    pub fn set_live_streams(&self, live: &LiveStreams) {
+        for (shard, streams) in live.shards.iter().enumerate() {
+            self.live_streams
+                .with_label_values(&[&shard.to_string(), live.method.label()])
+                .set(i64::try_from(*streams).unwrap_or(i64::MAX));
+        }
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
@@ -284,6 +310,23 @@ impl Default for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_streams_are_a_gauge_per_shard_named_by_method() {
+        let metrics = Metrics::new();
+        metrics.set_live_streams(&LiveStreams {
+            method: crate::live::LiveMethod::HeartbeatRate,
+            window_sec: 20.0,
+            shards: vec![300, 7],
+        });
+        let text = metrics.render();
+        for line in [
+            "screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"0\"} 300",
+            "screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"1\"} 7",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
+    }
 
     #[test]
     fn batch_counters_follow_the_store_totals() {

@@ -555,7 +555,8 @@ impl AccountState {
         }
     }
 
-    fn active_count(&self, now: Millis) -> u32 {
+    /// Leases alive at `now`.
+    pub fn active_count(&self, now: Millis) -> u32 {
         self.records.iter().filter(|r| r.is_active(now)).count() as u32
     }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{Config, FailurePolicy};
 use crate::ids::{PlanTag, StreamIdCodec, StreamRef};
+use crate::live::{HeartbeatRate, LiveMethod, LiveStreams};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, DenyRule, Device, ForceStopCmd,
@@ -104,6 +105,9 @@ pub struct FleetView {
     pub shards: Vec<crate::store::ShardHealth>,
     /// Decision counters since this instance started; sample twice for rates.
     pub decisions: std::collections::BTreeMap<String, u64>,
+    /// Live streams per shard: counted on the embedded store, estimated from this instance's
+    /// heartbeats on Redis (sum over instances for the fleet).
+    pub live_streams: LiveStreams,
 }
 
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
@@ -125,6 +129,8 @@ pub struct StreamService {
     pub metrics: Arc<Metrics>,
     /// The bounds on connections and requests in flight, and what was shed.
     pub overload: Arc<crate::overload::Overload>,
+    /// Heartbeats answered "keep playing", per shard: the live-stream estimate on Redis.
+    heartbeats: HeartbeatRate,
     started: Instant,
 }
 
@@ -146,6 +152,11 @@ impl StreamService {
         let local = Arc::new(MemoryStore::new(default_plan.clone(), timing));
         local.spawn_sweeper(config.lease.ttl);
         let store = AnyStore::from_config(&config.store, local.clone(), plans.book(), timing)?;
+        let heartbeats = HeartbeatRate::new(
+            store.circuits().len(),
+            config.lease.heartbeat_interval,
+            Instant::now(),
+        );
         let codec = match config.resolve_stream_id_secret()? {
             Some(secret) => StreamIdCodec::new(&secret),
             None => StreamIdCodec::random(),
@@ -160,6 +171,7 @@ impl StreamService {
             heartbeat_interval: config.lease.heartbeat_interval,
             metrics: Arc::new(Metrics::new()),
             overload: Arc::new(crate::overload::Overload::new(&config.http)),
+            heartbeats,
             started: Instant::now(),
         })
     }
@@ -346,6 +358,11 @@ impl StreamService {
                 }
             }
         };
+        if let HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } =
+            renewal.outcome
+        {
+            self.heartbeats.heartbeat(self.store.shard_of(account_id));
+        }
         self.metrics.decision(match renewal.outcome {
             _ if renewal.degraded => Decision::Degraded,
             HeartbeatOutcome::Renewed { .. } => Decision::Renewed,
@@ -541,6 +558,19 @@ impl StreamService {
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
+            live_streams: self.live_streams(),
+        }
+    }
+
+    /// Live streams per shard: exact on the embedded store, else the heartbeat-rate estimate.
+    pub fn live_streams(&self) -> LiveStreams {
+        match &self.store {
+            AnyStore::Memory(store) => LiveStreams {
+                method: LiveMethod::Exact,
+                window_sec: 0.0,
+                shards: vec![store.live_streams()],
+            },
+            AnyStore::Redis(_) => self.heartbeats.estimate(Instant::now()),
         }
     }
 
@@ -552,6 +582,7 @@ impl StreamService {
             self.metrics.sync_batches(shard, batches, commands);
         }
         self.metrics.sync_overload(&self.overload);
+        self.metrics.set_live_streams(&self.live_streams());
         self.metrics.render()
     }
 

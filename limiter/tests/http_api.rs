@@ -553,6 +553,16 @@ async fn the_fleet_view_reports_shards_and_decision_counters() {
     assert_eq!(fleet["shards"][0]["keys"], 1);
     assert_eq!(fleet["decisions"]["allowed"], 1);
     assert_eq!(fleet["decisions"]["denied"], 1);
+    // The embedded store counts its live leases exactly.
+    assert_eq!(
+        fleet["live_streams"],
+        json!({"method": "exact", "window_sec": 0.0, "shards": [1]})
+    );
+    let metrics = api.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("screenlimit_live_streams{method=\"exact\",shard=\"0\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use screenlimit_limiter::store::redis::ring::shard_for;
 use screenlimit_limiter::store::redis::{
     RedisOptions, RedisStore, SHARD_AUDIT_KEY, ShardSpec, account_audit_key, account_key,
 };
-use support::RedisServer;
+use support::{LimiterProcess, RedisServer, redis_config};
 
 fn store_on(servers: &[&RedisServer], ttl: Duration) -> Arc<RedisStore> {
     store_with_window(servers, ttl, Duration::ZERO)
@@ -383,4 +383,65 @@ async fn a_batch_window_gathers_commands_that_come_one_after_another() {
         panic!("{:?}", store.batch_totals())
     };
     assert_eq!(batches - batches_before, 1, "ten plays, one round trip");
+}
+
+/// On Redis the limiter does not count lease keys: it estimates live streams per shard from the
+/// heartbeats it answers (Little's law), so a shard with no accounts shows none.
+#[tokio::test]
+async fn live_streams_are_estimated_per_shard_from_heartbeats() {
+    let servers = [RedisServer::start(), RedisServer::start()];
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let limiter = LimiterProcess::start(&redis_config(
+        &urls,
+        "lease:\n  heartbeat_interval: 500ms\n  ttl: 2s\n",
+    ));
+    let api = limiter.client();
+    let accounts: Vec<String> = (0..)
+        .map(|i| format!("live-{i}"))
+        .filter(|a| shard_for(a, 2) == 0)
+        .take(6)
+        .collect();
+    let mut streams = Vec::new();
+    for account in &accounts {
+        let play = api.play_on(account, "tv").await;
+        assert_eq!(play.status, reqwest::StatusCode::OK, "{play:?}");
+        streams.push((account.clone(), play.stream_id()));
+    }
+    // Heartbeat every stream once per interval until a window's estimate has seen them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let live = loop {
+        for (account, stream) in &streams {
+            assert_eq!(
+                api.heartbeat(account, stream).await.status,
+                reqwest::StatusCode::OK
+            );
+        }
+        let fleet: serde_json::Value = api.get("/v1/fleet").await.json().await.unwrap();
+        let live = fleet["live_streams"].clone();
+        assert_eq!(live["method"], "heartbeat_rate", "{fleet}");
+        assert_eq!(live["shards"][1], 0, "no account lives on shard 1: {live}");
+        if live["shards"][0].as_u64().unwrap_or(0) >= 3 {
+            break live;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the estimate never reached half of the 6 streams: {live}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let estimate = live["shards"][0].as_u64().unwrap();
+    assert!(
+        estimate <= 12,
+        "6 streams heartbeating every 500 ms: {live}"
+    );
+    assert!(live["window_sec"].as_f64().unwrap() >= 1.0, "{live}");
+    let metrics = api.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"1\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"0\"}"),
+        "{metrics}"
+    );
 }

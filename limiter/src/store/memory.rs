@@ -101,6 +101,21 @@ impl MemoryStore {
             .sum()
     }
 
+    /// Leases alive now, counted exactly (one pass over the accounts, a stripe lock at a time):
+    /// for `/metrics` and the fleet view, never the request path.
+    pub fn live_streams(&self) -> u64 {
+        let now = now_ms();
+        self.stripes
+            .iter()
+            .map(|s| {
+                let map = s.lock().unwrap_or_else(|e| e.into_inner());
+                map.values()
+                    .map(|state| u64::from(state.active_count(now)))
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     fn with_account<T>(
         &self,
         account_id: &str,

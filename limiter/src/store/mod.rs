@@ -173,6 +173,14 @@ impl AnyStore {
         }
     }
 
+    /// The index of the shard that owns `account_id` (0 on the embedded store).
+    pub fn shard_of(&self, account_id: &str) -> usize {
+        match self {
+            AnyStore::Memory(_) => 0,
+            AnyStore::Redis(store) => store.shard_of(account_id),
+        }
+    }
+
     /// Per shard, batches sent and the commands in them: (shard, batches, commands). The
     /// embedded store has none.
     pub fn batch_totals(&self) -> Vec<(usize, u64, u64)> {

@@ -273,6 +273,11 @@ impl RedisStore {
             .collect()
     }
 
+    /// The index of the shard that owns `account_id`.
+    pub fn shard_of(&self, account_id: &str) -> usize {
+        ring::shard_for(account_id, self.shards.len())
+    }
+
     /// Each shard's circuit: (shard, open).
     pub fn circuits(&self) -> Vec<(usize, bool)> {
         self.shards

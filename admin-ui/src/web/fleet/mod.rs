@@ -1,9 +1,12 @@
-//! The fleet overview: each limiter instance, its store's shards and circuits, and decisions
-//! per second (from two samples of the limiter's counters).
+//! The fleet overview: each limiter instance, its store's shards and circuits, live streams per
+//! shard, decisions per second (from samples of the limiter's counters) and charts of the last
+//! minutes ([`history`] keeps the samples, [`chart`] draws them).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+pub mod chart;
+pub mod history;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -14,67 +17,15 @@ use axum::routing::get;
 
 use super::AppState;
 use super::ctx::{Ctx, Nav};
-use crate::limiter::{Fleet, LimiterClient, plan_limit};
+use crate::limiter::{Fleet, LimiterClient, LiveStreams, plan_limit};
 use crate::view;
+use chart::{Chart, SeriesInput, Unit};
+pub use history::Samples;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/fleet", get(fleet))
         .route("/fleet/panel", get(panel))
-}
-
-type Counters = BTreeMap<String, u64>;
-
-/// Recent counter samples per instance, to turn totals into rates.
-#[derive(Default)]
-pub struct Samples {
-    by_url: Mutex<HashMap<String, VecDeque<(Instant, Counters)>>>,
-}
-
-/// Samples older than this are forgotten.
-const WINDOW: Duration = Duration::from_secs(60);
-/// A rate needs two samples at least this far apart.
-const MIN_SPAN: Duration = Duration::from_secs(1);
-
-impl Samples {
-    /// Records `counters` and returns per-second rates since the oldest sample in the window,
-    /// once one is at least a second old.
-    pub fn rates(
-        &self,
-        url: &str,
-        now: Instant,
-        counters: &Counters,
-    ) -> Option<BTreeMap<String, f64>> {
-        let mut by_url = self.by_url.lock().expect("samples lock");
-        let samples = by_url.entry(url.to_owned()).or_default();
-        // A counter that went down means the instance restarted: start over.
-        if samples.back().is_some_and(|(_, last)| {
-            last.iter()
-                .any(|(k, v)| counters.get(k).copied().unwrap_or(0) < *v)
-        }) {
-            samples.clear();
-        }
-        samples.retain(|(at, _)| now.duration_since(*at) <= WINDOW);
-        let rates = samples.front().and_then(|(at, base)| {
-            let span = now.duration_since(*at);
-            (span >= MIN_SPAN).then(|| {
-                counters
-                    .iter()
-                    .map(|(k, v)| {
-                        let delta = v.saturating_sub(base.get(k).copied().unwrap_or(0));
-                        (k.clone(), delta as f64 / span.as_secs_f64())
-                    })
-                    .collect()
-            })
-        });
-        if samples
-            .back()
-            .is_none_or(|(at, _)| now.duration_since(*at) >= MIN_SPAN)
-        {
-            samples.push_back((now, counters.clone()));
-        }
-        rates
-    }
 }
 
 pub struct ShardView {
@@ -83,6 +34,8 @@ pub struct ShardView {
     pub reachable: bool,
     pub circuit: String,
     pub keys: String,
+    /// This instance's live streams on the shard (its share, on Redis).
+    pub live: String,
 }
 
 pub struct DecisionView {
@@ -102,8 +55,27 @@ pub struct InstanceView {
     pub lease: String,
     pub shards: Vec<ShardView>,
     pub decisions: Vec<DecisionView>,
-    /// Heartbeats per second × heartbeat interval ≈ streams alive.
+    /// This instance's live streams: counted, or estimated from its heartbeats.
     pub active_estimate: String,
+    /// How it was measured, in words (the figure's tooltip).
+    pub active_how: String,
+    live: Option<LiveStreams>,
+}
+
+/// A live-stream figure as text: exact, or `≈` an estimate (`measuring…` before one exists).
+fn live_text(live: &LiveStreams, value: u64) -> String {
+    match live.method.as_str() {
+        "exact" => value.to_string(),
+        _ if live.window_sec <= 0.0 => "measuring…".into(),
+        _ => format!("≈ {value}"),
+    }
+}
+
+fn live_how(method: &str) -> &'static str {
+    match method {
+        "exact" => "leases counted in the embedded store",
+        _ => "heartbeats per second answered for the shard × heartbeat interval (Little's law)",
+    }
 }
 
 impl InstanceView {
@@ -120,6 +92,8 @@ impl InstanceView {
             shards: Vec::new(),
             decisions: Vec::new(),
             active_estimate: String::new(),
+            active_how: String::new(),
+            live: None,
         }
     }
 
@@ -147,10 +121,21 @@ impl InstanceView {
         let heartbeats = rate_of("renewed")
             .zip(rate_of("reregistered"))
             .map(|(a, b)| a + b);
-        let active_estimate = heartbeats.map_or_else(
-            || "measuring…".into(),
-            |hb| format!("≈ {:.0}", hb * fleet.heartbeat_interval_sec),
-        );
+        // Limiters older than `live_streams`: estimate from the instance-wide heartbeat rate.
+        let (active_estimate, active_how) = match &fleet.live_streams {
+            Some(live) => (
+                live_text(live, live.shards.iter().sum()),
+                live_how(&live.method).to_owned(),
+            ),
+            None => (
+                heartbeats.map_or_else(
+                    || "measuring…".into(),
+                    |hb| format!("≈ {:.0}", hb * fleet.heartbeat_interval_sec),
+                ),
+                "heartbeats per second × heartbeat interval".to_owned(),
+            ),
+        };
+        let live = fleet.live_streams;
         InstanceView {
             url: url.to_owned(),
             error: None,
@@ -185,12 +170,24 @@ impl InstanceView {
                     reachable: s.reachable,
                     circuit: s.circuit,
                     keys: s.keys.map_or_else(|| "—".into(), |k| k.to_string()),
+                    live: live
+                        .as_ref()
+                        .and_then(|l| l.shards.get(s.shard).map(|v| live_text(l, *v)))
+                        .unwrap_or_else(|| "—".into()),
                 })
                 .collect(),
             decisions,
             active_estimate,
+            active_how,
+            live,
         }
     }
+}
+
+/// One shard's live streams summed over the instances that report it.
+pub struct LiveShardView {
+    pub shard: usize,
+    pub streams: String,
 }
 
 pub struct FleetView {
@@ -199,6 +196,98 @@ pub struct FleetView {
     pub shards_up: usize,
     pub shards: usize,
     pub updated: String,
+    /// Live streams over every reachable instance (`—` when none reports them).
+    pub live_total: String,
+    pub live_how: String,
+    pub live_shards: Vec<LiveShardView>,
+    pub charts: Vec<Chart>,
+    pub history_minutes: u64,
+}
+
+/// Live streams per shard over the instances: each instance's share added up (on Redis the
+/// shards are shared; on the embedded store each instance's own store is its shard 0).
+fn live_over(instances: &[InstanceView]) -> (String, String, Vec<LiveShardView>) {
+    let reports: Vec<&LiveStreams> = instances.iter().filter_map(|i| i.live.as_ref()).collect();
+    let Some(first) = reports.first() else {
+        return ("—".into(), String::new(), Vec::new());
+    };
+    let measuring = reports
+        .iter()
+        .any(|l| l.method != "exact" && l.window_sec <= 0.0);
+    let exact = reports.iter().all(|l| l.method == "exact");
+    let text = |value: u64| match (measuring, exact) {
+        (true, _) => "measuring…".to_owned(),
+        (false, true) => value.to_string(),
+        (false, false) => format!("≈ {value}"),
+    };
+    let shards = reports.iter().map(|l| l.shards.len()).max().unwrap_or(0);
+    let per_shard: Vec<u64> = (0..shards)
+        .map(|i| reports.iter().filter_map(|l| l.shards.get(i)).sum())
+        .collect();
+    (
+        text(per_shard.iter().sum()),
+        live_how(&first.method).to_owned(),
+        per_shard
+            .iter()
+            .enumerate()
+            .map(|(shard, v)| LiveShardView {
+                shard,
+                streams: text(*v),
+            })
+            .collect(),
+    )
+}
+
+/// The decision kinds drawn, with their CSS classes (the table lists every kind).
+const DRAWN: [(&str, &str); 4] = [
+    ("allowed", "allowed"),
+    ("denied", "denied"),
+    ("degraded", "degraded"),
+    ("renewed", "renewed"),
+];
+
+/// Decisions per second and the degraded share over the last minutes, fleet-wide.
+fn charts(history: &history::Buckets) -> Vec<Chart> {
+    let span = history::HISTORY.as_secs();
+    let decisions = DRAWN
+        .iter()
+        .map(|(name, class)| SeriesInput {
+            name,
+            class,
+            values: history
+                .iter()
+                .map(|b| b.as_ref().map(|r| r.get(*name).copied().unwrap_or(0.0)))
+                .collect(),
+        })
+        .collect();
+    let degraded = vec![SeriesInput {
+        name: "degraded",
+        class: "degraded",
+        values: history
+            .iter()
+            .map(|b| {
+                let rates = b.as_ref()?;
+                let all: f64 = rates.values().sum();
+                (all > 0.0).then(|| rates.get("degraded").copied().unwrap_or(0.0) / all * 100.0)
+            })
+            .collect(),
+    }];
+    vec![
+        Chart::new(
+            "chart-decisions",
+            "Decisions per second",
+            Unit::PerSecond,
+            span,
+            decisions,
+        ),
+        Chart::new(
+            "chart-degraded",
+            "Share of decisions answered degraded",
+            Unit::Percent,
+            span,
+            degraded,
+        ),
+    ]
 }
 
 async fn gather(state: &AppState) -> FleetView {
@@ -228,7 +317,13 @@ async fn gather(state: &AppState) -> FleetView {
             }
         })
         .collect();
+    let (live_total, live_how, live_shards) = live_over(&instances);
     FleetView {
+        live_total,
+        live_how,
+        live_shards,
+        charts: charts(&state.fleet_samples.history(now)),
+        history_minutes: history::HISTORY.as_secs() / 60,
         reachable: instances.iter().filter(|i| i.error.is_none()).count(),
         shards: instances.iter().map(|i| i.shards.len()).max().unwrap_or(0),
         shards_up: instances.iter().find(|i| i.error.is_none()).map_or(0, |i| {
@@ -272,35 +367,4 @@ async fn panel(State(state): State<AppState>, _ctx: Ctx) -> Response {
         fleet: gather(&state).await,
     }
     .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn counters(allowed: u64) -> Counters {
-        [("allowed".to_owned(), allowed)].into_iter().collect()
-    }
-
-    #[test]
-    fn rates_need_two_samples_a_second_apart() {
-        let samples = Samples::default();
-        let t0 = Instant::now();
-        assert!(samples.rates("a", t0, &counters(10)).is_none());
-        assert!(
-            samples
-                .rates("a", t0 + Duration::from_millis(300), &counters(12))
-                .is_none()
-        );
-        let rates = samples
-            .rates("a", t0 + Duration::from_secs(2), &counters(30))
-            .unwrap();
-        assert_eq!(rates["allowed"], 10.0);
-        // A restart (counters went down) starts over.
-        assert!(
-            samples
-                .rates("a", t0 + Duration::from_secs(3), &counters(1))
-                .is_none()
-        );
-    }
 }
