@@ -96,6 +96,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         metrics.clone(),
         Some(identity.clone()),
     ));
+    match ctx.monitoring_api.discover(&client).await {
+        Ok(served) => info!(
+            served = ?served.iter().map(|k| k.kind()).collect::<Vec<_>>(),
+            "Prometheus Operator kinds served (monitoring.coreos.com/v1)"
+        ),
+        Err(error) => warn!(
+            %error,
+            "could not ask which Prometheus Operator kinds are served; asked again when a StreamLimiter wants them"
+        ),
+    }
 
     if cli.no_leader_election {
         metrics.leader.set(1);
