@@ -7,15 +7,13 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
-use tracing::{info, warn};
 
 use crate::build::monitoring::{API_VERSION, MonitoringKind, MonitoringObject};
 use crate::error::Result;
 use crate::names::FIELD_MANAGER;
-use crate::reconcile::Context;
+use crate::reconcile::{Context, delete_unwanted};
 use crate::status::MonitoringOutcome;
 
 /// How long "not served" is believed before a reconcile that wants the kind asks again (so
@@ -140,25 +138,14 @@ async fn sync_kind(
         if wanted.iter().any(|w| w.name() == name) {
             continue;
         }
-        info!(kind = kind.kind(), %name, "deleting a monitoring object the spec no longer wants");
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => continue,
-            Err(e) => return Err(e.into()),
-        }
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "Deleted".to_owned(),
-            note: Some(format!(
-                "deleted {} {name}: spec.monitoring no longer wants it",
-                kind.kind()
-            )),
-            action: "Prune".to_owned(),
-            secondary: Some(object.object_ref(&resource)),
-        };
-        if let Err(error) = ctx.recorder.publish(&event, reference).await {
-            warn!(%error, "could not publish an Event");
-        }
+        delete_unwanted(
+            ctx,
+            reference,
+            &api,
+            kind.kind(),
+            object.object_ref(&resource),
+        )
+        .await?;
     }
     Ok(())
 }

@@ -404,26 +404,41 @@ where
         if wanted.contains(&name) {
             continue;
         }
-        info!(kind = %K::kind(&()), %name, "deleting an object the spec no longer wants");
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => continue,
-            Err(e) => return Err(e.into()),
-        }
-        // The deleted object as `related`, so Events for several deletions stay distinct.
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "Deleted".to_owned(),
-            note: Some(format!(
-                "deleted {} {name}: the spec no longer wants it",
-                K::kind(&())
-            )),
-            action: "Prune".to_owned(),
-            secondary: Some(object.object_ref(&())),
-        };
-        if let Err(error) = ctx.recorder.publish(&event, reference).await {
-            warn!(%error, "could not publish an Event");
-        }
+        delete_unwanted(ctx, reference, &api, &K::kind(&()), object.object_ref(&())).await?;
+    }
+    Ok(())
+}
+
+/// Deletes a child the spec no longer wants and says so in an Event, the deleted object as
+/// `related` (so Events for several deletions stay distinct). Already gone: nothing to say.
+pub(crate) async fn delete_unwanted<K>(
+    ctx: &Context,
+    reference: &ObjectReference,
+    api: &Api<K>,
+    kind: &str,
+    deleted: ObjectReference,
+) -> Result<()>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let name = deleted.name.clone().unwrap_or_default();
+    info!(%kind, %name, "deleting an object the spec no longer wants");
+    match api.delete(&name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Deleted".to_owned(),
+        note: Some(format!(
+            "deleted {kind} {name}: the spec no longer wants it"
+        )),
+        action: "Prune".to_owned(),
+        secondary: Some(deleted),
+    };
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+        warn!(%error, "could not publish an Event");
     }
     Ok(())
 }
