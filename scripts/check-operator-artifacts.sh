@@ -111,6 +111,11 @@ for name, (values, expected) in variants.items():
             # The operator owns and prunes the NetworkPolicies of each StreamLimiter.
             assert any("networkpolicies" in r["resources"] and "delete" in r["verbs"]
                        for r in d["rules"]), d["rules"]
+            # ... and the ServiceMonitor and PrometheusRule of spec.monitoring.
+            for kind in ("servicemonitors", "prometheusrules"):
+                assert any(r["apiGroups"] == ["monitoring.coreos.com"] and kind in r["resources"]
+                           and {"list", "watch", "patch", "delete"} <= set(r["verbs"])
+                           for r in d["rules"]), (kind, d["rules"])
     for d in docs:
         for key, value in values.get("commonLabels", {}).items():
             assert d["metadata"]["labels"].get(key) == value, (d["kind"], d["metadata"])
@@ -176,6 +181,7 @@ assert crd["metadata"]["name"] == "streamlimiters.screenlimit.io"
 spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
 assert "planSource" in spec and "sentinel" in spec["redis"]["properties"], "CRD lacks planSource / redis.sentinel"
 assert "deviceCaps" in spec["plans"]["items"]["properties"], "CRD lacks plans[].deviceCaps"
+assert {"serviceMonitor", "prometheusRule"} <= set(spec["monitoring"]["properties"]), "CRD lacks spec.monitoring"
 for example in ("examples/dev.yaml", "examples/production.yaml"):
     for doc in yaml.safe_load_all(open(example)):
         if doc and doc.get("kind") == "StreamLimiter":

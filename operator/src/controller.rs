@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::{Controller, watcher};
 use tracing::{info, warn};
@@ -65,7 +65,7 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
         namespace = namespace.as_deref().unwrap_or("<all>"),
         "starting the StreamLimiter controller"
     );
-    Controller::new(main, watcher::Config::default().any_semantic())
+    let mut controller = Controller::new(main, watcher::Config::default().any_semantic())
         .owns(api::<StatefulSet>(&client, &namespace), owned.clone())
         .owns(api::<Deployment>(&client, &namespace), owned.clone())
         .owns(api::<Service>(&client, &namespace), owned.clone())
@@ -75,7 +75,21 @@ pub async fn run(client: Client, namespace: Option<String>, ctx: Arc<Context>) {
             owned.clone(),
         )
         .owns(api::<NetworkPolicy>(&client, &namespace), owned.clone())
-        .owns(api::<HorizontalPodAutoscaler>(&client, &namespace), owned)
+        .owns(
+            api::<HorizontalPodAutoscaler>(&client, &namespace),
+            owned.clone(),
+        );
+    // The Prometheus Operator's kinds are watched when the cluster served them at start (one
+    // installed later is still applied; drift is then repaired at the periodic requeue).
+    for kind in ctx.monitoring_api.known().unwrap_or_default() {
+        let resource = kind.api_resource();
+        let api: Api<DynamicObject> = match &namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        controller = controller.owns_with(api, resource, owned.clone());
+    }
+    controller
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

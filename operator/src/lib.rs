@@ -2,7 +2,8 @@
 //! the limiter and the admin UI.
 //!
 //! Map: [`crd`] (the resource), [`validate`] and [`build`] (pure steps), [`status`] (conditions),
-//! [`reconcile`] (IO: apply, prune, status), [`controller`] (watches, leader election wiring),
+//! [`reconcile`] (IO: apply, prune, status), [`monitoring_api`] (discovery of the Prometheus
+//! Operator's kinds, their apply and prune), [`controller`] (watches, leader election wiring),
 //! [`http`] (metrics and health), [`metrics`].
 
 pub mod build;
@@ -12,6 +13,7 @@ pub mod error;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod monitoring_api;
 pub mod names;
 pub mod reconcile;
 pub mod status;

@@ -96,6 +96,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         metrics.clone(),
         Some(identity.clone()),
     ));
+    // Bounded: without an answer the operator starts anyway and asks again when a
+    // StreamLimiter wants monitoring.
+    let discovery = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        ctx.monitoring_api.discover(&client),
+    )
+    .await
+    .map_err(|_| "no answer within 10 s".to_owned())
+    .and_then(|r| r.map_err(|e| e.to_string()));
+    match discovery {
+        Ok(served) => info!(
+            served = ?served.iter().map(|k| k.kind()).collect::<Vec<_>>(),
+            "Prometheus Operator kinds served (monitoring.coreos.com/v1)"
+        ),
+        Err(error) => warn!(
+            %error,
+            "could not ask which Prometheus Operator kinds are served; asked again when a StreamLimiter wants them"
+        ),
+    }
 
     if cli.no_leader_election {
         metrics.leader.set(1);

@@ -23,6 +23,7 @@ use crate::build::{self, Desired, secret};
 use crate::crd::{RedisMode, StreamLimiter, StreamLimiterStatus};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::monitoring_api::{ASK_AGAIN_AFTER, MonitoringApi, reconcile_monitoring};
 use crate::names::{FIELD_MANAGER, Names};
 use crate::status::{self, Assessment, Observed};
 use crate::validate::validate;
@@ -43,6 +44,9 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// Generated Secrets known to exist ("namespace/name"): not re-created each reconcile.
     ensured_secrets: Mutex<HashSet<String>>,
+    /// Which Prometheus Operator kinds the cluster serves (discovery at start, asked again
+    /// when a wanted kind was missing).
+    pub monitoring_api: MonitoringApi,
 }
 
 impl Context {
@@ -63,6 +67,7 @@ impl Context {
             }),
             failures: Mutex::default(),
             ensured_secrets: Mutex::default(),
+            monitoring_api: MonitoringApi::default(),
         }
     }
 
@@ -194,19 +199,30 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
     prune(ctx, &reference, &ns, &pdbs, &desired).await?;
     prune(ctx, &reference, &ns, &network_policies, &desired).await?;
     prune(ctx, &reference, &ns, &hpas, &desired).await?;
+    // The Prometheus Operator's kinds, where the cluster serves them: applied and pruned alike.
+    let monitoring =
+        reconcile_monitoring(ctx, &reference, &ns, &lp, &uid, &desired.monitoring).await?;
 
     // Status, from what was read before this round's writes (their effects trigger the next).
-    let observed = observe(sl, &names, &stateful_sets, &deployments, drift);
+    let mut observed = observe(sl, &names, &stateful_sets, &deployments, drift);
+    // Wanted but not served: look again soon, the Prometheus Operator may be on its way.
+    let monitoring_missing = !monitoring.missing.is_empty();
+    observed.monitoring = monitoring;
     let assessment = Assessment::Observed(observed);
     let new = patch_status(sl, ctx, &reference, &assessment, Some(&desired.config_hash)).await?;
     let ready = new
         .conditions
         .iter()
         .any(|c| c.type_ == status::READY && c.status == "True");
-    Ok(Action::requeue(if ready {
+    let after = if ready {
         READY_REQUEUE
     } else {
         PROGRESS_REQUEUE
+    };
+    Ok(Action::requeue(if monitoring_missing {
+        after.min(ASK_AGAIN_AFTER)
+    } else {
+        after
     }))
 }
 
@@ -388,26 +404,41 @@ where
         if wanted.contains(&name) {
             continue;
         }
-        info!(kind = %K::kind(&()), %name, "deleting an object the spec no longer wants");
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => continue,
-            Err(e) => return Err(e.into()),
-        }
-        // The deleted object as `related`, so Events for several deletions stay distinct.
-        let event = Event {
-            type_: EventType::Normal,
-            reason: "Deleted".to_owned(),
-            note: Some(format!(
-                "deleted {} {name}: the spec no longer wants it",
-                K::kind(&())
-            )),
-            action: "Prune".to_owned(),
-            secondary: Some(object.object_ref(&())),
-        };
-        if let Err(error) = ctx.recorder.publish(&event, reference).await {
-            warn!(%error, "could not publish an Event");
-        }
+        delete_unwanted(ctx, reference, &api, &K::kind(&()), object.object_ref(&())).await?;
+    }
+    Ok(())
+}
+
+/// Deletes a child the spec no longer wants and says so in an Event, the deleted object as
+/// `related` (so Events for several deletions stay distinct). Already gone: nothing to say.
+pub(crate) async fn delete_unwanted<K>(
+    ctx: &Context,
+    reference: &ObjectReference,
+    api: &Api<K>,
+    kind: &str,
+    deleted: ObjectReference,
+) -> Result<()>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let name = deleted.name.clone().unwrap_or_default();
+    info!(%kind, %name, "deleting an object the spec no longer wants");
+    match api.delete(&name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Deleted".to_owned(),
+        note: Some(format!(
+            "deleted {kind} {name}: the spec no longer wants it"
+        )),
+        action: "Prune".to_owned(),
+        secondary: Some(deleted),
+    };
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
+        warn!(%error, "could not publish an Event");
     }
     Ok(())
 }
@@ -466,6 +497,7 @@ fn observe(
         drift,
         external_redis: external,
         sentinel,
+        monitoring: Default::default(),
     }
 }
 
@@ -499,6 +531,10 @@ async fn patch_status(
             (status::READY, "False") if old.is_some() => (EventType::Warning, "NotReady"),
             (status::DEGRADED, "True") => (EventType::Warning, c.reason.as_str()),
             (status::DEGRADED, "False") if old.is_some() => (EventType::Normal, "Recovered"),
+            (status::MONITORING, "False") => (EventType::Warning, c.reason.as_str()),
+            (status::MONITORING, "True") if old.is_some() => {
+                (EventType::Normal, "MonitoringApplied")
+            }
             _ => continue,
         };
         publish(ctx, reference, kind, reason, c.message.clone()).await;

@@ -3,12 +3,23 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 
+use crate::build::monitoring::MonitoringKind;
 use crate::crd::{Condition, ShardStatus, StreamLimiterStatus};
 use crate::validate::FieldError;
 
 pub const READY: &str = "Ready";
 pub const PROGRESSING: &str = "Progressing";
 pub const DEGRADED: &str = "Degraded";
+/// Present while `spec.monitoring` asks for something: whether the cluster serves it.
+pub const MONITORING: &str = "MonitoringAvailable";
+
+/// What became of `spec.monitoring`: the kinds it asks for, and those the cluster does not
+/// serve (so they were not created).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MonitoringOutcome {
+    pub requested: Vec<MonitoringKind>,
+    pub missing: Vec<MonitoringKind>,
+}
 
 /// What the operator saw of the objects it owns.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -28,6 +39,8 @@ pub struct Observed {
     /// The Sentinel set, when it owns the shards: (ready pods, wanted pods, all ready on the
     /// current revision).
     pub sentinel: Option<(i32, i32, bool)>,
+    /// The monitoring objects asked for and not served.
+    pub monitoring: MonitoringOutcome,
 }
 
 /// The outcome a status is computed from.
@@ -129,6 +142,40 @@ fn condition(
     }
 }
 
+/// `MonitoringAvailable`, when `spec.monitoring` asks for anything.
+fn monitoring_condition(m: &MonitoringOutcome, generation: Option<i64>) -> Option<Condition> {
+    if m.requested.is_empty() {
+        return None;
+    }
+    let kinds = |list: &[MonitoringKind]| {
+        list.iter()
+            .map(|k| k.kind())
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    Some(if m.missing.is_empty() {
+        condition(
+            MONITORING,
+            true,
+            "Applied",
+            format!("{} applied", kinds(&m.requested)),
+            generation,
+        )
+    } else {
+        let missing = kinds(&m.missing);
+        condition(
+            MONITORING,
+            false,
+            &format!("{}NotServed", missing.replace(" and ", "And")),
+            format!(
+                "spec.monitoring asks for {missing} but the cluster does not serve monitoring.coreos.com/v1 {missing}: \
+                 install the Prometheus Operator's CRDs (the operator looks again within a minute) or switch it off in spec.monitoring"
+            ),
+            generation,
+        )
+    })
+}
+
 /// The new status. `now` is an RFC 3339 time used only for conditions whose status changed.
 pub fn compute(
     old: Option<&StreamLimiterStatus>,
@@ -156,7 +203,12 @@ pub fn compute(
                 status.sentinel_ready_replicas = old.sentinel_ready_replicas;
                 status.config_hash = old.config_hash.clone();
             }
-            vec![
+            let kept_monitoring = old
+                .into_iter()
+                .flat_map(|o| &o.conditions)
+                .filter(|c| c.type_ == MONITORING)
+                .cloned();
+            let mut conditions = vec![
                 condition(
                     READY,
                     false,
@@ -172,7 +224,9 @@ pub fn compute(
                     generation,
                 ),
                 condition(DEGRADED, true, "InvalidSpec", message, generation),
-            ]
+            ];
+            conditions.extend(kept_monitoring);
+            conditions
         }
         Assessment::Observed(obs) => {
             status.shards = obs.shards.clone();
@@ -235,7 +289,7 @@ pub fn compute(
                     generation,
                 )
             };
-            if waiting.is_empty() {
+            let mut conditions = if waiting.is_empty() {
                 vec![
                     condition(
                         READY,
@@ -266,7 +320,9 @@ pub fn compute(
                     condition(PROGRESSING, true, "RollingOut", message, generation),
                     degraded,
                 ]
-            }
+            };
+            conditions.extend(monitoring_condition(&obs.monitoring, generation));
+            conditions
         }
     };
     let old_conditions = old.map(|o| o.conditions.as_slice()).unwrap_or_default();

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{
-    MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS, MAX_STREAMS_CEILING, PlanSourceKind, RedisMode,
-    StreamLimiter,
+    MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS, MAX_STREAMS_CEILING, MonitoringSpec, PlanSourceKind,
+    RedisMode, StreamLimiter,
 };
 
 /// One rejected field, with a message a person can act on.
@@ -381,10 +381,108 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
         }
     }
 
+    validate_monitoring(&spec.monitoring, &mut errors);
+
     if errors.is_empty() {
         Ok(())
     } else {
         Err(errors)
+    }
+}
+
+fn validate_monitoring(m: &MonitoringSpec, errors: &mut Vec<FieldError>) {
+    let interval = &m.service_monitor.interval;
+    let (digits, unit) = interval.split_at(
+        interval
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(interval.len()),
+    );
+    let valid_interval = (1..=5).contains(&digits.len())
+        && !digits.starts_with('0')
+        && ["ms", "s", "m", "h"].contains(&unit);
+    if !valid_interval {
+        errors.push(err(
+            "spec.monitoring.serviceMonitor.interval",
+            format!("{interval:?} is not a Prometheus duration such as 30s or 1m"),
+        ));
+    }
+    let t = &m.prometheus_rule.thresholds;
+    for (field, value, range) in [
+        ("degradedPercent", t.degraded_percent, 1..=100),
+        ("playStartP99Millis", t.play_start_p99_millis, 1..=10_000),
+        (
+            "storeErrorsPerSecond",
+            t.store_errors_per_second,
+            1..=1_000_000,
+        ),
+        ("denialFactor", t.denial_factor, 2..=100),
+    ] {
+        if !range.contains(&value) {
+            errors.push(err(
+                format!("spec.monitoring.prometheusRule.thresholds.{field}"),
+                format!("must be {} to {}", range.start(), range.end()),
+            ));
+        }
+    }
+    for (field, labels) in [
+        ("serviceMonitor", &m.service_monitor.labels),
+        ("prometheusRule", &m.prometheus_rule.labels),
+    ] {
+        if labels.len() > 16 {
+            errors.push(err(
+                format!("spec.monitoring.{field}.labels"),
+                "at most 16 labels",
+            ));
+        }
+        for (key, value) in labels {
+            let path = format!("spec.monitoring.{field}.labels[{key:?}]");
+            if key.starts_with("app.kubernetes.io/") {
+                errors.push(err(
+                    path,
+                    "app.kubernetes.io/ keys are the operator's own: it finds its objects by them",
+                ));
+            } else if !is_label_key(key) {
+                errors.push(err(
+                    path,
+                    "not a label key: an optional DNS prefix and `/`, then 1-63 characters of A-Z a-z 0-9 - _ . starting and ending alphanumeric",
+                ));
+            } else if !(value.is_empty() || is_label_name(value)) {
+                errors.push(err(
+                    path,
+                    format!("{value:?} is not a label value: at most 63 characters of A-Z a-z 0-9 - _ . starting and ending alphanumeric"),
+                ));
+            }
+        }
+    }
+}
+
+/// A label name (or value): 1-63 characters, alphanumeric at both ends, `-_.` inside.
+fn is_label_name(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    (1..=63).contains(&bytes.len())
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A label key: `name` or `prefix/name` with a DNS subdomain prefix.
+fn is_label_key(key: &str) -> bool {
+    match key.split_once('/') {
+        None => is_label_name(key),
+        Some((prefix, name)) => {
+            (1..=253).contains(&prefix.len())
+                && prefix.split('.').all(|part| {
+                    let b = part.as_bytes();
+                    (1..=63).contains(&b.len())
+                        && b[0].is_ascii_alphanumeric()
+                        && b[b.len() - 1].is_ascii_alphanumeric()
+                        && b.iter()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                })
+                && is_label_name(name)
+        }
     }
 }
 

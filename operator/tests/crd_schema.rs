@@ -454,3 +454,20 @@ fn limiter_http_bounds_are_in_the_schema() {
     assert_eq!(http["maxHeaderBytes"]["minimum"], 1024.0);
     assert_eq!(http["idleTimeoutSeconds"]["default"], 75);
 }
+
+#[test]
+fn cel_rejects_monitoring_labels_the_operator_selects_by() {
+    let mut sl = fixture("managed.yaml");
+    sl.spec
+        .monitoring
+        .prometheus_rule
+        .labels
+        .insert("release".into(), "kps".into());
+    assert!(rule_messages(&sl).is_empty());
+    sl.spec
+        .monitoring
+        .service_monitor
+        .labels
+        .insert("app.kubernetes.io/instance".into(), "other".into());
+    rejected(&sl, "may not set app.kubernetes.io/ keys");
+}

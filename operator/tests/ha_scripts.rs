@@ -587,7 +587,7 @@ fn sentinel_managed_shards_over_tls_start_and_fail_over() {
     // from the mounted Secret keys, rediss:// to Sentinels and primaries whose names the
     // certificate must carry (server names are checked).
     let limiter = {
-        let binary = limiter_binary();
+        let binary = common::limiter_binary();
         cluster.add_secret(
             "demo-stream-id",
             BTreeMap::from([(
@@ -621,23 +621,6 @@ fn sentinel_managed_shards_over_tls_start_and_fail_over() {
             pod.log()
         );
     }
-}
-
-/// The limiter binary built beside this test: `cargo nextest run --workspace` (scripts/test.sh)
-/// builds it for the limiter's own tests.
-fn limiter_binary() -> String {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let binary = dir.join("screenlimit-limiter");
-    assert!(
-        binary.is_file(),
-        "no {}: build it first (cargo build -p screenlimit-limiter), as --workspace does",
-        binary.display()
-    );
-    binary.display().to_string()
 }
 
 /// A play-start for a fresh account, from inside the limiter pod: the response body.

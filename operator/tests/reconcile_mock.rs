@@ -19,6 +19,8 @@ use screenlimit_operator::reconcile::{Context, error_policy, reconcile};
 use serde_json::{Value, json};
 
 const NOW: &str = "2026-01-02T03:04:05Z";
+/// Where the operator asks which Prometheus Operator kinds are served.
+const MONITORING_DISCOVERY: &str = "/apis/monitoring.coreos.com/v1";
 
 #[derive(Clone, Debug)]
 struct Call {
@@ -39,6 +41,11 @@ struct Scenario {
     secret_exists: bool,
     /// Requests whose path contains this string fail with 500.
     fail_on: Option<&'static str>,
+    /// The `monitoring.coreos.com/v1` resources the cluster serves; `None`: the group is not
+    /// served at all (404).
+    monitoring_served: Option<Vec<&'static str>>,
+    /// Discovery runs before the reconcile, as the operator does at start.
+    discover_first: bool,
 }
 
 fn status_body(code: u16, reason: &str) -> Value {
@@ -56,6 +63,18 @@ fn respond(scenario: &Scenario, call: &Call) -> (StatusCode, Value) {
         );
     }
     match call.method {
+        Method::GET if call.path == MONITORING_DISCOVERY => match &scenario.monitoring_served {
+            None => (StatusCode::NOT_FOUND, status_body(404, "NotFound")),
+            Some(plurals) => (
+                StatusCode::OK,
+                json!({"kind": "APIResourceList", "apiVersion": "v1",
+                       "groupVersion": "monitoring.coreos.com/v1",
+                       "resources": plurals.iter().map(|p| json!({
+                           "name": p, "singularName": "", "namespaced": true,
+                           "kind": if *p == "servicemonitors" { "ServiceMonitor" } else { "PrometheusRule" },
+                           "verbs": ["get", "list", "watch", "create", "patch", "delete"]})).collect::<Vec<_>>()}),
+            ),
+        },
         Method::GET => {
             let plural = call.path.rsplit('/').next().unwrap();
             let items: Vec<Value> = scenario
@@ -95,6 +114,7 @@ async fn run(
     Arc<Context>,
     Arc<DeserializeGuard<StreamLimiter>>,
 ) {
+    let discover_first = scenario.discover_first;
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let recorded = calls.clone();
@@ -123,6 +143,12 @@ async fn run(
         Context::new(client, Arc::new(Metrics::default()), Some("test".into()))
             .with_clock(|| NOW.to_owned()),
     );
+    if discover_first {
+        ctx.monitoring_api
+            .discover(&ctx.client)
+            .await
+            .expect("discovery at start");
+    }
     let object = Arc::new(object);
     let result = tokio::time::timeout(
         Duration::from_secs(10),
@@ -674,5 +700,239 @@ async fn autoscaling_applies_an_hpa_keeps_the_live_replica_count_and_is_pruned_w
     assert_eq!(
         deployment.body["spec"]["replicas"],
         sl.spec.limiter.replicas
+    );
+}
+
+/// `spec.monitoring` with both objects on, labels for the Prometheus that selects them.
+fn with_monitoring(mut sl: StreamLimiter) -> StreamLimiter {
+    let m = &mut sl.spec.monitoring;
+    m.service_monitor.enabled = true;
+    m.service_monitor.interval = "15s".into();
+    m.service_monitor.labels = [("release".to_owned(), "kps".to_owned())].into();
+    m.prometheus_rule.enabled = true;
+    m.prometheus_rule.labels = [("release".to_owned(), "kps".to_owned())].into();
+    m.prometheus_rule.thresholds.degraded_percent = 5;
+    sl
+}
+
+const MONITORING: &str = "/apis/monitoring.coreos.com/v1/namespaces/video";
+
+#[tokio::test]
+async fn monitoring_kinds_served_are_applied_owned_and_reported() {
+    let sl = with_monitoring(fixture("managed.yaml"));
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.monitoring_served = Some(vec!["servicemonitors", "prometheusrules", "podmonitors"]);
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let made = api_calls(&calls);
+    let tail: Vec<&str> = made[made.len() - 6..].iter().map(String::as_str).collect();
+    assert_eq!(
+        tail,
+        [
+            format!("GET {MONITORING_DISCOVERY}").as_str(),
+            &format!("GET {MONITORING}/servicemonitors"),
+            &format!("PATCH {MONITORING}/servicemonitors/demo-limiter"),
+            &format!("GET {MONITORING}/prometheusrules"),
+            &format!("PATCH {MONITORING}/prometheusrules/demo-limiter"),
+            "PATCH /apis/screenlimit.io/v1alpha1/namespaces/video/streamlimiters/demo/status",
+        ],
+        "discovered when wanted, applied after the other children, before the status: {made:?}"
+    );
+    for list in calls
+        .iter()
+        .filter(|c| c.method == Method::GET && c.path.starts_with(MONITORING))
+    {
+        assert!(
+            list.query.contains("app.kubernetes.io%2Finstance%3Ddemo"),
+            "{}",
+            list.query
+        );
+    }
+    let applied = |plural: &str| {
+        calls
+            .iter()
+            .find(|c| {
+                c.method == Method::PATCH && c.path == format!("{MONITORING}/{plural}/demo-limiter")
+            })
+            .unwrap()
+    };
+    let monitor = applied("servicemonitors");
+    let rule = applied("prometheusrules");
+    for (object, kind) in [(monitor, "ServiceMonitor"), (rule, "PrometheusRule")] {
+        assert!(object.query.contains("fieldManager=screenlimit-operator"));
+        assert!(object.query.contains("force=true"));
+        assert_eq!(object.body["apiVersion"], "monitoring.coreos.com/v1");
+        assert_eq!(object.body["kind"], kind);
+        assert_eq!(object.body["metadata"]["ownerReferences"][0]["uid"], UID);
+        assert_eq!(object.body["metadata"]["labels"]["release"], "kps");
+        assert_eq!(
+            object.body["metadata"]["labels"]["app.kubernetes.io/instance"],
+            "demo"
+        );
+    }
+    assert_eq!(monitor.body["spec"]["endpoints"][0]["interval"], "15s");
+    let degraded = &rule.body["spec"]["groups"][0]["rules"][0];
+    assert_eq!(degraded["alert"], "ScreenlimitPlaysDegraded");
+    assert!(
+        degraded["expr"].as_str().unwrap().contains("> 0.05 and"),
+        "the threshold from the spec: {degraded}"
+    );
+    let available = condition(&status_patch(&calls), "MonitoringAvailable").clone();
+    assert_eq!(available["status"], "True");
+    assert_eq!(available["reason"], "Applied");
+    assert_eq!(
+        available["message"],
+        "ServiceMonitor and PrometheusRule applied"
+    );
+}
+
+#[tokio::test]
+async fn monitoring_the_cluster_does_not_serve_is_a_condition_not_an_error() {
+    // No Prometheus Operator at all: nothing is created, the condition names both kinds.
+    let sl = with_monitoring(fixture("managed.yaml"));
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl.clone())), scenario).await;
+    assert_eq!(
+        result.unwrap(),
+        kube::runtime::controller::Action::requeue(Duration::from_secs(30)),
+        "looked at again within a minute (here sooner: the rollout is in progress)"
+    );
+    let made = api_calls(&calls);
+    assert!(made.contains(&format!("GET {MONITORING_DISCOVERY}")));
+    assert!(
+        !made
+            .iter()
+            .any(|c| c.contains("/namespaces/video/servicemonitors")
+                || c.contains("/namespaces/video/prometheusrules")),
+        "{made:?}"
+    );
+    let status = status_patch(&calls);
+    let available = condition(&status, "MonitoringAvailable");
+    assert_eq!(available["status"], "False");
+    assert_eq!(
+        available["reason"],
+        "ServiceMonitorAndPrometheusRuleNotServed"
+    );
+    let message = available["message"].as_str().unwrap();
+    assert!(
+        message
+            .contains("does not serve monitoring.coreos.com/v1 ServiceMonitor and PrometheusRule"),
+        "{message}"
+    );
+    assert!(
+        message.contains("install the Prometheus Operator"),
+        "{message}"
+    );
+    // The limiter itself is unaffected.
+    assert_eq!(condition(&status, "Degraded")["status"], "False");
+    assert!(event_reasons(&calls).contains(&"ServiceMonitorAndPrometheusRuleNotServed".to_owned()));
+
+    // Only ServiceMonitors served: that one is applied, the condition names the other.
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.monitoring_served = Some(vec!["servicemonitors"]);
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let made = api_calls(&calls);
+    assert!(made.contains(&format!("PATCH {MONITORING}/servicemonitors/demo-limiter")));
+    assert!(
+        !made.iter().any(|c| c.contains("prometheusrules")),
+        "{made:?}"
+    );
+    let available = condition(&status_patch(&calls), "MonitoringAvailable").clone();
+    assert_eq!(available["status"], "False");
+    assert_eq!(available["reason"], "PrometheusRuleNotServed");
+}
+
+#[tokio::test]
+async fn monitoring_switched_off_is_pruned() {
+    let sl = fixture("managed.yaml");
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.discover_first = true;
+    scenario.monitoring_served = Some(vec!["servicemonitors", "prometheusrules"]);
+    scenario.lists = vec![
+        (
+            "servicemonitors",
+            owned(
+                "ServiceMonitor",
+                "monitoring.coreos.com/v1",
+                "demo-limiter",
+                UID,
+            ),
+        ),
+        (
+            "prometheusrules",
+            owned(
+                "PrometheusRule",
+                "monitoring.coreos.com/v1",
+                "demo-limiter",
+                UID,
+            ),
+        ),
+        // Same labels, another owner: never touched.
+        (
+            "prometheusrules",
+            owned(
+                "PrometheusRule",
+                "monitoring.coreos.com/v1",
+                "team-rules",
+                "someone-else",
+            ),
+        ),
+    ];
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let made = api_calls(&calls);
+    // Discovery happened once, at "start"; the reconcile did not ask again.
+    assert_eq!(
+        made.iter()
+            .filter(|c| **c == format!("GET {MONITORING_DISCOVERY}"))
+            .count(),
+        1
+    );
+    let monitoring: Vec<&String> = made
+        .iter()
+        .filter(|c| c.contains("monitoring.coreos.com/v1/namespaces"))
+        .collect();
+    assert_eq!(
+        monitoring,
+        [
+            &format!("GET {MONITORING}/servicemonitors"),
+            &format!("DELETE {MONITORING}/servicemonitors/demo-limiter"),
+            &format!("GET {MONITORING}/prometheusrules"),
+            &format!("DELETE {MONITORING}/prometheusrules/demo-limiter"),
+        ]
+    );
+    let deleted: Vec<(String, String)> = calls
+        .iter()
+        .filter(|c| c.path.contains("/events") && c.body["reason"] == "Deleted")
+        .map(|c| {
+            (
+                c.body["related"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                c.body["note"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(deleted.len(), 2, "{deleted:?}");
+    assert_eq!(deleted[0].0, "ServiceMonitor");
+    assert!(
+        deleted[1].1.contains("deleted PrometheusRule demo-limiter"),
+        "{deleted:?}"
+    );
+    // Nothing asked for: no monitoring condition.
+    let status = status_patch(&calls);
+    assert!(
+        !status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "MonitoringAvailable"),
+        "{status}"
     );
 }

@@ -175,3 +175,50 @@ fn trusted_proxies_must_be_addresses_or_networks() {
         ]
     );
 }
+
+#[test]
+fn monitoring_labels_interval_and_thresholds_are_checked_with_the_field_named() {
+    let mut sl = fixture("managed.yaml");
+    let m = &mut sl.spec.monitoring;
+    m.service_monitor.enabled = true;
+    m.service_monitor.interval = "30s".into();
+    m.service_monitor.labels = [
+        ("release".to_owned(), "kube-prometheus-stack".to_owned()),
+        ("example.com/team".to_owned(), String::new()),
+    ]
+    .into();
+    m.prometheus_rule.enabled = true;
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new());
+
+    let m = &mut sl.spec.monitoring;
+    m.service_monitor.interval = "often".into();
+    m.service_monitor
+        .labels
+        .insert("app.kubernetes.io/instance".into(), "other".into());
+    m.prometheus_rule.labels = [
+        ("bad key!".to_owned(), "x".to_owned()),
+        ("ok".to_owned(), "-starts-with-a-dash".to_owned()),
+    ]
+    .into();
+    m.prometheus_rule.thresholds.degraded_percent = 0;
+    m.prometheus_rule.thresholds.denial_factor = 1;
+    let result = validate(&sl);
+    let errors = result.clone().unwrap_err();
+    assert_eq!(
+        fields(result),
+        [
+            "spec.monitoring.serviceMonitor.interval",
+            "spec.monitoring.prometheusRule.thresholds.degradedPercent",
+            "spec.monitoring.prometheusRule.thresholds.denialFactor",
+            "spec.monitoring.serviceMonitor.labels[\"app.kubernetes.io/instance\"]",
+            "spec.monitoring.prometheusRule.labels[\"bad key!\"]",
+            "spec.monitoring.prometheusRule.labels[\"ok\"]",
+        ]
+    );
+    assert!(errors[0].message.contains("such as 30s"), "{}", errors[0]);
+    assert!(
+        errors[3].message.contains("the operator's own"),
+        "{}",
+        errors[3]
+    );
+}

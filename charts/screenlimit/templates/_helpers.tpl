@@ -53,6 +53,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# spec.monitoring: the limiter's ServiceMonitor and PrometheusRule (Prometheus Operator), where
+# the cluster serves them.
+- apiGroups: ["monitoring.coreos.com"]
+  resources: ["servicemonitors", "prometheusrules"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Only creates the generated Secrets (stream id key, managed Redis passwords; an existing one
 # answers 409); never reads Secrets.
 - apiGroups: [""]

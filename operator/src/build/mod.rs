@@ -32,6 +32,8 @@ pub struct Desired {
     pub network_policies: Vec<NetworkPolicy>,
     /// The limiter's autoscaler, when `limiter.autoscaling.enabled`.
     pub hpas: Vec<HorizontalPodAutoscaler>,
+    /// The Prometheus Operator objects `spec.monitoring` asks for.
+    pub monitoring: Vec<monitoring::MonitoringObject>,
     /// The stream id Secret to create if absent; `None` when the spec names its own.
     pub stream_id_secret: Option<String>,
     /// The managed Redis credentials Secret to create if absent; `None` with external Redis.
@@ -127,6 +129,7 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
     Ok(Desired {
         network_policies: network_policy::network_policies(sl, &names, &ns, &owner),
         hpas,
+        monitoring: monitoring::objects(sl, &names, &ns, &owner),
         config_maps,
         pdbs,
         services,

@@ -7,10 +7,110 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use super::common::meta;
+use crate::crd::{AlertThresholdsSpec, StreamLimiter};
 use crate::names::{Component, Names};
+
+/// The API group and version of both kinds.
+pub const API_VERSION: &str = "monitoring.coreos.com/v1";
+
+/// The two Prometheus Operator kinds the operator may create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MonitoringKind {
+    ServiceMonitor,
+    PrometheusRule,
+}
+
+impl MonitoringKind {
+    pub const ALL: [MonitoringKind; 2] = [
+        MonitoringKind::ServiceMonitor,
+        MonitoringKind::PrometheusRule,
+    ];
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            MonitoringKind::ServiceMonitor => "ServiceMonitor",
+            MonitoringKind::PrometheusRule => "PrometheusRule",
+        }
+    }
+
+    /// The resource name discovery lists it under.
+    pub fn plural(self) -> &'static str {
+        match self {
+            MonitoringKind::ServiceMonitor => "servicemonitors",
+            MonitoringKind::PrometheusRule => "prometheusrules",
+        }
+    }
+
+    /// For a dynamic `Api` (the operator does not depend on the Prometheus Operator's types).
+    pub fn api_resource(self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("monitoring.coreos.com", "v1", self.kind()),
+            self.plural(),
+        )
+    }
+}
+
+/// One monitoring object the spec wants, as JSON for server-side apply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MonitoringObject {
+    pub kind: MonitoringKind,
+    pub object: Value,
+}
+
+impl MonitoringObject {
+    pub fn name(&self) -> &str {
+        self.object["metadata"]["name"].as_str().unwrap_or_default()
+    }
+}
+
+/// Kinds `spec.monitoring` asks for, in a fixed order.
+pub fn requested(sl: &StreamLimiter) -> Vec<MonitoringKind> {
+    let m = &sl.spec.monitoring;
+    MonitoringKind::ALL
+        .into_iter()
+        .filter(|k| match k {
+            MonitoringKind::ServiceMonitor => m.service_monitor.enabled,
+            MonitoringKind::PrometheusRule => m.prometheus_rule.enabled,
+        })
+        .collect()
+}
+
+/// The objects `spec.monitoring` asks for (whether the cluster serves them is the reconcile's
+/// business).
+pub fn objects(
+    sl: &StreamLimiter,
+    names: &Names,
+    ns: &str,
+    owner: &OwnerReference,
+) -> Vec<MonitoringObject> {
+    let m = &sl.spec.monitoring;
+    requested(sl)
+        .into_iter()
+        .map(|kind| {
+            let object = match kind {
+                MonitoringKind::ServiceMonitor => service_monitor(
+                    names,
+                    ns,
+                    owner,
+                    &m.service_monitor.interval,
+                    &m.service_monitor.labels,
+                ),
+                MonitoringKind::PrometheusRule => prometheus_rule(
+                    names,
+                    ns,
+                    owner,
+                    &Thresholds::from(&m.prometheus_rule.thresholds),
+                    &m.prometheus_rule.labels,
+                ),
+            };
+            MonitoringObject { kind, object }
+        })
+        .collect()
+}
 
 /// Where the runbooks live; each alert links its own section.
 pub const RUNBOOKS: &str = "https://github.com/screenlimit/screenlimit/blob/main/docs/runbooks.md";
@@ -35,6 +135,17 @@ impl Default for Thresholds {
             play_start_p99_seconds: 0.05,
             store_errors_per_second: 1.0,
             denial_factor: 3.0,
+        }
+    }
+}
+
+impl From<&AlertThresholdsSpec> for Thresholds {
+    fn from(t: &AlertThresholdsSpec) -> Self {
+        Thresholds {
+            degraded_ratio: f64::from(t.degraded_percent) / 100.0,
+            play_start_p99_seconds: f64::from(t.play_start_p99_millis) / 1000.0,
+            store_errors_per_second: f64::from(t.store_errors_per_second),
+            denial_factor: f64::from(t.denial_factor),
         }
     }
 }

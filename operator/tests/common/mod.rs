@@ -1,4 +1,4 @@
-//! Shared test helpers: fixtures.
+//! Shared test helpers: fixtures, the limiter binary.
 #![allow(dead_code)]
 
 use screenlimit_operator::crd::StreamLimiter;
@@ -20,3 +20,20 @@ pub const FIXTURES: [&str; 6] = [
     "ha.yaml",
     "secure.yaml",
 ];
+
+/// The limiter binary built beside this test: `cargo nextest run --workspace` (scripts/test.sh)
+/// builds it for the limiter's own tests.
+pub fn limiter_binary() -> String {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir");
+    let binary = dir.join("screenlimit-limiter");
+    assert!(
+        binary.is_file(),
+        "no {}: build it first (cargo build -p screenlimit-limiter), as --workspace does",
+        binary.display()
+    );
+    binary.display().to_string()
+}
