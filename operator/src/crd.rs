@@ -728,6 +728,22 @@ pub struct LimiterHttpSpec {
     #[serde(default = "default_max_in_flight")]
     #[schemars(range(min = 1, max = 1000000))]
     pub max_in_flight: i32,
+    /// How long writing an answer may make no progress (a client that does not read) before
+    /// the connection is closed.
+    #[serde(default = "default_write_timeout")]
+    #[schemars(range(min = 10, max = 3600000))]
+    pub write_timeout_millis: i32,
+    /// Connections the kernel queues for accept (capped by the node's `net.core.somaxconn`);
+    /// keep it above the largest burst of new connections.
+    #[serde(default = "default_listen_backlog")]
+    #[schemars(range(min = 16, max = 65535))]
+    pub listen_backlog: i32,
+    /// A serving thread further behind than this (its CPU cannot keep up) sheds what it takes
+    /// in by the failure policy until it has caught up; 0: never. About 20 keeps the answered
+    /// p99 near a 50 ms budget at the limit of a pod's CPU (BENCHMARKS.md, "Overload").
+    #[serde(default = "default_max_queue_delay")]
+    #[schemars(range(min = 0, max = 10000))]
+    pub max_queue_delay_millis: i32,
 }
 
 /// The limiter's HorizontalPodAutoscaler. CPU utilization is measured against the pods' CPU
@@ -949,6 +965,15 @@ fn default_max_connections() -> i32 {
 fn default_max_in_flight() -> i32 {
     4_096
 }
+fn default_write_timeout() -> i32 {
+    10_000
+}
+fn default_listen_backlog() -> i32 {
+    8_192
+}
+fn default_max_queue_delay() -> i32 {
+    250
+}
 fn default_max_replicas() -> i32 {
     10
 }
@@ -1048,6 +1073,9 @@ impl Default for LimiterHttpSpec {
             max_header_bytes: default_max_header_bytes(),
             max_connections: default_max_connections(),
             max_in_flight: default_max_in_flight(),
+            write_timeout_millis: default_write_timeout(),
+            listen_backlog: default_listen_backlog(),
+            max_queue_delay_millis: default_max_queue_delay(),
         }
     }
 }

@@ -340,6 +340,21 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             http.max_in_flight,
             1..=1_000_000,
         ),
+        (
+            "spec.limiter.http.writeTimeoutMillis",
+            http.write_timeout_millis,
+            10..=3_600_000,
+        ),
+        (
+            "spec.limiter.http.listenBacklog",
+            http.listen_backlog,
+            16..=65_535,
+        ),
+        (
+            "spec.limiter.http.maxQueueDelayMillis",
+            http.max_queue_delay_millis,
+            0..=10_000,
+        ),
     ] {
         if !range.contains(&value) {
             errors.push(err(

@@ -93,7 +93,10 @@ fn the_file_has_exactly_the_expected_keys() {
             "idle_timeout",
             "max_header_bytes",
             "max_connections",
-            "max_in_flight"
+            "max_in_flight",
+            "write_timeout",
+            "listen_backlog",
+            "max_queue_delay"
         ]
     );
     let store = keys_of(&value["store"]);
@@ -373,6 +376,9 @@ fn the_http_knobs_reach_the_limiter_config() {
     assert_eq!(config.http.body_read_timeout, defaults.body_read_timeout);
     assert_eq!(config.http.max_header_bytes, defaults.max_header_bytes);
     assert_eq!(config.http.max_connections, defaults.max_connections);
+    assert_eq!(config.http.write_timeout, defaults.write_timeout);
+    assert_eq!(config.http.listen_backlog, defaults.listen_backlog);
+    assert_eq!(config.http.max_queue_delay, defaults.max_queue_delay);
     let mut sl = fixture("managed.yaml");
     let http = &mut sl.spec.limiter.http;
     http.header_read_timeout_millis = 1500;
@@ -381,6 +387,9 @@ fn the_http_knobs_reach_the_limiter_config() {
     http.max_header_bytes = 4096;
     http.max_connections = 2000;
     http.max_in_flight = 300;
+    http.write_timeout_millis = 700;
+    http.listen_backlog = 1000;
+    http.max_queue_delay_millis = 20;
     let text = build(&sl).unwrap().limiter_config;
     let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     config.validate().unwrap();
@@ -390,4 +399,7 @@ fn the_http_knobs_reach_the_limiter_config() {
     assert_eq!(config.http.max_header_bytes, 4096);
     assert_eq!(config.http.max_connections, 2000);
     assert_eq!(config.http.max_in_flight, 300);
+    assert_eq!(config.http.write_timeout, Duration::from_millis(700));
+    assert_eq!(config.http.listen_backlog, 1000);
+    assert_eq!(config.http.max_queue_delay, Duration::from_millis(20));
 }

@@ -133,6 +133,12 @@ fn limiter_http_bounds_and_autoscaling_are_checked_with_the_field_named() {
     let mut sl = fixture("managed.yaml");
     sl.spec.limiter.http.max_in_flight = 0;
     assert_eq!(fields(validate(&sl)), ["spec.limiter.http.maxInFlight"]);
+    sl.spec.limiter.http.max_in_flight = 10;
+    sl.spec.limiter.http.max_queue_delay_millis = 20_000;
+    assert_eq!(
+        fields(validate(&sl)),
+        ["spec.limiter.http.maxQueueDelayMillis"]
+    );
     let mut sl = fixture("managed.yaml");
     sl.spec.limiter.http.header_read_timeout_millis = 5;
     sl.spec.limiter.http.max_header_bytes = 100;

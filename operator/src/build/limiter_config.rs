@@ -57,6 +57,9 @@ struct Http {
     max_header_bytes: i32,
     max_connections: i32,
     max_in_flight: i32,
+    write_timeout: String,
+    listen_backlog: i32,
+    max_queue_delay: String,
 }
 
 /// The short form `basic: 1`, or `standard: {max_streams: 2, device_caps: {mobile: 1}}`.
@@ -315,6 +318,9 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
                 max_header_bytes: http.max_header_bytes,
                 max_connections: http.max_connections,
                 max_in_flight: http.max_in_flight,
+                write_timeout: format!("{}ms", http.write_timeout_millis),
+                listen_backlog: http.listen_backlog,
+                max_queue_delay: format!("{}ms", http.max_queue_delay_millis),
             }
         },
     };
