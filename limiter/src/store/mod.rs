@@ -118,8 +118,8 @@ pub enum AnyStore {
 }
 
 impl AnyStore {
-    /// The configured backend: `local` itself for `memory`, else the Redis shards (by URL or
-    /// through Sentinel). Must run inside a Tokio runtime.
+    /// The configured backend: `local` itself for `memory`, else the Redis shards (by URL,
+    /// through Sentinel, or a Redis Cluster's primaries). Must run inside a Tokio runtime.
     pub fn from_config(
         config: &crate::config::StoreConfig,
         local: std::sync::Arc<memory::MemoryStore>,
@@ -131,13 +131,17 @@ impl AnyStore {
         Ok(match config.backend {
             Backend::Memory => AnyStore::Memory(local),
             Backend::Redis => {
-                let shards = match &config.sentinel {
-                    Some(sentinel) => ShardSpec::Sentinel {
+                let shards = match (&config.sentinel, &config.cluster) {
+                    (Some(sentinel), _) => ShardSpec::Sentinel {
                         addresses: sentinel.addresses.clone(),
                         masters: sentinel.masters.clone(),
                         poll_interval: sentinel.poll_interval,
                     },
-                    None => ShardSpec::Urls(config.redis_shards.clone()),
+                    (None, Some(cluster)) => ShardSpec::Cluster {
+                        nodes: cluster.nodes.clone(),
+                        refresh_interval: cluster.refresh_interval,
+                    },
+                    (None, None) => ShardSpec::Urls(config.redis_shards.clone()),
                 };
                 let options = RedisOptions {
                     shards,

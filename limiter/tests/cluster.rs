@@ -1,0 +1,211 @@
+//! The limiter on a Redis Cluster (three primaries, a replica each, started by the test): every
+//! account served by its slot's primary, the primaries listed as shards, a node outside cluster
+//! mode refused at start, and a primary killed under load (its replica promoted by the cluster,
+//! the limiter following it), with the window measured.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::cluster::{NODE_TIMEOUT_MS, RedisCluster};
+use support::{Api, LimiterProcess, RedisServer, SECRET};
+
+/// A limiter config on the cluster whose nodes are `seeds`.
+fn cluster_config(seeds: &[String], timeout: &str, extra: &str) -> String {
+    let nodes: Vec<String> = seeds.iter().map(|s| format!("\"{s}\"")).collect();
+    format!(
+        "store:\n  backend: redis\n  cluster:\n    nodes: [{}]\n    refresh_interval: 1s\n  timeout: {timeout}\n  circuit_probe_interval: 100ms\nstream_id_secret: \"{SECRET}\"\n{extra}",
+        nodes.join(", ")
+    )
+}
+
+/// Accounts whose slots fall on each of the cluster's primaries: (account, its primary's port).
+fn accounts_on_every_primary(cluster: &RedisCluster, count: usize) -> Vec<(String, u16)> {
+    (0..count)
+        .map(|i| {
+            let account = format!("acct-{i}");
+            let port = cluster.owner_of(cluster.slot_of(&format!("sl:{{{account}}}")));
+            (account, port)
+        })
+        .collect()
+}
+
+async fn shard_endpoints(api: &Api, path: &str) -> BTreeSet<String> {
+    let body: Value = api.get(path).await.json().await.unwrap();
+    body["shards"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{path}: {body}"))
+        .iter()
+        .map(|s| s["endpoint"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_account_is_served_by_its_slot_s_primary_and_the_primaries_are_the_shards() {
+    let cluster = RedisCluster::start(3, 1);
+    let limiter = LimiterProcess::start(&cluster_config(&cluster.urls()[..1], "2s", ""));
+    let api = limiter.client();
+    let accounts = accounts_on_every_primary(&cluster, 24);
+    let primaries: BTreeSet<u16> = accounts.iter().map(|(_, port)| *port).collect();
+    assert_eq!(primaries.len(), 3, "the accounts spread over every primary");
+
+    for (account, _) in &accounts {
+        let tv = api.play_on(account, "tv").await;
+        assert_eq!(tv.status, StatusCode::OK, "{tv:?}");
+        assert_eq!(tv.body["degraded"], false, "{tv:?}");
+        let phone = api.play_on(account, "phone").await;
+        assert_eq!(
+            phone.status,
+            StatusCode::CONFLICT,
+            "basic holds one: {phone:?}"
+        );
+        let beat = api.heartbeat(account, &tv.stream_id()).await;
+        assert_eq!(beat.status, StatusCode::OK, "{beat:?}");
+    }
+    // Each account's keys are on its primary (the others answer MOVED for its slot).
+    for (account, port) in &accounts {
+        let key = format!("sl:{{{account}}}");
+        let exists: i64 = support::cluster::query(*port, redis::cmd("EXISTS").arg(&key)).unwrap();
+        assert_eq!(exists, 1, "{key} on {port}");
+    }
+
+    let expected: BTreeSet<String> = cluster
+        .primaries()
+        .iter()
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect();
+    assert_eq!(shard_endpoints(&api, "/readyz").await, expected);
+    assert_eq!(shard_endpoints(&api, "/v1/fleet").await, expected);
+    let fleet: Value = api.get("/v1/fleet").await.json().await.unwrap();
+    for shard in fleet["shards"].as_array().unwrap() {
+        assert_eq!(shard["reachable"], true, "{shard}");
+        assert_eq!(shard["circuit"], "closed", "{shard}");
+    }
+    let metrics = api.get("/metrics").await.text().await.unwrap();
+    let circuits = metrics
+        .lines()
+        .filter(|l| l.starts_with("screenlimit_store_circuit_open{"))
+        .count();
+    assert_eq!(circuits, 3, "a circuit per primary:\n{metrics}");
+}
+
+#[tokio::test]
+async fn a_seed_node_outside_cluster_mode_is_a_config_error() {
+    let plain = RedisServer::start();
+    let Err(failure) = LimiterProcess::try_start(&cluster_config(&[plain.url()], "25ms", ""), &[])
+    else {
+        panic!("a limiter started on a node outside cluster mode")
+    };
+    assert!(failure.contains("exit status: 2"), "{failure}");
+    assert!(failure.contains("store.cluster.nodes"), "{failure}");
+    assert!(failure.contains("not in cluster mode"), "{failure}");
+}
+
+/// One round of play-starts and heartbeats: the answers by kind.
+#[derive(Default, Debug)]
+struct Round {
+    fine: usize,
+    degraded: usize,
+    errors: usize,
+}
+
+/// A primary is SIGKILLed while accounts on every primary play; the cluster promotes its replica
+/// and the limiter follows. Meanwhile answers are degraded (the policy is `open`), never 5xx.
+/// Measured: the window from the kill to the first answer that is not degraded for an account of
+/// that primary. Caps hold again within one heartbeat interval after it: a second device on a
+/// full account is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_s_replica_takes_over_and_the_limiter_follows() {
+    let mut cluster = RedisCluster::start(3, 1);
+    // The deadline a production limiter would run with, a little looser for a loaded machine.
+    let limiter = LimiterProcess::start(&cluster_config(
+        &cluster.urls(),
+        "100ms",
+        "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
+    ));
+    let api = limiter.client();
+    let accounts = accounts_on_every_primary(&cluster, 24);
+    let victim = accounts[0].1;
+    let mut streams = Vec::new();
+    for (account, _) in &accounts {
+        let tv = api.play_on(account, "tv").await;
+        assert_eq!(tv.status, StatusCode::OK, "{tv:?}");
+        streams.push(tv.stream_id());
+    }
+    // The replica must hold the leases before its primary dies.
+    let replica = cluster.replica_of(victim);
+    cluster.wait_until(Duration::from_secs(10), "replica caught up", |c| {
+        c.replication_offset(replica) >= c.replication_offset(victim)
+    });
+
+    cluster.kill(victim);
+    let killed = Instant::now();
+    let mut first_fine_on_victim: Option<Duration> = None;
+    let mut total = Round::default();
+    let on_victim: Vec<usize> = (0..accounts.len())
+        .filter(|&i| accounts[i].1 == victim)
+        .collect();
+    while killed.elapsed() < Duration::from_secs(15) {
+        let round = futures::future::join_all(accounts.iter().zip(&streams).map(
+            |((account, _), stream)| {
+                let api = api.clone();
+                async move { api.heartbeat(account, stream).await }
+            },
+        ))
+        .await;
+        let mut victim_fine = true;
+        for (i, reply) in round.iter().enumerate() {
+            assert!(
+                !reply.status.is_server_error(),
+                "no 5xx under the open policy: {reply:?}"
+            );
+            let degraded = reply.body["degraded"] == true;
+            match (reply.status, degraded) {
+                (StatusCode::OK, false) => total.fine += 1,
+                (StatusCode::OK, true) => total.degraded += 1,
+                _ => total.errors += 1,
+            }
+            if on_victim.contains(&i) && (degraded || reply.status != StatusCode::OK) {
+                victim_fine = false;
+            }
+        }
+        if victim_fine && first_fine_on_victim.is_none() && !cluster.primaries().contains(&victim) {
+            first_fine_on_victim = Some(killed.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let window = first_fine_on_victim.unwrap_or_else(|| {
+        panic!("the limiter never served the killed primary's accounts again: {total:?}")
+    });
+    println!(
+        "failover: primary {victim} killed; its accounts served again after {window:?} (node timeout {NODE_TIMEOUT_MS} ms); answers meanwhile: {total:?}"
+    );
+    assert!(
+        !cluster.primaries().contains(&victim),
+        "the replica was promoted"
+    );
+    // Caps hold: within a heartbeat interval every lease is back, so a second device is refused.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for (i, (account, _)) in accounts.iter().enumerate() {
+        let beat = api.heartbeat(account, &streams[i]).await;
+        assert_eq!(beat.status, StatusCode::OK, "{account}: {beat:?}");
+        let phone = api
+            .play(json!({ "account_id": account, "device_id": "phone" }))
+            .await;
+        assert_eq!(
+            phone.status,
+            StatusCode::CONFLICT,
+            "{account}: the cap holds again: {phone:?}"
+        );
+    }
+    let endpoints = shard_endpoints(&api, "/readyz").await;
+    assert!(
+        !endpoints.contains(&format!("127.0.0.1:{victim}")),
+        "the dead primary is no longer a shard: {endpoints:?}"
+    );
+    assert_eq!(endpoints.len(), 3, "{endpoints:?}");
+}
