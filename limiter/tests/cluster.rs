@@ -209,3 +209,260 @@ async fn a_killed_primary_s_replica_takes_over_and_the_limiter_follows() {
     );
     assert_eq!(endpoints.len(), 3, "{endpoints:?}");
 }
+
+/// What the accounts saw while their slots moved.
+#[derive(Default, Debug)]
+struct Tally {
+    heartbeats: usize,
+    /// Heartbeats answered without the store (the failure policy).
+    degraded_heartbeats: usize,
+    /// Second devices on a full account: refused, as they must be.
+    refused: usize,
+    /// Second devices let in without the store (the over-admission the policy allows).
+    degraded_grants: usize,
+    /// Second devices the store itself let in: a broken cap.
+    store_grants: usize,
+    /// When answers were degraded: the first and the last.
+    degraded_from: Option<Duration>,
+    degraded_until: Option<Duration>,
+}
+
+impl Tally {
+    fn degraded_at(&mut self, at: Duration) {
+        self.degraded_from.get_or_insert(at);
+        self.degraded_until = Some(at);
+    }
+
+    fn window(&self) -> Duration {
+        match (self.degraded_from, self.degraded_until) {
+            (Some(from), Some(until)) => until - from,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// Every account at its cap (basic: one tv) heartbeats and a second device tries to play, round
+/// after round, until `stop` is set. No answer may be a 5xx.
+async fn play_at_the_cap(
+    api: Api,
+    accounts: Vec<(String, String)>,
+    started: Instant,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Tally {
+    let mut tally = Tally::default();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let round = futures::future::join_all(accounts.iter().map(|(account, tv)| {
+            let api = api.clone();
+            async move {
+                let beat = api.heartbeat(account, tv).await;
+                let phone = api.play_on(account, "phone").await;
+                (beat, phone)
+            }
+        }))
+        .await;
+        let at = started.elapsed();
+        for ((account, _), (beat, phone)) in accounts.iter().zip(round) {
+            for reply in [&beat, &phone] {
+                assert!(!reply.status.is_server_error(), "{account}: {reply:?}");
+            }
+            assert_eq!(beat.status, StatusCode::OK, "{account}: {beat:?}");
+            tally.heartbeats += 1;
+            if beat.body["degraded"] == true {
+                tally.degraded_heartbeats += 1;
+                tally.degraded_at(at);
+            }
+            match (phone.status, phone.body["degraded"] == true) {
+                (StatusCode::CONFLICT, _) => tally.refused += 1,
+                (StatusCode::OK, true) => {
+                    tally.degraded_grants += 1;
+                    tally.degraded_at(at);
+                }
+                _ => {
+                    tally.store_grants += 1;
+                    api.stop(account, &phone.stream_id()).await;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tally
+}
+
+/// Accounts at their cap (basic, one tv each): (account, the tv's stream id).
+async fn fill_accounts(api: &Api, accounts: &[String]) -> Vec<(String, String)> {
+    let mut playing = Vec::new();
+    for account in accounts {
+        let tv = api.play_on(account, "tv").await;
+        assert_eq!(tv.status, StatusCode::OK, "{tv:?}");
+        assert_eq!(tv.body["degraded"], false, "{tv:?}");
+        playing.push((account.clone(), tv.stream_id()));
+    }
+    playing
+}
+
+/// After the move: every account still holds exactly its tv, and a second device is refused.
+async fn assert_capped(api: &Api, playing: &[(String, String)]) {
+    for (account, tv) in playing {
+        let beat = api.heartbeat(account, tv).await;
+        assert_eq!(
+            (beat.status, beat.body["degraded"].clone()),
+            (StatusCode::OK, Value::Bool(false)),
+            "{account}: {beat:?}"
+        );
+        let phone = api.play_on(account, "phone").await;
+        assert_eq!(phone.status, StatusCode::CONFLICT, "{account}: {phone:?}");
+        let listed = api.list(account).await;
+        assert_eq!(
+            listed.body["active"].as_array().unwrap().len(),
+            1,
+            "{listed:?}"
+        );
+    }
+}
+
+/// The slots of accounts at their cap move to another primary while they play, the way
+/// `redis-cli --cluster reshard` moves a slot: the keys are migrated while the slot is open
+/// (scripts on the source wait with `TRYAGAIN`), then for a while the source answers `ASK` for
+/// keys it no longer holds (the limiter sends `ASKING` and the command to the target), then the
+/// slot changes hands (`MOVED`). No 5xx, no second device let in by the store, and the window of
+/// degraded answers measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
+    let cluster = RedisCluster::start(3, 0);
+    let limiter = LimiterProcess::start(&cluster_config(
+        &cluster.urls(),
+        "100ms",
+        "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
+    ));
+    let api = limiter.client();
+    let accounts = accounts_on_every_primary(&cluster, 30);
+    let from = accounts[0].1;
+    let to = cluster
+        .primaries()
+        .into_iter()
+        .find(|&p| p != from)
+        .unwrap();
+    let moving: Vec<String> = accounts
+        .iter()
+        .filter(|(_, port)| *port == from)
+        .map(|(account, _)| account.clone())
+        .collect();
+    let playing = fill_accounts(&api, &moving).await;
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Instant::now();
+    let load = tokio::spawn(play_at_the_cap(
+        api.clone(),
+        playing.clone(),
+        started,
+        stop.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let slots: BTreeSet<u16> = moving
+        .iter()
+        .map(|a| cluster.slot_of(&format!("sl:{{{a}}}")))
+        .collect();
+    let cluster = tokio::task::spawn_blocking(move || {
+        for &slot in &slots {
+            // Keys moved, slot not yet handed over: the source answers ASK for a while.
+            cluster.migrate_slot(slot, to, |phase| {
+                if phase == "moved" {
+                    std::thread::sleep(Duration::from_millis(150));
+                }
+            });
+        }
+        cluster
+    })
+    .await
+    .unwrap();
+    let moved_at = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let tally = load.await.unwrap();
+    println!(
+        "migration: {} accounts' slots moved in {moved_at:?}; degraded answers over {:?}: {tally:?}",
+        moving.len(),
+        tally.window()
+    );
+    assert_eq!(
+        tally.store_grants, 0,
+        "the store never broke a cap: {tally:?}"
+    );
+    assert!(tally.refused > 0, "{tally:?}");
+    for account in &moving {
+        let slot = cluster.slot_of(&format!("sl:{{{account}}}"));
+        assert_eq!(cluster.owner_of(slot), to, "{account} moved");
+    }
+    assert_capped(&api, &playing).await;
+}
+
+/// A fourth primary joins and takes slots (`redis-cli --cluster rebalance`, keys and all) while
+/// accounts play: the limiter finds it, its accounts keep their caps, and it is listed as a shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_added_and_rebalanced_under_load_takes_its_accounts_with_their_caps() {
+    let mut cluster = RedisCluster::start(3, 0);
+    let limiter = LimiterProcess::start(&cluster_config(
+        &cluster.urls(),
+        "100ms",
+        "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
+    ));
+    let api = limiter.client();
+    let names: Vec<String> = (0..40).map(|i| format!("acct-{i}")).collect();
+    let playing = fill_accounts(&api, &names).await;
+    let added = cluster.add_primary();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let started = Instant::now();
+    let load = tokio::spawn(play_at_the_cap(
+        api.clone(),
+        playing.clone(),
+        started,
+        stop.clone(),
+    ));
+    let seed = cluster.urls()[0].trim_start_matches("redis://").to_owned();
+    let rebalanced = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("redis-cli")
+            .args([
+                "--cluster",
+                "rebalance",
+                &seed,
+                "--cluster-use-empty-masters",
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster rebalance")
+    })
+    .await
+    .unwrap();
+    assert!(
+        rebalanced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rebalanced.stdout)
+    );
+    let rebalanced_at = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let tally = load.await.unwrap();
+    let on_new: Vec<&String> = names
+        .iter()
+        .filter(|a| cluster.owner_of(cluster.slot_of(&format!("sl:{{{a}}}"))) == added)
+        .collect();
+    println!(
+        "rebalance: a fourth primary took {} of {} accounts in {rebalanced_at:?}; degraded answers over {:?}: {tally:?}",
+        on_new.len(),
+        names.len(),
+        tally.window()
+    );
+    assert!(!on_new.is_empty(), "the new primary serves some accounts");
+    assert_eq!(
+        tally.store_grants, 0,
+        "the store never broke a cap: {tally:?}"
+    );
+    assert_capped(&api, &playing).await;
+    let endpoints = shard_endpoints(&api, "/readyz").await;
+    assert!(
+        endpoints.contains(&format!("127.0.0.1:{added}")),
+        "the new primary is a shard: {endpoints:?}"
+    );
+    assert_eq!(endpoints.len(), 4, "{endpoints:?}");
+}

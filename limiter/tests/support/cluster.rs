@@ -389,11 +389,12 @@ impl RedisCluster {
         self.nodes.push(node);
         // Killed nodes stay listed (as failed): every node ever started.
         let count = self.nodes.len();
-        self.wait_until(Duration::from_secs(20), "aware of the new node", |c| {
-            c.nodes
-                .iter()
-                .filter(|n| n.is_running())
-                .all(|n| c.node_lines_from(n.port).len() >= count)
+        self.wait_until(Duration::from_secs(20), "ok with the new node", |c| {
+            c.nodes.iter().filter(|n| n.is_running()).all(|n| {
+                c.node_lines_from(n.port).len() >= count
+                    && query::<String>(n.port, &cmd(&["CLUSTER", "INFO"]))
+                        .is_ok_and(|info| info.contains("cluster_state:ok"))
+            })
         });
         port
     }
