@@ -545,9 +545,7 @@ impl StreamService {
     }
 
     pub fn render_metrics(&self) -> String {
-        for (shard, open) in self.store.circuits() {
-            self.metrics.set_circuit(shard, open);
-        }
+        self.metrics.set_circuits(&self.store.circuits());
         for (shard, batches, commands) in self.store.batch_totals() {
             self.metrics.sync_batches(shard, batches, commands);
         }

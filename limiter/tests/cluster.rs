@@ -208,6 +208,21 @@ async fn a_killed_primary_s_replica_takes_over_and_the_limiter_follows() {
         "the dead primary is no longer a shard: {endpoints:?}"
     );
     assert_eq!(endpoints.len(), 3, "{endpoints:?}");
+    let metrics = api.get("/metrics").await.text().await.unwrap();
+    let circuits: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("screenlimit_store_circuit_open{"))
+        .collect();
+    assert_eq!(
+        circuits.len(),
+        3,
+        "the dead primary's circuit is gone: {circuits:?}"
+    );
+    assert!(circuits.iter().all(|l| l.ends_with(" 0")), "{circuits:?}");
+    // An outage is logged as it changes (a circuit, the slot map), never per request.
+    let log = limiter.log();
+    assert!(log.contains("cluster slot map changed"), "{log}");
+    assert!(log.lines().count() < 30, "{log}");
 }
 
 /// What the accounts saw while their slots moved.
