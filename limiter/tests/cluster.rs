@@ -104,6 +104,25 @@ async fn a_seed_node_outside_cluster_mode_is_a_config_error() {
     assert!(failure.contains("not in cluster mode"), "{failure}");
 }
 
+/// A cluster none of whose nodes answers: the limiter starts, serves under its failure policy,
+/// and is not ready under `closed` (no slot map, so no primary it could reach).
+#[tokio::test]
+async fn with_no_node_reachable_the_limiter_serves_its_policy_and_is_not_ready_when_closed() {
+    let nowhere = format!("redis://127.0.0.1:{}", support::free_port());
+    let limiter = LimiterProcess::start(&cluster_config(
+        &[nowhere],
+        "25ms",
+        "failure_policy: closed\n",
+    ));
+    let api = limiter.client();
+    let play = api.play_on("acct-1", "tv").await;
+    assert_eq!(play.status, StatusCode::SERVICE_UNAVAILABLE, "{play:?}");
+    let ready = api.get("/readyz").await;
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = ready.json().await.unwrap();
+    assert_eq!(body["shards"][0]["reachable"], false, "{body}");
+}
+
 /// One round of play-starts and heartbeats: the answers by kind.
 #[derive(Default, Debug)]
 struct Round {
@@ -131,7 +150,7 @@ async fn a_killed_primary_s_replica_takes_over_and_the_limiter_follows() {
     let victim = accounts[0].1;
     let mut streams = Vec::new();
     for (account, _) in &accounts {
-        let tv = api.play_on(account, "tv").await;
+        let tv = from_the_store(|| api.play_on(account, "tv")).await;
         assert_eq!(tv.status, StatusCode::OK, "{tv:?}");
         streams.push(tv.stream_id());
     }
@@ -191,11 +210,11 @@ async fn a_killed_primary_s_replica_takes_over_and_the_limiter_follows() {
     // Caps hold: within a heartbeat interval every lease is back, so a second device is refused.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     for (i, (account, _)) in accounts.iter().enumerate() {
-        let beat = api.heartbeat(account, &streams[i]).await;
+        let beat = from_the_store(|| api.heartbeat(account, &streams[i])).await;
         assert_eq!(beat.status, StatusCode::OK, "{account}: {beat:?}");
-        let phone = api
-            .play(json!({ "account_id": account, "device_id": "phone" }))
-            .await;
+        let phone =
+            from_the_store(|| api.play(json!({ "account_id": account, "device_id": "phone" })))
+                .await;
         assert_eq!(
             phone.status,
             StatusCode::CONFLICT,
@@ -303,13 +322,30 @@ async fn play_at_the_cap(
     tally
 }
 
+/// The answer the store gave: a request sent again (a few times, spaced) while the answer is
+/// degraded, since on a loaded machine a first contact with a primary (connect, load the
+/// scripts) can miss a short store deadline.
+async fn from_the_store<F, Fut>(request: F) -> support::Reply
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = support::Reply>,
+{
+    for _ in 0..20 {
+        let reply = request().await;
+        if reply.body["degraded"] != true {
+            return reply;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("degraded answers for 2 s")
+}
+
 /// Accounts at their cap (basic, one tv each): (account, the tv's stream id).
 async fn fill_accounts(api: &Api, accounts: &[String]) -> Vec<(String, String)> {
     let mut playing = Vec::new();
     for account in accounts {
-        let tv = api.play_on(account, "tv").await;
+        let tv = from_the_store(|| api.play_on(account, "tv")).await;
         assert_eq!(tv.status, StatusCode::OK, "{tv:?}");
-        assert_eq!(tv.body["degraded"], false, "{tv:?}");
         playing.push((account.clone(), tv.stream_id()));
     }
     playing
@@ -318,13 +354,9 @@ async fn fill_accounts(api: &Api, accounts: &[String]) -> Vec<(String, String)> 
 /// After the move: every account still holds exactly its tv, and a second device is refused.
 async fn assert_capped(api: &Api, playing: &[(String, String)]) {
     for (account, tv) in playing {
-        let beat = api.heartbeat(account, tv).await;
-        assert_eq!(
-            (beat.status, beat.body["degraded"].clone()),
-            (StatusCode::OK, Value::Bool(false)),
-            "{account}: {beat:?}"
-        );
-        let phone = api.play_on(account, "phone").await;
+        let beat = from_the_store(|| api.heartbeat(account, tv)).await;
+        assert_eq!(beat.status, StatusCode::OK, "{account}: {beat:?}");
+        let phone = from_the_store(|| api.play_on(account, "phone")).await;
         assert_eq!(phone.status, StatusCode::CONFLICT, "{account}: {phone:?}");
         let listed = api.list(account).await;
         assert_eq!(
@@ -344,9 +376,10 @@ async fn assert_capped(api: &Api, playing: &[(String, String)]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
     let cluster = RedisCluster::start(3, 0);
+    // Generous for a loaded machine: the test is about the moves, not the deadline.
     let limiter = LimiterProcess::start(&cluster_config(
         &cluster.urls(),
-        "100ms",
+        "500ms",
         "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
     ));
     let api = limiter.client();
@@ -416,9 +449,10 @@ async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_added_and_rebalanced_under_load_takes_its_accounts_with_their_caps() {
     let mut cluster = RedisCluster::start(3, 0);
+    // Generous for a loaded machine: the test is about the moves, not the deadline.
     let limiter = LimiterProcess::start(&cluster_config(
         &cluster.urls(),
-        "100ms",
+        "500ms",
         "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
     ));
     let api = limiter.client();

@@ -223,6 +223,12 @@ impl Topology {
         primaries
     }
 
+    /// The seed nodes, for messages.
+    pub fn seed_addresses(&self) -> String {
+        let addresses: Vec<&str> = self.seeds.iter().map(|(a, _)| a.as_str()).collect();
+        addresses.join(", ")
+    }
+
     /// Asks the background reader for a new map (a node failed, or the map is stale).
     pub fn stale(&self) {
         self.wake.notify_one();

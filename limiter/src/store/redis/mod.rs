@@ -612,13 +612,19 @@ impl RedisStore {
         Ok(replies)
     }
 
-    /// Loads every script on `shard`.
+    /// Loads every script on `shard`. Within the first-contact deadline rather than the store's:
+    /// compiling the scripts can take a busy server longer than one call may, and a load that
+    /// timed out every time would leave the shard answering `NOSCRIPT` for good (no request
+    /// waits on it beyond its own deadline: it runs in the batch's task).
     async fn load_scripts(&self, shard: &Shard) -> Result<(), StoreError> {
         let mut loads = redis::pipe();
         for (_, source) in &self.scripts.loaded {
             loads.cmd("SCRIPT").arg("LOAD").arg(source);
         }
-        self.pipeline(shard, &loads).await.map(drop)
+        let deadline = access::contact_deadline(self.deadline);
+        self.pipeline_within(shard, &loads, deadline)
+            .await
+            .map(drop)
     }
 
     /// `pipe` as one write and one read under the shard's breaker and deadline: a reply per
@@ -628,9 +634,18 @@ impl RedisStore {
         shard: &Shard,
         pipe: &redis::Pipeline,
     ) -> Result<Vec<Value>, StoreError> {
+        self.pipeline_within(shard, pipe, self.deadline).await
+    }
+
+    async fn pipeline_within(
+        &self,
+        shard: &Shard,
+        pipe: &redis::Pipeline,
+        deadline: Duration,
+    ) -> Result<Vec<Value>, StoreError> {
         let count = pipe.len();
         let replies = self
-            .guarded(shard, |mut connection| async move {
+            .guarded(shard, deadline, |mut connection| async move {
                 connection.req_packed_commands(pipe, 0, count).await
             })
             .await?;
@@ -640,8 +655,13 @@ impl RedisStore {
         }
     }
 
-    /// Runs one call on the shard's master under its circuit breaker and the store deadline.
-    async fn guarded<T, F, Fut>(&self, shard: &Shard, call: F) -> Result<T, StoreError>
+    /// Runs one call on the shard's master under its circuit breaker and `deadline`.
+    async fn guarded<T, F, Fut>(
+        &self,
+        shard: &Shard,
+        deadline: Duration,
+        call: F,
+    ) -> Result<T, StoreError>
     where
         F: FnOnce(redis::aio::ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
@@ -655,7 +675,7 @@ impl RedisStore {
                 shard: index,
                 message: "no master known yet; asking Sentinel".into(),
             },
-            Some(connection) => match tokio::time::timeout(self.deadline, call(connection)).await {
+            Some(connection) => match tokio::time::timeout(deadline, call(connection)).await {
                 Ok(Ok(value)) => {
                     shard.breaker.record_success();
                     return Ok(value);
@@ -1075,7 +1095,21 @@ impl LeaseStore for RedisStore {
     }
 
     async fn health(&self) -> Vec<ShardHealth> {
-        let checks = self.shards_now().into_iter().map(|shard| async move {
+        let shards = self.shards_now();
+        if let (Shards::Cluster(topology), true) = (&self.shards, shards.is_empty()) {
+            // No slot map yet: the cluster is not reachable, whatever its nodes are.
+            return vec![ShardHealth {
+                shard: 0,
+                endpoint: format!(
+                    "cluster (no slot map yet; seeds {})",
+                    topology.seed_addresses()
+                ),
+                reachable: false,
+                circuit: "open",
+                keys: None,
+            }];
+        }
+        let checks = shards.into_iter().map(|shard| async move {
             let keys =
                 shard::key_count(&shard, self.deadline.max(Duration::from_millis(100))).await;
             ShardHealth {
