@@ -8,6 +8,8 @@
 #   BIN=/path/to/old/release LEGACY=1 scripts/limiter-vs-set.sh   # a build without batch_window
 #   TLS=1 scripts/limiter-vs-set.sh                           # the limiter over rediss:// (and the
 #                                                             # SET baseline over TLS as well)
+#   CLUSTER=1 scripts/limiter-vs-set.sh                       # the server as a Redis Cluster primary
+#                                                             # (all 16384 slots), store.cluster
 #
 # Environment: BIN (directory of screenlimit-limiter and screenlimit-loadgen) [target/release],
 # STEP (time per phase) [5s], WINDOW (store.batch_window) [0s], LEGACY=1 leaves batch_window out of
@@ -67,17 +69,31 @@ if [[ -n ${TLS:-} ]]; then
   SHARD_URL="rediss://localhost:$TLS_PORT"
   STORE_TLS=", tls: { ca_file: \"$WORK/ca.crt\", client_cert_file: \"$WORK/client.crt\", client_key_file: \"$WORK/client.key\" }"
 fi
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-  --logfile "$WORK/redis.log" "${TLS_ARGS[@]}" &
+CLUSTER_ARGS=()
+[[ -n ${CLUSTER:-} ]] && CLUSTER_ARGS=(--cluster-enabled yes --cluster-config-file "$WORK/nodes.conf"
+  --cluster-port "$(free_port)")
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
+  --logfile "$WORK/redis.log" "${TLS_ARGS[@]}" "${CLUSTER_ARGS[@]}" &
 PIDS+=($!)
 window=", batch_window: $WINDOW"
 [[ -n ${LEGACY:-} ]] && window=
+placement="redis_shards: [\"$SHARD_URL\"]"
+[[ -n ${CLUSTER:-} ]] && placement="cluster: { nodes: [\"$SHARD_URL\"] }"
 cat >"$WORK/limiter.yaml" <<YAML
 listen: 127.0.0.1:$LIMITER_PORT
-store: { backend: redis, redis_shards: ["$SHARD_URL"], timeout: $STORE_TIMEOUT$window$STORE_TLS }
+store: { backend: redis, $placement, timeout: $STORE_TIMEOUT$window$STORE_TLS }
 stream_id_secret: "limiter-vs-set-stream-id-secret-0001"
 YAML
 for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+if [[ -n ${CLUSTER:-} ]]; then
+  # One primary serving every slot: the same server, its commands routed and checked as a
+  # cluster's (slot checks, the migration guard of every script).
+  redis-cli -p "$REDIS_PORT" cluster addslotsrange 0 16383 >/dev/null
+  for _ in $(seq 100); do
+    redis-cli -p "$REDIS_PORT" cluster info | grep -q cluster_state:ok && break
+    sleep 0.1
+  done
+fi
 "$BIN/screenlimit-limiter" --config "$WORK/limiter.yaml" >"$WORK/limiter.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do curl -sf "127.0.0.1:$LIMITER_PORT/healthz" >/dev/null && break; sleep 0.1; done

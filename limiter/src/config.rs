@@ -21,6 +21,10 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
         "SCREENLIMIT_REDIS_SHARDS",
         "store.redis_shards (comma separated)",
     ),
+    (
+        "SCREENLIMIT_REDIS_CLUSTER_NODES",
+        "store.cluster.nodes (comma separated)",
+    ),
     ("SCREENLIMIT_FAILURE_POLICY", "failure_policy"),
     ("SCREENLIMIT_STREAM_ID_SECRET", "stream_id_secret (inline)"),
     ("SCREENLIMIT_STREAM_ID_SECRET_FILE", "stream_id_secret_file"),
@@ -252,6 +256,8 @@ pub struct StoreConfig {
     pub batch_window: Duration,
     /// Sentinel-managed shards, instead of `redis_shards`.
     pub sentinel: Option<SentinelConfig>,
+    /// A Redis Cluster, instead of `redis_shards` or `sentinel`: its primaries are the shards.
+    pub cluster: Option<ClusterConfig>,
     /// TLS for `rediss://` addresses.
     pub tls: TlsConfig,
     /// The data nodes' user and password.
@@ -274,8 +280,66 @@ pub struct SentinelConfig {
     pub auth: AuthConfig,
 }
 
+/// A Redis Cluster (or a Valkey cluster, or a managed cluster-mode service): an account's keys
+/// share one slot, and its primary serves every operation of the account.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Seed node URLs, e.g. `redis://redis-cluster-0:6379`: asked for the slot map (any node of
+    /// the cluster will do; list several so that one down does not matter).
+    pub nodes: Vec<String>,
+    /// How often the slot map is read when nothing asks sooner (a `MOVED`, a failing node).
+    #[serde(default = "default_cluster_refresh", with = "humantime_serde")]
+    pub refresh_interval: Duration,
+}
+
+fn default_cluster_refresh() -> Duration {
+    Duration::from_secs(5)
+}
+
 fn default_sentinel_poll() -> Duration {
     Duration::from_millis(250)
+}
+
+/// `store.cluster`: alone (no `redis_shards`, no `sentinel`), on the Redis backend, with node URLs.
+fn validate_cluster(store: &StoreConfig, cluster: &ClusterConfig) -> Result<(), ConfigError> {
+    if store.backend == Backend::Memory {
+        return Err(invalid(
+            "store.cluster",
+            "a cluster is configured but store.backend is memory; set store.backend: redis",
+        ));
+    }
+    if !store.redis_shards.is_empty() || store.sentinel.is_some() {
+        return Err(invalid(
+            "store.cluster",
+            "give the store as store.redis_shards, store.sentinel or store.cluster: one of them, \
+             since each places accounts its own way",
+        ));
+    }
+    if cluster.nodes.is_empty() {
+        return Err(invalid(
+            "store.cluster.nodes",
+            "list at least one node of the cluster, e.g. [\"redis://redis-cluster-0:6379\"]",
+        ));
+    }
+    if let Some((i, bad)) = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .find(|(_, url)| !(url.starts_with("redis://") || url.starts_with("rediss://")))
+    {
+        return Err(invalid(
+            "store.cluster.nodes",
+            format!("node {i} ({bad:?}) must be a redis:// or rediss:// URL"),
+        ));
+    }
+    if cluster.refresh_interval < Duration::from_millis(100) {
+        return Err(invalid(
+            "store.cluster.refresh_interval",
+            "must be at least 100ms",
+        ));
+    }
+    Ok(())
 }
 
 /// What a decision does when the store cannot answer in time.
@@ -429,6 +493,7 @@ impl Default for StoreConfig {
             circuit_failure_threshold: 3,
             batch_window: Duration::ZERO,
             sentinel: None,
+            cluster: None,
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
         }
@@ -572,6 +637,23 @@ impl Config {
                 .filter(|s| !s.is_empty())
                 .map(String::from)
                 .collect();
+        }
+        if let Some(nodes) = env("SCREENLIMIT_REDIS_CLUSTER_NODES") {
+            let nodes = nodes
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+            match &mut self.store.cluster {
+                Some(cluster) => cluster.nodes = nodes,
+                None => {
+                    self.store.cluster = Some(ClusterConfig {
+                        nodes,
+                        refresh_interval: default_cluster_refresh(),
+                    })
+                }
+            }
         }
         if let Some(policy) = env("SCREENLIMIT_FAILURE_POLICY") {
             self.failure_policy = match policy.as_str() {
@@ -856,7 +938,10 @@ impl Config {
                 ),
             ));
         }
-        let shards = !store.redis_shards.is_empty();
+        if let Some(cluster) = &store.cluster {
+            validate_cluster(store, cluster)?;
+        }
+        let shards = !store.redis_shards.is_empty() || store.cluster.is_some();
         match (store.backend, shards, &store.sentinel) {
             (Backend::Memory, true, _) => Err(invalid(
                 "store.redis_shards",
@@ -868,7 +953,7 @@ impl Config {
             )),
             (Backend::Redis, false, None) => Err(invalid(
                 "store.redis_shards",
-                "store.backend is redis but no shard is listed, e.g. [\"redis://127.0.0.1:6379\"] (or configure store.sentinel)",
+                "store.backend is redis but no shard is listed, e.g. [\"redis://127.0.0.1:6379\"] (or configure store.sentinel or store.cluster)",
             )),
             (Backend::Redis, true, Some(_)) => Err(invalid(
                 "store.sentinel",
@@ -1282,5 +1367,74 @@ stream_id_secret: "0123456789abcdef0123"
             vec!["redis://a:1", "redis://b:2"]
         );
         assert_eq!(config.failure_policy, FailurePolicy::Closed);
+    }
+
+    #[test]
+    fn a_cluster_is_configured_alone_with_node_urls_and_the_field_named() {
+        let secret = "stream_id_secret: s\n";
+        let yaml = format!(
+            "store: {{ backend: redis, cluster: {{ nodes: [\"redis://c0:6379\", \"redis://c1:6379\"] }} }}\n{secret}"
+        );
+        let config = Config::from_yaml(&yaml).unwrap();
+        config.validate().unwrap();
+        let cluster = config.store.cluster.as_ref().unwrap();
+        assert_eq!(cluster.nodes.len(), 2);
+        assert_eq!(cluster.refresh_interval, Duration::from_secs(5));
+        let cases: &[(&str, &str)] = &[
+            (
+                "store: { cluster: { nodes: [\"redis://c0:1\"] } }\n",
+                "store.cluster",
+            ),
+            (
+                "store: { backend: redis, redis_shards: [\"redis://a:1\"], cluster: { nodes: [\"redis://c0:1\"] } }\n",
+                "store.cluster",
+            ),
+            (
+                "store: { backend: redis, sentinel: { addresses: [\"redis://s:1\"], masters: [m] }, cluster: { nodes: [\"redis://c0:1\"] } }\n",
+                "store.cluster",
+            ),
+            (
+                "store: { backend: redis, cluster: { nodes: [] } }\n",
+                "store.cluster.nodes",
+            ),
+            (
+                "store: { backend: redis, cluster: { nodes: [\"c0:6379\"] } }\n",
+                "store.cluster.nodes",
+            ),
+            (
+                "store: { backend: redis, cluster: { nodes: [\"redis://:secret@c0:6379\"] } }\n",
+                "store.cluster.nodes",
+            ),
+            (
+                "store: { backend: redis, cluster: { nodes: [\"redis://c0:1\"], refresh_interval: 10ms } }\n",
+                "store.cluster.refresh_interval",
+            ),
+        ];
+        for (yaml, field) in cases {
+            let yaml = format!("{yaml}{secret}");
+            let err = Config::from_yaml(&yaml).unwrap().validate().unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { field: f, .. } if f == field),
+                "{yaml}: {err}"
+            );
+            assert!(!err.to_string().contains("secret@"), "{err}");
+        }
+        let (field, _) =
+            Config::from_yaml("store: { cluster: { nodes: [], seeds: [] } }\n").unwrap_err();
+        assert_eq!(field, "store.cluster.seeds", "an unknown field is refused");
+    }
+
+    #[test]
+    fn the_environment_names_the_cluster_nodes() {
+        let env = |name: &str| match name {
+            "SCREENLIMIT_STORE_BACKEND" => Some("redis".to_owned()),
+            "SCREENLIMIT_REDIS_CLUSTER_NODES" => Some("redis://c0:1, redis://c1:2".to_owned()),
+            "SCREENLIMIT_STREAM_ID_SECRET" => Some("s".repeat(32)),
+            _ => None,
+        };
+        let config = Config::load(None, env).unwrap();
+        let cluster = config.store.cluster.unwrap();
+        assert_eq!(cluster.nodes, ["redis://c0:1", "redis://c1:2"]);
+        assert_eq!(cluster.refresh_interval, Duration::from_secs(5));
     }
 }

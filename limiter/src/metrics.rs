@@ -264,10 +264,15 @@ impl Metrics {
             .inc();
     }
 
-    pub fn set_circuit(&self, shard: usize, open: bool) {
-        self.circuit_open
-            .with_label_values(&[&shard.to_string()])
-            .set(i64::from(open));
+    /// The circuit of every shard there is now, and of no other: a Redis Cluster primary that
+    /// left (failed over, drained) loses its series instead of showing its last state forever.
+    pub fn set_circuits(&self, circuits: &[(usize, bool)]) {
+        self.circuit_open.reset();
+        for &(shard, open) in circuits {
+            self.circuit_open
+                .with_label_values(&[&shard.to_string()])
+                .set(i64::from(open));
+        }
     }
 
     /// Brings the batch counters up to the store's running totals.

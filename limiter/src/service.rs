@@ -153,7 +153,7 @@ impl StreamService {
         local.spawn_sweeper(config.lease.ttl);
         let store = AnyStore::from_config(&config.store, local.clone(), plans.book(), timing)?;
         let heartbeats = HeartbeatRate::new(
-            store.circuits().len(),
+            store.shard_indices(),
             config.lease.heartbeat_interval,
             Instant::now(),
         );
@@ -361,7 +361,9 @@ impl StreamService {
         if let HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } =
             renewal.outcome
         {
-            self.heartbeats.heartbeat(self.store.shard_of(account_id));
+            if let Some(shard) = self.store.shard_of(account_id) {
+                self.heartbeats.heartbeat(shard);
+            }
         }
         self.metrics.decision(match renewal.outcome {
             _ if renewal.degraded => Decision::Degraded,
@@ -570,14 +572,19 @@ impl StreamService {
                 window_sec: 0.0,
                 shards: vec![store.live_streams()],
             },
-            AnyStore::Redis(_) => self.heartbeats.estimate(Instant::now()),
+            AnyStore::Redis(_) => {
+                let mut live = self.heartbeats.estimate(Instant::now());
+                // A cluster's counts are kept for every index a primary may get: show those of
+                // the shards there are now (and the ones below them).
+                let shards = self.store.circuits().iter().map(|(i, _)| i + 1).max();
+                live.shards.truncate(shards.unwrap_or(0));
+                live
+            }
         }
     }
 
     pub fn render_metrics(&self) -> String {
-        for (shard, open) in self.store.circuits() {
-            self.metrics.set_circuit(shard, open);
-        }
+        self.metrics.set_circuits(&self.store.circuits());
         for (shard, batches, commands) in self.store.batch_totals() {
             self.metrics.sync_batches(shard, batches, commands);
         }

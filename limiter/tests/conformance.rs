@@ -20,6 +20,7 @@ use screenlimit_limiter::store::memory::MemoryStore;
 use screenlimit_limiter::store::redis::access::Access;
 use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec};
 use support::RedisServer;
+use support::cluster::RedisCluster;
 use support::tls::{Certificates, LIMITER_USER, SecureRedis};
 
 /// Short enough for quick tests, long enough for a loaded 2-core machine.
@@ -980,6 +981,33 @@ fn redis_store(url: String, access: Access, plans: &PlanBook) -> Arc<RedisStore>
     RedisStore::new(&options, plans, timing()).unwrap()
 }
 
+/// A Redis Cluster of three primaries with a replica each, the limiter given every node as a seed.
+fn redis_cluster_backend() -> Backend<RedisStore> {
+    redis_cluster_backend_with(PlanBook::new(
+        basic(),
+        [standard_one_mobile(), premium_two_mobile()],
+    ))
+}
+
+fn redis_cluster_backend_with(plans: PlanBook) -> Backend<RedisStore> {
+    let cluster = RedisCluster::start(3, 1);
+    let options = RedisOptions {
+        shards: ShardSpec::Cluster {
+            nodes: cluster.urls(),
+            refresh_interval: Duration::from_secs(5),
+        },
+        deadline: Duration::from_secs(2),
+        batch_window: Duration::ZERO,
+        failure_threshold: 3,
+        probe_interval: Duration::from_millis(100),
+        access: Access::default(),
+    };
+    Backend {
+        store: RedisStore::new(&options, &plans, timing()).unwrap(),
+        _redis: Some(Box::new(cluster)),
+    }
+}
+
 /// Both backends with Standard and its mobile cap as the default plan.
 fn memory_backend_capped_default() -> Backend<MemoryStore> {
     memory_backend_with(standard_one_mobile())
@@ -989,20 +1017,26 @@ fn redis_backend_capped_default() -> Backend<RedisStore> {
     redis_backend_with(PlanBook::new(standard_one_mobile(), [basic()]))
 }
 
+fn redis_cluster_backend_capped_default() -> Backend<RedisStore> {
+    redis_cluster_backend_with(PlanBook::new(standard_one_mobile(), [basic()]))
+}
+
 /// One module of cases from `$cases`, each run on every backend: by default `memory_backend`,
-/// `redis_backend` and `redis_tls_backend`; or the two given.
+/// `redis_backend`, `redis_tls_backend` and `redis_cluster_backend`; or the three given.
 macro_rules! conformance_module {
     ($module:ident, $cases:ident, $($case:ident),* $(,)?) => {
         mod $module {
             conformance_module!(@on memory, memory_backend, $cases; $($case),*);
             conformance_module!(@on redis, redis_backend, $cases; $($case),*);
             conformance_module!(@on redis_tls, redis_tls_backend, $cases; $($case),*);
+            conformance_module!(@on redis_cluster, redis_cluster_backend, $cases; $($case),*);
         }
     };
-    ($module:ident, $cases:ident, $memory:ident, $redis:ident; $($case:ident),* $(,)?) => {
+    ($module:ident, $cases:ident, $memory:ident, $redis:ident, $cluster:ident; $($case:ident),* $(,)?) => {
         mod $module {
             conformance_module!(@on memory, $memory, $cases; $($case),*);
             conformance_module!(@on redis, $redis, $cases; $($case),*);
+            conformance_module!(@on redis_cluster, $cluster, $cases; $($case),*);
         }
     };
     (@on $backend:ident, $make:ident, $cases:ident; $($case:ident),*) => {
@@ -1063,6 +1097,7 @@ conformance_module!(
     capped_default_plan,
     plan_rule_cases,
     memory_backend_capped_default,
-    redis_backend_capped_default;
+    redis_backend_capped_default,
+    redis_cluster_backend_capped_default;
     caps_of_the_default_plan_hold_when_no_plan_is_named,
 );

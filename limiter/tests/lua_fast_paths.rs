@@ -35,6 +35,19 @@ fn shipped(op: &str) -> String {
     source.to_owned()
 }
 
+/// A support action's answer without the audit entry it returns for the fleet list: the entry
+/// names the stopped record's display name, which may differ between the twins for a record no
+/// list shows (one past its end), and the lists are what the twins must agree on.
+fn without_entry(reply: Value, answer_len: usize) -> Value {
+    match reply {
+        Value::Array(mut items) => {
+            items.truncate(answer_len);
+            Value::Array(items)
+        }
+        other => other,
+    }
+}
+
 /// A script reading the test's clock instead of the server's.
 fn frozen(source: String) -> Script {
     let frozen = source.replace(
@@ -197,7 +210,6 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                     || std::ptr::eq(script, &scripts.set_override)
                 {
                     invocation.key(format!("sl:audit:{{{twin}-{account}}}"));
-                    invocation.key(format!("sl:audit:{twin}"));
                 }
                 if std::ptr::eq(script, &scripts.native_renewal) {
                     let mut lease = on(twin).into_bytes();
@@ -345,13 +357,16 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 b"support@example.com".to_vec(),
                 b"test".to_vec(),
                 b"50".to_vec(),
-                b"1000".to_vec(),
                 b"60000".to_vec(),
             ];
             edges[account as usize].push(clock_ms + 2 * TTL_MS);
             let ours = call(&scripts.force_stop, "fast", &args, &mut redis);
             let theirs = call(&scripts.force_stop, "general", &args, &mut redis);
-            ("force_stop", ours, theirs)
+            (
+                "force_stop",
+                without_entry(ours, 1),
+                without_entry(theirs, 1),
+            )
         } else {
             let limit = rng.below(6);
             let duration = rng.below(10 * TTL_MS) + 1;
@@ -367,12 +382,15 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 b"support@example.com".to_vec(),
                 b"test".to_vec(),
                 b"50".to_vec(),
-                b"1000".to_vec(),
                 b"60000".to_vec(),
             ];
             let ours = call(&scripts.set_override, "fast", &args, &mut redis);
             let theirs = call(&scripts.set_override, "general", &args, &mut redis);
-            ("set_override", ours, theirs)
+            (
+                "set_override",
+                without_entry(ours, 2),
+                without_entry(theirs, 2),
+            )
         };
         assert_eq!(ours, theirs, "step {step}: {name} answers differently");
 

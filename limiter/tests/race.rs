@@ -1,6 +1,6 @@
 //! Never more than N, through the HTTP API: many devices race for each account's last slot.
-//! On Redis the racers are spread over three limiter processes sharing one `redis-server`, so the
-//! only thing that can serialise them is the store's atomic script.
+//! On Redis the racers are spread over three limiter processes sharing one `redis-server` (or one
+//! Redis Cluster), so the only thing that can serialise them is the store's atomic script.
 
 mod support;
 
@@ -9,7 +9,8 @@ use std::time::Instant;
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::json;
-use support::{Api, LimiterProcess, RedisServer, redis_config};
+use support::cluster::RedisCluster;
+use support::{Api, LimiterProcess, RedisServer, SECRET, redis_config};
 
 const ACCOUNTS: usize = 20;
 const RACERS_PER_ACCOUNT: usize = 60;
@@ -80,6 +81,23 @@ async fn the_last_slot_goes_to_exactly_one_racer_across_three_limiters_on_one_re
     let limiters: Vec<LimiterProcess> = (0..3).map(|_| LimiterProcess::start(&config)).collect();
     let instances: Vec<Api> = limiters.iter().map(LimiterProcess::client).collect();
     let (attempts, winners) = race_for_the_last_slot(&instances, "redis").await;
+    assert_eq!(
+        (attempts, winners),
+        (ACCOUNTS * RACERS_PER_ACCOUNT, ACCOUNTS)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_slot_goes_to_exactly_one_racer_across_three_limiters_on_a_redis_cluster() {
+    let cluster = RedisCluster::start(3, 1);
+    let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let config = format!(
+        "store:\n  backend: redis\n  cluster: {{ nodes: [{}] }}\n  timeout: 2s\nstream_id_secret: \"{SECRET}\"\n",
+        nodes.join(", ")
+    );
+    let limiters: Vec<LimiterProcess> = (0..3).map(|_| LimiterProcess::start(&config)).collect();
+    let instances: Vec<Api> = limiters.iter().map(LimiterProcess::client).collect();
+    let (attempts, winners) = race_for_the_last_slot(&instances, "cluster").await;
     assert_eq!(
         (attempts, winners),
         (ACCOUNTS * RACERS_PER_ACCOUNT, ACCOUNTS)

@@ -502,7 +502,7 @@ pub enum RedisMode {
     /// The operator runs one StatefulSet and Service per shard.
     #[default]
     Managed,
-    /// You run Redis; give the shard URLs in `redis.external`.
+    /// You run Redis; give the shard URLs, or a Redis Cluster's nodes, in `redis.external`.
     External,
 }
 
@@ -541,7 +541,7 @@ pub struct RedisSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "resources_schema")]
     pub resources: Option<ResourceRequirements>,
-    /// Shard URLs for `external` mode.
+    /// Shard URLs, or a Redis Cluster's seed nodes, for `external` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<ExternalRedisSpec>,
     /// TLS between the limiter, Redis and the Sentinels, from a Secret you provide.
@@ -609,11 +609,12 @@ impl Default for SentinelSpec {
     }
 }
 
-/// Redis shards you run yourself: their URLs inline or from a Secret, and the credentials the
-/// limiter logs in with.
+/// Redis you run yourself: shard URLs, or the seed nodes of a Redis Cluster, inline or from a
+/// Secret, and the credentials the limiter logs in with.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[x_kube(
-    validation = Rule::new("has(self.urls) != has(self.urlsSecret)").message("set exactly one of redis.external.urls and redis.external.urlsSecret").reason(Reason::FieldValueInvalid)
+    validation = Rule::new("!((has(self.urls) || has(self.urlsSecret)) && (has(self.clusterNodes) || has(self.clusterNodesSecret)))").message("redis.external mixes shard URLs (urls, urlsSecret) and a Redis Cluster (clusterNodes, clusterNodesSecret): the limiter places accounts by its own hash over shards, or by the cluster's slots, not both").reason(Reason::FieldValueInvalid),
+    validation = Rule::new("[has(self.urls), has(self.urlsSecret), has(self.clusterNodes), has(self.clusterNodesSecret)].exists_one(x, x)").message("set exactly one of redis.external.urls, urlsSecret, clusterNodes and clusterNodesSecret").reason(Reason::FieldValueInvalid)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalRedisSpec {
@@ -628,6 +629,19 @@ pub struct ExternalRedisSpec {
     /// changing it. The limiter refuses a password inside a URL: use `auth`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub urls_secret: Option<SecretKeyRef>,
+    /// Seed nodes of a Redis Cluster (or a Valkey cluster, or a managed cluster-mode service),
+    /// instead of shard URLs: `redis://host:port` or `rediss://…`, any nodes of the cluster
+    /// (list several). The limiter reads the slot map from them and sends each account to its
+    /// slot's primary, following failovers and resharding; `redis.shards` is then ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), inner(length(min = 1, max = 512)))]
+    #[x_kube(validation = Rule::new("self.all(u, u.startsWith('redis://') || u.startsWith('rediss://'))").message("every cluster node URL must start with redis:// or rediss://").reason(Reason::FieldValueInvalid))]
+    pub cluster_nodes: Option<Vec<RedisUrl>>,
+    /// A key of a Secret in this namespace holding the cluster's seed node URLs, comma
+    /// separated. Passed to the limiter as `SCREENLIMIT_REDIS_CLUSTER_NODES`; restart the
+    /// limiter after changing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_nodes_secret: Option<SecretKeyRef>,
     /// The user and password the limiter logs in with (a Redis 6+ ACL user; grant it the
     /// limiter's ACL, see the README).
     #[serde(default, skip_serializing_if = "Option::is_none")]

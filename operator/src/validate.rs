@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{
-    MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS, MAX_STREAMS_CEILING, MonitoringSpec, PlanSourceKind,
-    RedisMode, StreamLimiter,
+    ExternalRedisSpec, MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS, MAX_STREAMS_CEILING, MonitoringSpec,
+    PlanSourceKind, RedisMode, StreamLimiter,
 };
 
 /// One rejected field, with a message a person can act on.
@@ -221,35 +221,10 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
         match &redis.external {
             None => errors.push(err(
                 "spec.redis.external",
-                "required when redis.mode is external: give urls or urlsSecret",
+                "required when redis.mode is external: give urls or urlsSecret (shards), or \
+                 clusterNodes or clusterNodesSecret (a Redis Cluster)",
             )),
-            Some(ext) => match (&ext.urls, &ext.urls_secret) {
-                (Some(urls), None) => {
-                    if urls.len() != usize::try_from(redis.shards).unwrap_or(0) {
-                        errors.push(err(
-                            "spec.redis.external.urls",
-                            format!(
-                                "lists {} URLs but redis.shards is {}",
-                                urls.len(),
-                                redis.shards
-                            ),
-                        ));
-                    }
-                    for (i, url) in urls.iter().enumerate() {
-                        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-                            errors.push(err(
-                                format!("spec.redis.external.urls[{i}]"),
-                                "must start with redis:// or rediss://",
-                            ));
-                        }
-                    }
-                }
-                (None, Some(_)) => {}
-                _ => errors.push(err(
-                    "spec.redis.external",
-                    "set exactly one of urls and urlsSecret",
-                )),
-            },
+            Some(ext) => validate_external(ext, redis.shards, &mut errors),
         }
     }
 
@@ -512,4 +487,51 @@ fn is_address_or_network(text: &str) -> bool {
     };
     let longest = if address.is_ipv4() { 32 } else { 128 };
     prefix.is_none_or(|p| p.parse::<u8>().is_ok_and(|p| p <= longest))
+}
+
+/// `redis.external`: shard URLs (as many as `redis.shards`) or a cluster's seed nodes, one way,
+/// never both.
+fn validate_external(ext: &ExternalRedisSpec, shards: i32, errors: &mut Vec<FieldError>) {
+    let shard_urls = ext.urls.is_some() || ext.urls_secret.is_some();
+    let cluster = ext.cluster_nodes.is_some() || ext.cluster_nodes_secret.is_some();
+    if shard_urls && cluster {
+        errors.push(err(
+            "spec.redis.external",
+            "mixes shard URLs (urls, urlsSecret) and a Redis Cluster (clusterNodes, \
+             clusterNodesSecret): give one",
+        ));
+        return;
+    }
+    let given = [
+        ext.urls.is_some(),
+        ext.urls_secret.is_some(),
+        ext.cluster_nodes.is_some(),
+        ext.cluster_nodes_secret.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() != 1 {
+        errors.push(err(
+            "spec.redis.external",
+            "set exactly one of urls, urlsSecret, clusterNodes and clusterNodesSecret",
+        ));
+        return;
+    }
+    if let Some(urls) = &ext.urls
+        && urls.len() != usize::try_from(shards).unwrap_or(0)
+    {
+        errors.push(err(
+            "spec.redis.external.urls",
+            format!("lists {} URLs but redis.shards is {shards}", urls.len()),
+        ));
+    }
+    let lists = [("urls", &ext.urls), ("clusterNodes", &ext.cluster_nodes)];
+    for (field, list) in lists {
+        for (i, url) in list.iter().flatten().enumerate() {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                errors.push(err(
+                    format!("spec.redis.external.{field}[{i}]"),
+                    "must start with redis:// or rediss://",
+                ));
+            }
+        }
+    }
 }

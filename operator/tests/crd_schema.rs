@@ -313,6 +313,51 @@ fn cel_rejects_incomplete_external_redis_and_admin_ui() {
 }
 
 #[test]
+fn cel_refuses_a_cluster_mixed_with_shard_urls_and_takes_one_alone() {
+    let with_cluster = |urls: bool, nodes: Vec<&str>| {
+        let mut sl = fixture("external.yaml");
+        let external = sl.spec.redis.external.as_mut().unwrap();
+        if !urls {
+            external.urls = None;
+        }
+        external.cluster_nodes = Some(nodes.into_iter().map(String::from).collect());
+        sl
+    };
+    rejected(
+        &with_cluster(true, vec!["redis://c0:6379"]),
+        "mixes shard URLs (urls, urlsSecret) and a Redis Cluster",
+    );
+    let mut mixed_secret = with_cluster(false, vec!["redis://c0:6379"]);
+    mixed_secret
+        .spec
+        .redis
+        .external
+        .as_mut()
+        .unwrap()
+        .urls_secret = Some(screenlimit_operator::crd::SecretKeyRef {
+        name: "urls".into(),
+        key: "urls".into(),
+    });
+    rejected(&mixed_secret, "mixes shard URLs");
+    rejected(
+        &with_cluster(false, vec!["http://c0:6379"]),
+        "every cluster node URL must start with redis:// or rediss://",
+    );
+    let alone = with_cluster(false, vec!["redis://c0:6379", "rediss://c1:6380"]);
+    assert!(
+        rule_messages(&alone).is_empty(),
+        "{:?}",
+        rule_messages(&alone)
+    );
+    let mut nothing = fixture("external.yaml");
+    nothing.spec.redis.external.as_mut().unwrap().urls = None;
+    rejected(
+        &nothing,
+        "set exactly one of redis.external.urls, urlsSecret, clusterNodes",
+    );
+}
+
+#[test]
 fn cel_rejects_long_names() {
     let mut sl = fixture("managed.yaml");
     sl.metadata.name = Some("x".repeat(41));

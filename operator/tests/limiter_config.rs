@@ -403,3 +403,79 @@ fn the_http_knobs_reach_the_limiter_config() {
     assert_eq!(config.http.listen_backlog, 1000);
     assert_eq!(config.http.max_queue_delay, Duration::from_millis(20));
 }
+
+/// `external.yaml` on a Redis Cluster: its nodes inline, or from a Secret.
+fn on_a_cluster(inline: bool) -> screenlimit_operator::crd::StreamLimiter {
+    use screenlimit_operator::crd::SecretKeyRef;
+    let mut sl = fixture("external.yaml");
+    let external = sl.spec.redis.external.as_mut().unwrap();
+    external.urls = None;
+    if inline {
+        external.cluster_nodes = Some(vec![
+            "redis://redis-cluster-0.data.svc:6379".into(),
+            "redis://redis-cluster-1.data.svc:6379".into(),
+        ]);
+    } else {
+        external.cluster_nodes_secret = Some(SecretKeyRef {
+            name: "cluster-nodes".into(),
+            key: "nodes".into(),
+        });
+    }
+    sl
+}
+
+fn limiter_yaml_of(sl: &screenlimit_operator::crd::StreamLimiter) -> String {
+    build(sl).unwrap().config_maps[0].data.as_ref().unwrap()["limiter.yaml"].clone()
+}
+
+#[test]
+fn a_cluster_s_nodes_render_store_cluster_and_the_limiter_accepts_it() {
+    let text = limiter_yaml_of(&on_a_cluster(true));
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(config.store.redis_shards.is_empty(), "{text}");
+    let cluster = config.store.cluster.expect("store.cluster");
+    assert_eq!(
+        cluster.nodes,
+        [
+            "redis://redis-cluster-0.data.svc:6379",
+            "redis://redis-cluster-1.data.svc:6379"
+        ]
+    );
+}
+
+#[test]
+fn cluster_nodes_from_a_secret_validate_once_the_environment_supplies_them() {
+    let text = limiter_yaml_of(&on_a_cluster(false));
+    assert!(!text.contains("cluster:"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limiter.yaml");
+    std::fs::write(&path, &text).unwrap();
+    let env = |name: &str| {
+        (name == "SCREENLIMIT_REDIS_CLUSTER_NODES")
+            .then(|| "redis://c0:6379,redis://c1:6379".to_owned())
+    };
+    let config = Config::load(Some(&path), env).unwrap();
+    assert_eq!(config.store.cluster.unwrap().nodes.len(), 2);
+    assert!(config.store.redis_shards.is_empty());
+    let desired = build(&on_a_cluster(false)).unwrap();
+    let pod = desired.deployments[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    let env = pod.containers[0].env.as_ref().unwrap();
+    let from_secret = env
+        .iter()
+        .find(|e| e.name == "SCREENLIMIT_REDIS_CLUSTER_NODES")
+        .and_then(|e| e.value_from.as_ref()?.secret_key_ref.as_ref())
+        .expect("the nodes come from the Secret");
+    assert_eq!(
+        (from_secret.name.as_str(), from_secret.key.as_str()),
+        ("cluster-nodes", "nodes")
+    );
+    assert!(!env.iter().any(|e| e.name == "SCREENLIMIT_REDIS_SHARDS"));
+}

@@ -62,6 +62,25 @@ fn external_mode_needs_matching_urls() {
 }
 
 #[test]
+fn external_mode_takes_a_cluster_alone_never_mixed_with_shard_urls() {
+    let mut sl = fixture("external.yaml");
+    let external = sl.spec.redis.external.as_mut().unwrap();
+    external.cluster_nodes = Some(vec!["redis://c0:6379".into()]);
+    assert_eq!(fields(validate(&sl)), ["spec.redis.external"]);
+    let external = sl.spec.redis.external.as_mut().unwrap();
+    external.urls = None;
+    assert!(
+        validate(&sl).is_ok(),
+        "a cluster alone: redis.shards is not compared"
+    );
+    sl.spec.redis.external.as_mut().unwrap().cluster_nodes = Some(vec!["c0:6379".into()]);
+    assert_eq!(
+        fields(validate(&sl)),
+        ["spec.redis.external.clusterNodes[0]"]
+    );
+}
+
+#[test]
 fn messages_say_what_to_do() {
     let mut sl = fixture("managed.yaml");
     sl.spec.lease.ttl_seconds = 45;

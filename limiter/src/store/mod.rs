@@ -118,8 +118,8 @@ pub enum AnyStore {
 }
 
 impl AnyStore {
-    /// The configured backend: `local` itself for `memory`, else the Redis shards (by URL or
-    /// through Sentinel). Must run inside a Tokio runtime.
+    /// The configured backend: `local` itself for `memory`, else the Redis shards (by URL,
+    /// through Sentinel, or a Redis Cluster's primaries). Must run inside a Tokio runtime.
     pub fn from_config(
         config: &crate::config::StoreConfig,
         local: std::sync::Arc<memory::MemoryStore>,
@@ -131,13 +131,17 @@ impl AnyStore {
         Ok(match config.backend {
             Backend::Memory => AnyStore::Memory(local),
             Backend::Redis => {
-                let shards = match &config.sentinel {
-                    Some(sentinel) => ShardSpec::Sentinel {
+                let shards = match (&config.sentinel, &config.cluster) {
+                    (Some(sentinel), _) => ShardSpec::Sentinel {
                         addresses: sentinel.addresses.clone(),
                         masters: sentinel.masters.clone(),
                         poll_interval: sentinel.poll_interval,
                     },
-                    None => ShardSpec::Urls(config.redis_shards.clone()),
+                    (None, Some(cluster)) => ShardSpec::Cluster {
+                        nodes: cluster.nodes.clone(),
+                        refresh_interval: cluster.refresh_interval,
+                    },
+                    (None, None) => ShardSpec::Urls(config.redis_shards.clone()),
                 };
                 let options = RedisOptions {
                     shards,
@@ -173,11 +177,20 @@ impl AnyStore {
         }
     }
 
-    /// The index of the shard that owns `account_id` (0 on the embedded store).
-    pub fn shard_of(&self, account_id: &str) -> usize {
+    /// The index of the shard that owns `account_id` (0 on the embedded store; `None` on a
+    /// cluster while no primary is known for its slot).
+    pub fn shard_of(&self, account_id: &str) -> Option<usize> {
         match self {
-            AnyStore::Memory(_) => 0,
+            AnyStore::Memory(_) => Some(0),
             AnyStore::Redis(store) => store.shard_of(account_id),
+        }
+    }
+
+    /// How many shard indices there can be (see `RedisStore::shard_indices`).
+    pub fn shard_indices(&self) -> usize {
+        match self {
+            AnyStore::Memory(_) => 1,
+            AnyStore::Redis(store) => store.shard_indices(),
         }
     }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+pub mod cluster;
 pub mod tls;
 
 pub const SECRET: &str = "conformance-test-stream-id-secret";

@@ -153,14 +153,21 @@ pub fn deployment(
         mounts.push(mount("redis-tls", TLS_DIR));
     }
     let mut vars = vec![env("SCREENLIMIT_LOG_FORMAT", "json")];
-    if let Some(secret) = spec
-        .redis
-        .external
-        .as_ref()
-        .and_then(|ext| ext.urls_secret.as_ref())
-    {
+    let external = spec.redis.external.as_ref();
+    let from_secrets = [
+        (
+            "SCREENLIMIT_REDIS_SHARDS",
+            external.and_then(|ext| ext.urls_secret.as_ref()),
+        ),
+        (
+            "SCREENLIMIT_REDIS_CLUSTER_NODES",
+            external.and_then(|ext| ext.cluster_nodes_secret.as_ref()),
+        ),
+    ];
+    for (name, secret) in from_secrets {
+        let Some(secret) = secret else { continue };
         vars.push(EnvVar {
-            name: "SCREENLIMIT_REDIS_SHARDS".to_owned(),
+            name: name.to_owned(),
             value_from: Some(EnvVarSource {
                 secret_key_ref: Some(SecretKeySelector {
                     name: secret.name.clone(),

@@ -124,6 +124,8 @@ struct Store {
     redis_shards: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sentinel: Option<Sentinel>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<Cluster>,
     timeout: String,
     batch_window: String,
     circuit_probe_interval: &'static str,
@@ -156,6 +158,23 @@ pub struct Sentinel {
     pub masters: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<Auth>,
+}
+
+/// `store.cluster`: a Redis Cluster's seed nodes.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    pub nodes: Vec<String>,
+}
+
+/// The `store.cluster` section, when `redis.external.clusterNodes` lists the nodes (from
+/// `clusterNodesSecret` they come through `SCREENLIMIT_REDIS_CLUSTER_NODES` instead).
+pub fn cluster(sl: &StreamLimiter) -> Option<Cluster> {
+    let redis = &sl.spec.redis;
+    if redis.mode != RedisMode::External {
+        return None;
+    }
+    let nodes = redis.external.as_ref()?.cluster_nodes.clone()?;
+    Some(Cluster { nodes })
 }
 
 /// `redis` or, when `redis.tls` is set, `rediss`.
@@ -220,7 +239,7 @@ pub fn managed_shard_url(sl: &StreamLimiter, names: &Names, namespace: &str, ind
 }
 
 /// Shard URLs written into the file. Empty when they come from a Secret (through
-/// `SCREENLIMIT_REDIS_SHARDS`) or when Sentinel names each shard's primary.
+/// `SCREENLIMIT_REDIS_SHARDS`), when Sentinel names each shard's primary, or for a Redis Cluster.
 pub fn shard_urls(sl: &StreamLimiter, names: &Names, namespace: &str) -> Vec<String> {
     let redis = &sl.spec.redis;
     if sentinel_enabled(sl) {
@@ -285,6 +304,7 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
             backend: "redis",
             redis_shards: shard_urls(sl, names, namespace),
             sentinel: sentinel(sl, names, namespace),
+            cluster: cluster(sl),
             timeout: format!("{}ms", spec.failure_policy.store_timeout_millis),
             batch_window: format!("{}us", spec.limiter.batch_window_micros),
             circuit_probe_interval: CIRCUIT_PROBE_INTERVAL,

@@ -64,13 +64,13 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
 
     let limiter_config = limiter_config::render(sl, &names, &ns);
     let mut hash_inputs = vec![stream_id_secret_ref(sl, &names)];
-    if let Some(secret) = spec
-        .redis
-        .external
-        .as_ref()
-        .and_then(|e| e.urls_secret.as_ref())
-    {
-        hash_inputs.push(format!("urls-secret:{}/{}", secret.name, secret.key));
+    if let Some(external) = &spec.redis.external {
+        if let Some(secret) = &external.urls_secret {
+            hash_inputs.push(format!("urls-secret:{}/{}", secret.name, secret.key));
+        }
+        if let Some(secret) = &external.cluster_nodes_secret {
+            hash_inputs.push(format!("cluster-secret:{}/{}", secret.name, secret.key));
+        }
     }
     if let Some(token) = &spec.limiter.auth_token_secret {
         hash_inputs.push(format!("auth-token:{}/{}", token.name, token.key));

@@ -22,7 +22,7 @@ use crate::config::{ConfigError, StoreConfig};
 /// The smallest ACL a data node needs to grant the limiter's user (README, "Redis ACL for the
 /// limiter"): its own keys (`sl:*`), no channels, and only the commands it and its scripts run.
 pub const LIMITER_ACL_RULES: &str = "on resetkeys ~sl:* resetchannels -@all +ping +evalsha \
-     +script|load +role +dbsize +get +getex +set +setrange +incr +del +pexpire +pexpiretime +time +lpush \
+     +script|load +role +dbsize +cluster|shards +asking +get +getex +set +setrange +incr +del +pexpire +pexpiretime +time +lpush \
      +ltrim +lrange";
 
 /// `store.tls`: what a `rediss://` connection trusts and shows.
@@ -122,11 +122,13 @@ fn read(field: &'static str, path: &PathBuf) -> Result<Vec<u8>, ConfigError> {
 /// settings go together and serve a `rediss://` address, user names are plain.
 pub fn validate(store: &StoreConfig) -> Result<(), ConfigError> {
     let sentinel_addresses = store.sentinel.iter().flat_map(|s| &s.addresses);
+    let cluster_nodes = store.cluster.iter().flat_map(|c| &c.nodes);
     let addresses = store
         .redis_shards
         .iter()
         .map(|url| ("store.redis_shards", url))
-        .chain(sentinel_addresses.map(|url| ("store.sentinel.addresses", url)));
+        .chain(sentinel_addresses.map(|url| ("store.sentinel.addresses", url)))
+        .chain(cluster_nodes.map(|url| ("store.cluster.nodes", url)));
     let mut any_tls = false;
     for (field, url) in addresses {
         let info = url

@@ -9,7 +9,7 @@ pub struct LuaScript {
 }
 
 impl LuaScript {
-    pub fn new(source: &'static str) -> Self {
+    pub fn new(source: &str) -> Self {
         LuaScript {
             sha: Script::new(source).get_hash().to_owned(),
         }

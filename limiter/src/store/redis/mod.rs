@@ -1,12 +1,15 @@
-//! The Redis store: accounts spread over shards by a consistent hash, each operation one
-//! `EVALSHA` of one Lua script (loaded on first use, reloaded if the server lost it), every call
-//! bounded by the store deadline and guarded by a per-shard circuit breaker. The commands of all
-//! lanes for one shard share round trips (`batch.rs`).
+//! The Redis store: accounts spread over shards, each operation one `EVALSHA` of one Lua script
+//! (loaded on first use, reloaded if the server lost it), every call bounded by the store deadline
+//! and guarded by a per-shard circuit breaker. The commands of all lanes for one shard share
+//! round trips (`batch.rs`). The shards are a list of Redis servers (by URL or Sentinel master,
+//! an account's by a consistent hash, `ring.rs`) or the primaries of a Redis Cluster (an account's
+//! by its slot, `cluster.rs`).
 
 pub mod access;
 mod batch;
 mod breaker;
 mod call;
+pub mod cluster;
 mod record;
 pub mod ring;
 mod shard;
@@ -16,9 +19,11 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, Value};
+use tokio::time::Instant;
 
 use self::batch::Job;
 use self::call::{Call, LuaScript};
+use self::cluster::{Redirect, Topology};
 use self::shard::Shard;
 use super::{LeaseStore, ShardHealth, StoreError};
 use crate::ids::{Nonce, PlanTag, StreamRef};
@@ -54,7 +59,11 @@ macro_rules! lease_script {
 /// four calls; no prelude).
 const TOUCH_SCRIPT: &str = concat!(include_str!("lua/fast.lua"), include_str!("lua/touch.lua"));
 
-/// The scripts, one per operation, and `touch`.
+/// What every script starts with on a Redis Cluster: it stops before any write while its slot
+/// migrates (see the file).
+const CLUSTER_GUARD: &str = include_str!("lua/cluster_guard.lua");
+
+/// The scripts, one per operation, `touch`, and the fleet audit list's push.
 pub struct Scripts {
     pub acquire: LuaScript,
     pub touch: LuaScript,
@@ -64,35 +73,49 @@ pub struct Scripts {
     pub list: LuaScript,
     pub set_override: LuaScript,
     pub session_event: LuaScript,
+    pub fleet_audit: LuaScript,
+    /// The sources as loaded (after a `NOSCRIPT`, and at start).
+    loaded: Vec<(&'static str, String)>,
 }
 
 impl Scripts {
+    /// The scripts for a server or a Sentinel master.
     pub fn new() -> Self {
-        let [
-            acquire,
-            touch,
-            heartbeat,
-            release,
-            force_stop,
-            list,
-            set_override,
-            session_event,
-        ] = Self::sources().map(|(_, source)| LuaScript::new(source));
+        Self::build(false)
+    }
+
+    /// The scripts for a Redis Cluster: each starts with the migration guard (but the fleet
+    /// audit push, whose key has no hash tag and which fails before its only write).
+    pub fn for_cluster() -> Self {
+        Self::build(true)
+    }
+
+    fn build(cluster: bool) -> Self {
+        let loaded: Vec<(&'static str, String)> = Self::sources()
+            .into_iter()
+            .map(|(name, source)| match cluster && name != "fleet_audit" {
+                true => (name, format!("{CLUSTER_GUARD}{source}")),
+                false => (name, source.to_owned()),
+            })
+            .collect();
+        let script = |i: usize| LuaScript::new(&loaded[i].1);
         Scripts {
-            acquire,
-            touch,
-            heartbeat,
-            release,
-            force_stop,
-            list,
-            set_override,
-            session_event,
+            acquire: script(0),
+            touch: script(1),
+            heartbeat: script(2),
+            release: script(3),
+            force_stop: script(4),
+            list: script(5),
+            set_override: script(6),
+            session_event: script(7),
+            fleet_audit: script(8),
+            loaded,
         }
     }
 
-    /// The source of every script by operation name (in the order of the fields), for loading
-    /// after a `NOSCRIPT` and for tools such as the benchmark.
-    pub fn sources() -> [(&'static str, &'static str); 8] {
+    /// The source of every script by operation name (in the order of the fields), as loaded on
+    /// a server, for tools such as the benchmark.
+    pub fn sources() -> [(&'static str, &'static str); 9] {
         [
             ("acquire", lease_script!(fast "acquire")),
             ("touch", TOUCH_SCRIPT),
@@ -102,6 +125,7 @@ impl Scripts {
             ("list", lease_script!("list")),
             ("set_override", lease_script!("set_override")),
             ("session_event", include_str!("lua/session_event.lua")),
+            ("fleet_audit", include_str!("lua/fleet_audit.lua")),
         ]
     }
 }
@@ -131,8 +155,10 @@ pub fn account_audit_key(account_id: &str) -> String {
     format!("sl:audit:{{{account_id}}}")
 }
 
-/// Each shard's list of its newest support actions; the fleet view merges them.
-pub const SHARD_AUDIT_KEY: &str = "sl:audit";
+/// The fleet audit list: the newest support actions and sign-in events. Each shard of a list
+/// keeps its own (beside the account or user an entry concerns) and the fleet view merges them;
+/// a Redis Cluster keeps one, in this key's slot.
+pub const FLEET_AUDIT_KEY: &str = "sl:audit";
 
 /// A dashboard user's session generation (`session_event.lua`), in the user's own slot.
 pub fn session_key(user: &str) -> String {
@@ -148,7 +174,7 @@ const SESSION_GENERATION_LIFE: Duration =
 const AUDIT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 
 pub struct RedisStore {
-    shards: Vec<Arc<Shard>>,
+    shards: Shards,
     /// The store itself, for the task that sends a batch (it must outlive any one request).
     me: Weak<RedisStore>,
     scripts: Scripts,
@@ -159,6 +185,36 @@ pub struct RedisStore {
     deadline: Duration,
     batch_window: Duration,
 }
+
+/// The shards and how an account finds its own.
+enum Shards {
+    /// A fixed list (URLs or Sentinel masters): an account's by the jump hash of its id.
+    Ring(Vec<Arc<Shard>>),
+    /// The primaries of a Redis Cluster: an account's by its slot.
+    Cluster(Arc<Topology>),
+}
+
+/// Where a command goes.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    /// The keys of one hash tag: an account's (`{account}`), a dashboard user's (`{user}`).
+    Tag(&'a str),
+    /// The fleet audit list an entry about this account or user goes to: its shard's own, or
+    /// on a cluster the one list.
+    FleetAudit(&'a str),
+    /// One shard of a list, by index (reads that visit every shard).
+    Shard(usize),
+}
+
+/// Cluster primaries whose live streams are counted, by index (a primary's index is given when
+/// it first appears, so failovers and resharding add indices over time).
+const MAX_CLUSTER_INDICES: usize = 1024;
+
+/// How many redirections one command follows before it gives up (within its deadline).
+const MAX_REDIRECTIONS: usize = 5;
+
+/// How long a command waits before it is sent again after `TRYAGAIN` (a slot in mid-migration).
+const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(2);
 
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
@@ -172,7 +228,7 @@ pub struct RedisOptions {
     pub access: access::Access,
 }
 
-/// Where the shards are: fixed URLs, or master names that Sentinel resolves.
+/// Where the shards are: fixed URLs, master names that Sentinel resolves, or a Redis Cluster.
 #[derive(Debug, Clone)]
 pub enum ShardSpec {
     Urls(Vec<String>),
@@ -180,6 +236,12 @@ pub enum ShardSpec {
         addresses: Vec<String>,
         masters: Vec<String>,
         poll_interval: Duration,
+    },
+    Cluster {
+        /// Seed nodes: asked for the slot map.
+        nodes: Vec<String>,
+        /// How often the slot map is read when nothing asks for it sooner.
+        refresh_interval: Duration,
     },
 }
 
@@ -218,18 +280,32 @@ impl RedisStore {
                     .collect::<Result<Vec<_>, _>>()?,
                 *poll_interval,
             ),
+            ShardSpec::Cluster {
+                nodes,
+                refresh_interval,
+            } => {
+                let topology = Arc::new(Topology::new(
+                    nodes,
+                    &access,
+                    deadline,
+                    threshold,
+                    options.probe_interval,
+                )?);
+                cluster::spawn_refresher(
+                    Arc::downgrade(&topology),
+                    *refresh_interval,
+                    options.probe_interval,
+                );
+                return Ok(Self::assemble(
+                    Shards::Cluster(topology),
+                    Scripts::for_cluster(),
+                    options,
+                    plans,
+                    timing,
+                ));
+            }
         };
-        let store = Arc::new_cyclic(|me| RedisStore {
-            me: me.clone(),
-            shards,
-            scripts: Scripts::new(),
-            default_plan: plans.default.clone(),
-            caps_book: caps_book(plans),
-            timing,
-            deadline,
-            batch_window: options.batch_window,
-        });
-        for shard in &store.shards {
+        for shard in &shards {
             shard::spawn_maintenance(
                 Arc::downgrade(shard),
                 options.probe_interval,
@@ -237,23 +313,50 @@ impl RedisStore {
                 deadline,
             );
         }
-        Ok(store)
+        Ok(Self::assemble(
+            Shards::Ring(shards),
+            Scripts::new(),
+            options,
+            plans,
+            timing,
+        ))
+    }
+
+    fn assemble(
+        shards: Shards,
+        scripts: Scripts,
+        options: &RedisOptions,
+        plans: &PlanBook,
+        timing: Timing,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| RedisStore {
+            me: me.clone(),
+            shards,
+            scripts,
+            default_plan: plans.default.clone(),
+            caps_book: caps_book(plans),
+            timing,
+            deadline: options.deadline,
+            batch_window: options.batch_window,
+        })
     }
 
     /// Contacts every shard once: a wrong password, a missing ACL permission or a TLS setup that
     /// cannot work is a config error; a shard out of reach is logged (once) and left to the
-    /// failure policy, since the limiter must start while its store is down.
+    /// failure policy, since the limiter must start while its store is down. On a cluster the
+    /// seed nodes are contacted, and the slot map is read before the first request.
     pub async fn check_access(&self) -> Result<(), crate::config::ConfigError> {
         let deadline = access::contact_deadline(self.deadline);
-        let contacts = self
-            .shards
+        let shards = match &self.shards {
+            Shards::Ring(shards) => shards,
+            Shards::Cluster(topology) => {
+                return topology.first_contact(&self.scripts.loaded, deadline).await;
+            }
+        };
+        let contacts = shards
             .iter()
-            .map(|shard| shard.first_contact(deadline));
-        for (shard, contact) in self
-            .shards
-            .iter()
-            .zip(futures::future::join_all(contacts).await)
-        {
+            .map(|shard| shard.first_contact(&self.scripts.loaded, deadline));
+        for (shard, contact) in shards.iter().zip(futures::future::join_all(contacts).await) {
             if let access::Contact::Down(reason) = contact? {
                 tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), reason, "store shard out of reach at start; serving under the failure policy");
             }
@@ -261,64 +364,218 @@ impl RedisStore {
         Ok(())
     }
 
+    /// The shards now: the list, or the cluster's primaries that serve a slot.
+    fn shards_now(&self) -> Vec<Arc<Shard>> {
+        match &self.shards {
+            Shards::Ring(shards) => shards.clone(),
+            Shards::Cluster(topology) => topology.primaries(),
+        }
+    }
+
     /// Per shard, batches sent so far and the commands they carried: (shard, batches, commands).
     pub fn batch_totals(&self) -> Vec<(usize, u64, u64)> {
-        self.shards
+        self.shards_now()
             .iter()
-            .enumerate()
-            .map(|(index, shard)| {
+            .map(|shard| {
                 let (batches, commands) = shard.queue.totals();
-                (index, batches, commands)
+                (shard.index, batches, commands)
             })
             .collect()
     }
 
-    /// The index of the shard that owns `account_id`.
-    pub fn shard_of(&self, account_id: &str) -> usize {
-        ring::shard_for(account_id, self.shards.len())
+    /// The index of the shard that owns `account_id` (on a cluster, of the primary that serves
+    /// its slot now; `None` while no primary is known for it).
+    pub fn shard_of(&self, account_id: &str) -> Option<usize> {
+        match &self.shards {
+            Shards::Ring(shards) => Some(ring::shard_for(account_id, shards.len())),
+            Shards::Cluster(topology) => topology
+                .owner(cluster::tag_slot(account_id))
+                .map(|shard| shard.index),
+        }
+    }
+
+    /// How many shard indices there can be: the list's length; on a cluster, primaries get new
+    /// indices as they appear, so a bound (counts for higher ones are dropped).
+    pub fn shard_indices(&self) -> usize {
+        match &self.shards {
+            Shards::Ring(shards) => shards.len(),
+            Shards::Cluster(_) => MAX_CLUSTER_INDICES,
+        }
     }
 
     /// Each shard's circuit: (shard, open).
     pub fn circuits(&self) -> Vec<(usize, bool)> {
-        self.shards
+        self.shards_now()
             .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.breaker.is_open()))
+            .map(|s| (s.index, s.breaker.is_open()))
             .collect()
     }
 
-    /// Runs one script call on the account's shard, in the shard's next batch.
-    async fn run<T: FromRedisValue>(&self, account_id: &str, call: Call) -> Result<T, StoreError> {
-        let index = ring::shard_for(account_id, self.shards.len());
-        let reply = self.send(index, call.into_command()).await?;
+    /// Runs one script call on the keys of `tag` (an account or a user), in its shard's next
+    /// batch.
+    async fn run<T: FromRedisValue>(&self, tag: &str, call: Call) -> Result<T, StoreError> {
+        let reply = self.send(Target::Tag(tag), call.into_command()).await?;
         redis::from_redis_value(reply).map_err(|e| malformed(&e.to_string()))
     }
 
-    /// Sends one command to shard `index` in its next batch; its reply within the store deadline.
-    async fn send(&self, index: usize, command: Cmd) -> Result<Value, StoreError> {
-        let shard = &self.shards[index];
+    /// Sends one command to its shard in the shard's next batch; its reply within the store
+    /// deadline. On a cluster, `MOVED`, `ASK` and `TRYAGAIN` are followed within that deadline.
+    async fn send(&self, target: Target<'_>, command: Cmd) -> Result<Value, StoreError> {
+        let until = Instant::now() + self.deadline;
+        let (shard, reply) = match &self.shards {
+            Shards::Ring(shards) => {
+                let index = match target {
+                    Target::Tag(tag) | Target::FleetAudit(tag) => {
+                        ring::shard_for(tag, shards.len())
+                    }
+                    Target::Shard(index) => index,
+                };
+                let shard = &shards[index];
+                (shard.index, self.send_to(shard, command, until).await?)
+            }
+            Shards::Cluster(topology) => {
+                let slot = match target {
+                    Target::Tag(tag) => cluster::tag_slot(tag),
+                    Target::FleetAudit(_) | Target::Shard(_) => {
+                        cluster::key_slot(FLEET_AUDIT_KEY.as_bytes())
+                    }
+                };
+                self.send_in_cluster(topology, slot, command, until).await?
+            }
+        };
+        match reply {
+            Value::ServerError(error) => Err(StoreError::Backend {
+                shard,
+                message: match error.code() {
+                    "MOVED" | "ASK" => format!(
+                        "{error}: this shard is a Redis Cluster node; list the cluster's nodes \
+                         under store.cluster.nodes instead"
+                    ),
+                    _ => error.to_string(),
+                },
+            }),
+            value => Ok(value),
+        }
+    }
+
+    /// One command for `slot` on a cluster: to the slot's primary, then wherever the nodes
+    /// redirect it. Returns the shard that answered and its reply.
+    async fn send_in_cluster(
+        &self,
+        topology: &Topology,
+        slot: u16,
+        command: Cmd,
+        until: Instant,
+    ) -> Result<(usize, Value), StoreError> {
+        let mut asking: Option<Arc<Shard>> = None;
+        for _ in 0..MAX_REDIRECTIONS {
+            let (node, reply) = match asking.take() {
+                Some(node) => {
+                    let reply = self.send_asking(&node, &command, until).await;
+                    (node, reply)
+                }
+                None => {
+                    let Some(node) = topology.owner_by(slot, until).await else {
+                        return Err(StoreError::Backend {
+                            shard: usize::MAX,
+                            message: format!(
+                                "no cluster node serves slot {slot} (the slot map is being read)"
+                            ),
+                        });
+                    };
+                    let reply = self.send_to(&node, command.clone(), until).await;
+                    (node, reply)
+                }
+            };
+            let error = match reply {
+                Ok(Value::ServerError(error)) => error,
+                Ok(value) => return Ok((node.index, value)),
+                Err(error) => {
+                    // The node may be gone (a failover): the map is read again meanwhile.
+                    topology.stale();
+                    return Err(error);
+                }
+            };
+            let unusable = |e: String| StoreError::Backend {
+                shard: node.index,
+                message: e,
+            };
+            match Redirect::parse(&error) {
+                Some(Redirect::Moved { slot, address }) => {
+                    topology.moved(slot, &address).map_err(unusable)?;
+                }
+                Some(Redirect::Ask { address }) => {
+                    asking = Some(topology.node_at(&address).map_err(unusable)?);
+                }
+                Some(Redirect::TryAgain) => {
+                    tokio::time::sleep_until(until.min(Instant::now() + TRY_AGAIN_PAUSE)).await;
+                    if Instant::now() >= until {
+                        return Err(StoreError::Timeout { shard: node.index });
+                    }
+                }
+                None => return Ok((node.index, Value::ServerError(error))),
+            }
+        }
+        Err(StoreError::Backend {
+            shard: usize::MAX,
+            message: format!("slot {slot}: too many cluster redirections"),
+        })
+    }
+
+    /// `ASKING` and the command, on their own right after each other on `node`'s connection (a
+    /// slot being migrated to it), outside the batches; scripts it lacks are loaded first.
+    async fn send_asking(
+        &self,
+        node: &Shard,
+        command: &Cmd,
+        until: Instant,
+    ) -> Result<Value, StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("ASKING").add_command(command.clone());
+        let answer = async {
+            let mut replies = self.pipeline(node, &pipe).await?;
+            if matches!(&replies[1], Value::ServerError(e) if e.code() == "NOSCRIPT") {
+                self.load_scripts(node).await?;
+                replies = self.pipeline(node, &pipe).await?;
+            }
+            Ok(replies.swap_remove(1))
+        };
+        match tokio::time::timeout_at(until, answer).await {
+            Ok(reply) => reply,
+            Err(_) => Err(StoreError::Timeout { shard: node.index }),
+        }
+    }
+
+    /// Sends one command to `shard` in its next batch; its reply (a server error as a value)
+    /// by `until`.
+    async fn send_to(
+        &self,
+        shard: &Arc<Shard>,
+        command: Cmd,
+        until: Instant,
+    ) -> Result<Value, StoreError> {
         if shard.breaker.is_open() {
-            return Err(StoreError::CircuitOpen { shard: index });
+            return Err(StoreError::CircuitOpen { shard: shard.index });
         }
         let (answer, reply) = tokio::sync::oneshot::channel();
         if shard.queue.push(Job { command, answer }) {
             // A task of its own, so that a request that goes away cannot strand the batch.
             let store = self.me.upgrade().expect("the store outlives its requests");
-            tokio::spawn(store.send_batches(index));
+            tokio::spawn(store.send_batches(shard.clone()));
         }
-        match tokio::time::timeout(self.deadline, reply).await {
+        match tokio::time::timeout_at(until, reply).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(StoreError::Backend {
-                shard: index,
+                shard: shard.index,
                 message: "the batch was dropped".into(),
             }),
-            Err(_) => Err(StoreError::Timeout { shard: index }),
+            Err(_) => Err(StoreError::Timeout { shard: shard.index }),
         }
     }
 
-    /// Sends shard `index`'s waiting commands, batch after batch, until none wait.
-    async fn send_batches(self: Arc<Self>, index: usize) {
-        let queue = &self.shards[index].queue;
+    /// Sends the shard's waiting commands, batch after batch, until none wait.
+    async fn send_batches(self: Arc<Self>, shard: Arc<Shard>) {
+        let queue = &shard.queue;
         loop {
             // Every batch waits for company, not only one that finds the shard idle: fewer,
             // deeper round trips are what save the shard's CPU (a command waits at most about
@@ -332,16 +589,10 @@ impl RedisStore {
                 .map(|job| (job.command, job.answer))
                 .unzip();
             // A command whose request went away no longer listens; that is fine.
-            match self.run_batch(index, commands).await {
+            match self.run_batch(&shard, commands).await {
                 Ok(replies) => {
                     for (answer, reply) in answers.into_iter().zip(replies) {
-                        let _ = answer.send(match reply {
-                            Value::ServerError(error) => Err(StoreError::Backend {
-                                shard: index,
-                                message: error.to_string(),
-                            }),
-                            value => Ok(value),
-                        });
+                        let _ = answer.send(Ok(reply));
                     }
                 }
                 Err(error) => {
@@ -356,49 +607,69 @@ impl RedisStore {
         }
     }
 
-    /// One pipeline of `commands` on shard `index`: a reply per command, in order. Scripts the
-    /// server lost (a restart, a failover, `SCRIPT FLUSH`) are loaded again and the commands it
+    /// One pipeline of `commands` on `shard`: a reply per command, in order. Scripts the server
+    /// lost (a restart, a failover, `SCRIPT FLUSH`) are loaded again and the commands it
     /// refused with `NOSCRIPT` sent once more.
-    async fn run_batch(&self, index: usize, commands: Vec<Cmd>) -> Result<Vec<Value>, StoreError> {
+    async fn run_batch(&self, shard: &Shard, commands: Vec<Cmd>) -> Result<Vec<Value>, StoreError> {
         let mut pipe = redis::pipe();
         for command in commands {
             pipe.add_command(command);
         }
-        let mut replies = self.pipeline(index, &pipe).await?;
+        let mut replies = self.pipeline(shard, &pipe).await?;
         let lost: Vec<usize> = (0..replies.len())
             .filter(|&i| matches!(&replies[i], Value::ServerError(e) if e.code() == "NOSCRIPT"))
             .collect();
         if lost.is_empty() {
             return Ok(replies);
         }
-        let mut loads = redis::pipe();
-        for (_, source) in Scripts::sources() {
-            loads.cmd("SCRIPT").arg("LOAD").arg(source);
-        }
-        self.pipeline(index, &loads).await?;
+        self.load_scripts(shard).await?;
         let mut again = redis::pipe();
         for (i, command) in pipe.cmd_iter().enumerate() {
             if lost.contains(&i) {
                 again.add_command(command.clone());
             }
         }
-        let again = self.pipeline(index, &again).await?;
+        let again = self.pipeline(shard, &again).await?;
         for (i, reply) in lost.into_iter().zip(again) {
             replies[i] = reply;
         }
         Ok(replies)
     }
 
+    /// Loads every script on `shard`. Within the first-contact deadline rather than the store's:
+    /// compiling the scripts can take a busy server longer than one call may, and a load that
+    /// timed out every time would leave the shard answering `NOSCRIPT` for good (no request
+    /// waits on it beyond its own deadline: it runs in the batch's task).
+    async fn load_scripts(&self, shard: &Shard) -> Result<(), StoreError> {
+        let mut loads = redis::pipe();
+        for (_, source) in &self.scripts.loaded {
+            loads.cmd("SCRIPT").arg("LOAD").arg(source);
+        }
+        let deadline = access::contact_deadline(self.deadline);
+        self.pipeline_within(shard, &loads, deadline)
+            .await
+            .map(drop)
+    }
+
     /// `pipe` as one write and one read under the shard's breaker and deadline: a reply per
     /// command, in order.
     async fn pipeline(
         &self,
-        index: usize,
+        shard: &Shard,
         pipe: &redis::Pipeline,
+    ) -> Result<Vec<Value>, StoreError> {
+        self.pipeline_within(shard, pipe, self.deadline).await
+    }
+
+    async fn pipeline_within(
+        &self,
+        shard: &Shard,
+        pipe: &redis::Pipeline,
+        deadline: Duration,
     ) -> Result<Vec<Value>, StoreError> {
         let count = pipe.len();
         let replies = self
-            .guarded(index, |mut connection| async move {
+            .guarded(shard, deadline, |mut connection| async move {
                 connection.req_packed_commands(pipe, 0, count).await
             })
             .await?;
@@ -408,13 +679,18 @@ impl RedisStore {
         }
     }
 
-    /// Runs one call on shard `index`'s master under its circuit breaker and the store deadline.
-    async fn guarded<T, F, Fut>(&self, index: usize, call: F) -> Result<T, StoreError>
+    /// Runs one call on the shard's master under its circuit breaker and `deadline`.
+    async fn guarded<T, F, Fut>(
+        &self,
+        shard: &Shard,
+        deadline: Duration,
+        call: F,
+    ) -> Result<T, StoreError>
     where
         F: FnOnce(redis::aio::ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let shard = &self.shards[index];
+        let index = shard.index;
         if shard.breaker.is_open() {
             return Err(StoreError::CircuitOpen { shard: index });
         }
@@ -423,7 +699,7 @@ impl RedisStore {
                 shard: index,
                 message: "no master known yet; asking Sentinel".into(),
             },
-            Some(connection) => match tokio::time::timeout(self.deadline, call(connection)).await {
+            Some(connection) => match tokio::time::timeout(deadline, call(connection)).await {
                 Ok(Ok(value)) => {
                     shard.breaker.record_success();
                     return Ok(value);
@@ -441,10 +717,10 @@ impl RedisStore {
         Err(error)
     }
 
-    /// The newest `limit` entries (of `kind`, if given) of one audit list on shard `index`.
+    /// The newest `limit` entries (of `kind`, if given) of one audit list.
     async fn audit_list(
         &self,
-        index: usize,
+        target: Target<'_>,
         key: &str,
         kind: Option<AuditKind>,
         limit: usize,
@@ -456,12 +732,8 @@ impl RedisStore {
         };
         let mut command = redis::cmd("LRANGE");
         command.arg(key).arg(0).arg(last);
-        let command = &command;
-        let raw: Vec<String> = self
-            .guarded(index, |mut connection| async move {
-                command.query_async(&mut connection).await
-            })
-            .await?;
+        let raw: Vec<String> = redis::from_redis_value(self.send(target, command).await?)
+            .map_err(|e| malformed(&e.to_string()))?;
         Ok(raw
             .iter()
             .filter_map(|json| serde_json::from_str::<AuditEntry>(json).ok())
@@ -470,11 +742,33 @@ impl RedisStore {
             .collect())
     }
 
-    /// The audit arguments every logging script ends with: caps and retention.
+    /// The fleet audit lists: one per shard of a list, the one of a cluster.
+    fn fleet_audit_targets(&self) -> Vec<Target<'static>> {
+        match &self.shards {
+            Shards::Ring(shards) => (0..shards.len()).map(Target::Shard).collect(),
+            Shards::Cluster(_) => vec![Target::FleetAudit("")],
+        }
+    }
+
+    /// Adds an entry the account's or user's script logged to the fleet audit list, a second
+    /// call after the script (on a cluster the list is in another slot). The action itself is
+    /// done and in the account's own list by then: a failure here is logged, not returned.
+    async fn push_fleet_audit(&self, tag: &str, entry: &Value) {
+        let mut invocation = self.scripts.fleet_audit.call(&[FLEET_AUDIT_KEY]);
+        let Ok(entry) = bytes(entry) else { return };
+        invocation.arg(entry).arg(AUDIT_RECENT);
+        if let Err(error) = self
+            .send(Target::FleetAudit(tag), invocation.into_command())
+            .await
+        {
+            tracing::warn!(%error, "an audit entry could not be added to the fleet audit list; it is in the account's own list");
+        }
+    }
+
+    /// The audit arguments every support action's script ends with: cap and retention.
     fn audit_args(invocation: &mut Call) -> &mut Call {
         invocation
             .arg(AUDIT_PER_ACCOUNT)
-            .arg(AUDIT_RECENT)
             .arg(AUDIT_RETENTION.as_millis() as u64)
     }
 
@@ -485,11 +779,10 @@ impl RedisStore {
     /// too (about one heartbeat in twelve with its six-TTL life). False, when the lease key or
     /// the account key is gone, sends the stream through the full heartbeat script.
     async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<bool, StoreError> {
-        let index = ring::shard_for(account_id, self.shards.len());
         let lease = lease_key(account_id, &stream.nonce);
         let mut command = redis::cmd("GETEX");
         command.arg(&lease).arg("PX").arg(self.timing.ttl_ms);
-        let account_until = match self.send(index, command).await? {
+        let account_until = match self.send(Target::Tag(account_id), command).await? {
             Value::BulkString(bytes) => std::str::from_utf8(&bytes)
                 .ok()
                 .and_then(|text| text.parse::<u64>().ok()),
@@ -683,7 +976,6 @@ impl LeaseStore for RedisStore {
         let mut invocation = self.scripts.force_stop.call(&[
             account_key(&cmd.account_id),
             account_audit_key(&cmd.account_id),
-            SHARD_AUDIT_KEY.to_owned(),
         ]);
         self.timing_args(&mut invocation)
             .arg(&cmd.stream.device_id)
@@ -693,12 +985,16 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.actor)
             .arg(&cmd.reason);
         Self::audit_args(&mut invocation);
-        let code: u64 = self.run(&cmd.account_id, invocation).await?;
-        Ok(match code {
-            1 => ForceStopOutcome::Stopped,
-            2 => ForceStopOutcome::AlreadyStopped,
-            _ => ForceStopOutcome::Unknown,
-        })
+        let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
+        match reply.as_slice() {
+            [code, entry] if int(code)? == 1 => {
+                self.push_fleet_audit(&cmd.account_id, entry).await;
+                Ok(ForceStopOutcome::Stopped)
+            }
+            [code] if int(code)? == 2 => Ok(ForceStopOutcome::AlreadyStopped),
+            [code] if int(code)? == 0 => Ok(ForceStopOutcome::Unknown),
+            _ => Err(malformed("force_stop")),
+        }
     }
 
     async fn audit(
@@ -708,15 +1004,21 @@ impl LeaseStore for RedisStore {
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         if let Some(account_id) = account_id {
-            let index = ring::shard_for(account_id, self.shards.len());
             return self
-                .audit_list(index, &account_audit_key(account_id), kind, limit)
+                .audit_list(
+                    Target::Tag(account_id),
+                    &account_audit_key(account_id),
+                    kind,
+                    limit,
+                )
                 .await;
         }
-        let per_shard =
-            (0..self.shards.len()).map(|i| self.audit_list(i, SHARD_AUDIT_KEY, kind, limit));
+        let lists = self
+            .fleet_audit_targets()
+            .into_iter()
+            .map(|target| self.audit_list(target, FLEET_AUDIT_KEY, kind, limit));
         let mut merged = Vec::new();
-        for entries in futures::future::join_all(per_shard).await {
+        for entries in futures::future::join_all(lists).await {
             merged.extend(entries?);
         }
         merged.sort_by_key(|e| std::cmp::Reverse(e.at));
@@ -762,7 +1064,6 @@ impl LeaseStore for RedisStore {
         let mut invocation = self.scripts.set_override.call(&[
             account_key(&cmd.account_id),
             account_audit_key(&cmd.account_id),
-            SHARD_AUDIT_KEY.to_owned(),
         ]);
         let (limit, duration_ms) = cmd.grant.map_or((0, 0), |g| (g.limit, g.duration_ms));
         self.timing_args(&mut invocation)
@@ -774,22 +1075,25 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.actor)
             .arg(&cmd.reason);
         Self::audit_args(&mut invocation);
-        let reply: Vec<u64> = self.run(&cmd.account_id, invocation).await?;
-        match reply.as_slice() {
-            [0, _] => Ok(None),
-            &[limit, until] => Ok(Some(LimitOverride {
-                limit: limit as u32,
-                until,
-            })),
-            _ => Err(malformed("set_override")),
-        }
+        let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
+        let (limit, until) = match reply.as_slice() {
+            [limit, until] => (int(limit)?, int(until)?),
+            [limit, until, entry] => {
+                self.push_fleet_audit(&cmd.account_id, entry).await;
+                (int(limit)?, int(until)?)
+            }
+            _ => return Err(malformed("set_override")),
+        };
+        Ok((limit > 0).then_some(LimitOverride {
+            limit: limit as u32,
+            until,
+        }))
     }
 
     async fn session_generation(&self, user: &str) -> Result<u64, StoreError> {
-        let index = ring::shard_for(user, self.shards.len());
         let mut command = redis::cmd("GET");
         command.arg(session_key(user));
-        match self.send(index, command).await? {
+        match self.send(Target::Tag(user), command).await? {
             Value::Nil => Ok(0),
             value => text(&value)?
                 .parse()
@@ -798,37 +1102,48 @@ impl LeaseStore for RedisStore {
     }
 
     async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, StoreError> {
-        let mut invocation = self
-            .scripts
-            .session_event
-            .call(&[session_key(&cmd.user), SHARD_AUDIT_KEY.to_owned()]);
+        let mut invocation = self.scripts.session_event.call(&[session_key(&cmd.user)]);
         invocation
             .arg(u8::from(cmd.kind == AuditKind::SignOut))
             .arg(cmd.kind.as_str())
             .arg(&cmd.user)
             .arg(&cmd.address)
             .arg(&cmd.reason)
-            .arg(AUDIT_RECENT)
             .arg(SESSION_GENERATION_LIFE.as_millis() as u64);
-        self.run(&cmd.user, invocation).await
+        let reply: Vec<Value> = self.run(&cmd.user, invocation).await?;
+        let [generation, entry] = reply.as_slice() else {
+            return Err(malformed("session_event"));
+        };
+        self.push_fleet_audit(&cmd.user, entry).await;
+        int(generation)
     }
 
     async fn health(&self) -> Vec<ShardHealth> {
-        let checks = self
-            .shards
-            .iter()
-            .enumerate()
-            .map(|(index, shard)| async move {
-                let keys =
-                    shard::key_count(shard, self.deadline.max(Duration::from_millis(100))).await;
-                ShardHealth {
-                    shard: index,
-                    endpoint: shard.endpoint(),
-                    reachable: keys.is_some(),
-                    circuit: shard.breaker.state(),
-                    keys,
-                }
-            });
+        let shards = self.shards_now();
+        if let (Shards::Cluster(topology), true) = (&self.shards, shards.is_empty()) {
+            // No slot map yet: the cluster is not reachable, whatever its nodes are.
+            return vec![ShardHealth {
+                shard: 0,
+                endpoint: format!(
+                    "cluster (no slot map yet; seeds {})",
+                    topology.seed_addresses()
+                ),
+                reachable: false,
+                circuit: "open",
+                keys: None,
+            }];
+        }
+        let checks = shards.into_iter().map(|shard| async move {
+            let keys =
+                shard::key_count(&shard, self.deadline.max(Duration::from_millis(100))).await;
+            ShardHealth {
+                shard: shard.index,
+                endpoint: shard.endpoint(),
+                reachable: keys.is_some(),
+                circuit: shard.breaker.state(),
+                keys,
+            }
+        });
         futures::future::join_all(checks).await
     }
 }

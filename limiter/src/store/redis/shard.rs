@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::Scripts;
 use super::access::{self, Access, Contact};
 use super::batch::ShardQueue;
 use super::breaker::Breaker;
@@ -19,6 +18,8 @@ use crate::config::ConfigError;
 /// How a shard's master is found.
 enum Locator {
     Fixed,
+    /// A Redis Cluster primary, at the address the slot map names.
+    ClusterNode,
     /// Sentinels (asked in order) and the master name they monitor.
     Sentinel {
         sentinels: Vec<ConnectionManager>,
@@ -99,6 +100,36 @@ impl Shard {
         })
     }
 
+    /// A cluster primary at `host:port`, reached like the seed nodes (TLS when they are).
+    pub fn cluster_node(
+        index: usize,
+        host: &str,
+        port: u16,
+        tls: bool,
+        access: &Arc<Access>,
+        deadline: Duration,
+        failure_threshold: u32,
+    ) -> Result<Shard, String> {
+        let config = manager_config(deadline);
+        let mut current = access
+            .data_client_at(host, port, tls)
+            .and_then(|client| Current::new(client, &config))
+            .map_err(|e| format!("store.cluster: node {host}:{port}: {e}"))?;
+        current.endpoint = match host.contains(':') {
+            true => format!("[{host}]:{port}"),
+            false => format!("{host}:{port}"),
+        };
+        Ok(Shard {
+            index,
+            locator: Locator::ClusterNode,
+            current: RwLock::new(Some(current)),
+            breaker: Breaker::new(failure_threshold),
+            queue: ShardQueue::default(),
+            config,
+            access: access.clone(),
+        })
+    }
+
     pub fn sentinel(
         index: usize,
         sentinel_urls: &[String],
@@ -148,9 +179,18 @@ impl Shard {
             .map_or("unknown", |c| c.endpoint.as_str())
             .to_owned();
         match &self.locator {
-            Locator::Fixed => at,
+            Locator::Fixed | Locator::ClusterNode => at,
             Locator::Sentinel { master, .. } => format!("{at} (sentinel master {master})"),
         }
+    }
+
+    /// `host:port` of the master, or "unknown".
+    pub fn address(&self) -> String {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        current
+            .as_ref()
+            .map_or("unknown", |c| c.endpoint.as_str())
+            .to_owned()
     }
 
     /// Asks the Sentinels where the master is and switches to it once it says it is a master.
@@ -211,7 +251,11 @@ impl Shard {
     /// and the ACL all show there); a Sentinel shard asks each Sentinel for its master (their
     /// own password), then loads the scripts on that master. A config mistake is an error; a
     /// server out of reach is [`Contact::Down`].
-    pub async fn first_contact(&self, deadline: Duration) -> Result<Contact, ConfigError> {
+    pub async fn first_contact(
+        &self,
+        sources: &[(&'static str, String)],
+        deadline: Duration,
+    ) -> Result<Contact, ConfigError> {
         let Locator::Sentinel {
             sentinels,
             master,
@@ -222,7 +266,7 @@ impl Shard {
                 return Ok(Contact::Down("no connection".into()));
             };
             let at = format!("shard {} ({})", self.index, self.endpoint());
-            return load_scripts(connection, &at, deadline).await;
+            return load_scripts(connection, sources, &at, deadline).await;
         };
         let mut named = None;
         for (i, sentinel) in sentinels.iter().enumerate() {
@@ -252,7 +296,7 @@ impl Shard {
                 message: format!("{at}: {e}"),
             })?;
         match tokio::time::timeout(deadline, client.get_multiplexed_async_connection()).await {
-            Ok(Ok(connection)) => load_scripts(connection, &at, deadline).await,
+            Ok(Ok(connection)) => load_scripts(connection, sources, &at, deadline).await,
             Ok(Err(e)) => access::judge(&e, &at, "store.auth"),
             Err(_) => Ok(Contact::Down(format!(
                 "{at}: no answer within {deadline:?}"
@@ -262,8 +306,9 @@ impl Shard {
 }
 
 /// Loads every script on `connection`: the password, the TLS setup and the ACL all show there.
-async fn load_scripts(
+pub async fn load_scripts(
     mut connection: impl redis::aio::ConnectionLike + Send,
+    sources: &[(&'static str, String)],
     at: &str,
     deadline: Duration,
 ) -> Result<Contact, ConfigError> {
@@ -274,7 +319,7 @@ async fn load_scripts(
         redis::cmd("PING")
             .query_async::<String>(&mut connection)
             .await?;
-        for (_, source) in Scripts::sources() {
+        for (_, source) in sources {
             let mut load = redis::cmd("SCRIPT");
             load.arg("LOAD").arg(source);
             load.query_async::<String>(&mut connection).await?;

@@ -172,13 +172,12 @@ local function end_lease(key, v, recs, i)
   if recs[i + 2] == LIVE then redis.call('DEL', lease_key(key, nonce_at(v, recs[i]))) end
 end
 
--- Logs a support action (a JSON entry) in the script that made the change: on the account's list,
--- which shares the account's hash tag, capped and kept `retention` ms past its newest entry, and
--- on the shard's fleet list, capped.
-local function push_audit(account_list, shard_list, entry, per_account, per_shard, retention)
+-- Logs a support action (a JSON entry) in the script that made the change, on the account's list,
+-- which shares the account's hash tag: capped and kept `retention` ms past its newest entry. The
+-- script returns the entry and the limiter adds it to the fleet list (`fleet_audit.lua`) in a
+-- second call: on a Redis Cluster that list lives in another slot, which no script may reach.
+local function push_audit(account_list, entry, per_account, retention)
   redis.call('LPUSH', account_list, entry)
   redis.call('LTRIM', account_list, 0, tonumber(per_account) - 1)
   redis.call('PEXPIRE', account_list, retention)
-  redis.call('LPUSH', shard_list, entry)
-  redis.call('LTRIM', shard_list, 0, tonumber(per_shard) - 1)
 end

@@ -1,11 +1,11 @@
 -- set_override: give the account a temporary limit (support grants an extra stream), or clear it,
 -- and log the change with who and why (a removal that finds none in force changes nothing and
 -- logs nothing). Mirrors AccountState::set_override in model.rs.
--- KEYS: account, the account's audit list, this shard's fleet audit list
+-- KEYS: account, the account's audit list
 -- ARGV: ttl, keep (2 TTL), default plan, default limit, override limit (0 = clear), duration (ms),
---       account id, actor, reason, entries kept per account, entries kept per shard,
---       audit retention (ms)
--- Returns {override limit, override end} ({0, 0} when cleared).
+--       account id, actor, reason, entries kept per account, audit retention (ms)
+-- Returns {override limit, override end} ({0, 0} when cleared), and the entry logged, if any, for
+-- the fleet list.
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
 local v, h, recs = scan(KEYS[1], now, ttl)
@@ -24,6 +24,8 @@ elseif had > 0 then
 end
 if entry then
   entry.at, entry.account_id, entry.actor, entry.reason = now, ARGV[7], ARGV[8], ARGV[9]
-  push_audit(KEYS[2], KEYS[3], cjson.encode(entry), ARGV[10], ARGV[11], ARGV[12])
+  local logged = cjson.encode(entry)
+  push_audit(KEYS[2], logged, ARGV[10], ARGV[11])
+  return { h.ovr_limit, h.ovr_ends, logged }
 end
 return { h.ovr_limit, h.ovr_ends }
