@@ -360,10 +360,9 @@ impl StreamService {
         };
         if let HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } =
             renewal.outcome
+            && let Some(shard) = self.store.shard_of(account_id)
         {
-            if let Some(shard) = self.store.shard_of(account_id) {
-                self.heartbeats.heartbeat(shard);
-            }
+            self.heartbeats.heartbeat(shard);
         }
         self.metrics.decision(match renewal.outcome {
             _ if renewal.degraded => Decision::Degraded,
