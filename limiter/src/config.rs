@@ -123,7 +123,9 @@ pub struct HttpConfig {
     /// failure policy (never queued).
     pub max_in_flight: usize,
     /// A serving lane (thread) further behind than this, because its CPU cannot keep up, sheds
-    /// the requests it takes in by the failure policy until it has caught up; `0s`: never.
+    /// the requests it takes in by the failure policy until it has caught up; `0s` (the
+    /// default): never. Off by default because under `open` a shed play is allowed without the
+    /// store: a burst a slow instance takes a while to work through must not admit past the cap.
     #[serde(with = "humantime_serde")]
     pub max_queue_delay: Duration,
 }
@@ -139,7 +141,7 @@ impl Default for HttpConfig {
             max_header_bytes: 16 * 1024,
             max_connections: 10_000,
             max_in_flight: 4_096,
-            max_queue_delay: Duration::from_millis(250),
+            max_queue_delay: Duration::ZERO,
         }
     }
 }
@@ -1233,15 +1235,15 @@ stream_id_secret: "0123456789abcdef0123"
         assert_eq!(config.http.max_in_flight, 4_096);
         assert_eq!(config.http.write_timeout, Duration::from_secs(10));
         assert_eq!(config.http.listen_backlog, 8_192);
-        assert_eq!(config.http.max_queue_delay, Duration::from_millis(250));
-        let yaml = "http: { header_read_timeout: 2s, body_read_timeout: 3s, idle_timeout: 90s, write_timeout: 4s, listen_backlog: 100, max_queue_delay: 0s, max_header_bytes: 4096, max_connections: 50, max_in_flight: 10 }\n";
+        assert!(config.http.max_queue_delay.is_zero(), "off by default");
+        let yaml = "http: { header_read_timeout: 2s, body_read_timeout: 3s, idle_timeout: 90s, write_timeout: 4s, listen_backlog: 100, max_queue_delay: 30ms, max_header_bytes: 4096, max_connections: 50, max_in_flight: 10 }\n";
         let config = Config::from_yaml(yaml).unwrap();
         config.validate().unwrap();
         assert_eq!(config.http.idle_timeout, Duration::from_secs(90));
         assert_eq!(config.http.max_connections, 50);
         assert_eq!(config.http.write_timeout, Duration::from_secs(4));
         assert_eq!(config.http.listen_backlog, 100);
-        assert!(config.http.max_queue_delay.is_zero());
+        assert_eq!(config.http.max_queue_delay, Duration::from_millis(30));
         let env = |name: &str| match name {
             "SCREENLIMIT_MAX_IN_FLIGHT" => Some("7".to_owned()),
             "SCREENLIMIT_MAX_CONNECTIONS" => Some("9".to_owned()),

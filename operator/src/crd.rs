@@ -753,8 +753,9 @@ pub struct LimiterHttpSpec {
     #[schemars(range(min = 16, max = 65535))]
     pub listen_backlog: i32,
     /// A serving thread further behind than this (its CPU cannot keep up) sheds what it takes
-    /// in by the failure policy until it has caught up; 0: never. About 20 keeps the answered
-    /// p99 near a 50 ms budget at the limit of a pod's CPU (BENCHMARKS.md, "Overload").
+    /// in by the failure policy until it has caught up; 0 (the default): never. About 20 keeps
+    /// the store's load flat and the answered p99 near a 50 ms budget at the limit of a pod's
+    /// CPU (BENCHMARKS.md, "Overload"); under `open` a shed play is allowed past the cap.
     #[serde(default = "default_max_queue_delay")]
     #[schemars(range(min = 0, max = 10000))]
     pub max_queue_delay_millis: i32,
@@ -986,7 +987,7 @@ fn default_listen_backlog() -> i32 {
     8_192
 }
 fn default_max_queue_delay() -> i32 {
-    250
+    0
 }
 fn default_max_replicas() -> i32 {
     10
