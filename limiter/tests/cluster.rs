@@ -1,7 +1,8 @@
 //! The limiter on a Redis Cluster (three primaries, a replica each, started by the test): every
 //! account served by its slot's primary, the primaries listed as shards, a node outside cluster
-//! mode refused at start, and a primary killed under load (its replica promoted by the cluster,
-//! the limiter following it), with the window measured.
+//! mode refused at start, a lone node that does not know its own address, a primary frozen and
+//! thawed (its circuit opens, then closes), and a primary killed under load (its replica
+//! promoted by the cluster, the limiter following it), with the window measured.
 
 mod support;
 
@@ -90,6 +91,41 @@ async fn every_account_is_served_by_its_slot_s_primary_and_the_primaries_are_the
         .filter(|l| l.starts_with("screenlimit_store_circuit_open{"))
         .count();
     assert_eq!(circuits, 3, "a circuit per primary:\n{metrics}");
+}
+
+/// A lone node (every slot, no other node met) reports an empty address in `CLUSTER SHARDS`: the
+/// limiter reaches it where it asked. Frozen, its circuit opens; thawed, the probe closes it.
+#[tokio::test]
+async fn a_lone_node_is_served_and_its_circuit_closes_after_a_freeze() {
+    let node = RedisServer::start_lone_cluster_node();
+    let limiter = LimiterProcess::start(&cluster_config(&[node.url()], "100ms", ""));
+    let api = limiter.client();
+    let first = api.play_on("acct-lone", "tv").await;
+    assert_eq!(first.body["degraded"], false, "{first:?}");
+
+    node.freeze(true);
+    for i in 0..6 {
+        let play = api.play_on(&format!("acct-frozen-{i}"), "tv").await;
+        assert_eq!(play.body["degraded"], true, "{play:?}");
+    }
+    let ready: Value = api.get("/readyz").await.json().await.unwrap();
+    assert_eq!(ready["shards"][0]["circuit"], "open", "{ready}");
+    node.freeze(false);
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ready: Value = api.get("/readyz").await.json().await.unwrap();
+        if ready["shards"][0]["circuit"] == "closed" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the circuit never closed: {ready}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = api.play_on("acct-after", "tv").await;
+    assert_eq!(after.body["degraded"], false, "{after:?}");
 }
 
 #[tokio::test]

@@ -44,6 +44,41 @@ impl RedisServer {
         Self::spawn(port, &[]).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// A lone Redis Cluster node that serves every slot (as a one-shard cluster-mode service
+    /// is), ready once it says `cluster_state:ok`.
+    pub fn start_lone_cluster_node() -> Self {
+        let conf = std::env::temp_dir().join(format!(
+            "screenlimit-lone-node-{}-{}.conf",
+            std::process::id(),
+            free_port()
+        ));
+        let bus = free_port().to_string();
+        let conf = conf.to_string_lossy().into_owned();
+        let server = Self::spawn_on_a_free_port(&[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            &conf,
+            "--cluster-port",
+            &bus,
+        ]);
+        server
+            .command("CLUSTER ADDSLOTSRANGE 0 16383")
+            .expect("slots taken");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server
+            .command("CLUSTER INFO")
+            .is_some_and(|info| info.contains("cluster_state:ok"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the lone node never said cluster_state:ok"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
     /// A replica of the server on `primary_port`.
     pub fn start_replica_of(primary_port: u16) -> Self {
         Self::spawn_on_a_free_port(&["--replicaof", "127.0.0.1", &primary_port.to_string()])

@@ -288,19 +288,19 @@ impl Topology {
     /// nodes) and puts it in force. Returns false when no node answered.
     pub async fn refresh(&self) -> bool {
         let deadline = self.factory.deadline.max(Duration::from_millis(250));
-        let mut asked: Vec<ConnectionManager> = self
+        let mut asked: Vec<(String, ConnectionManager)> = self
             .primaries()
             .iter()
             .filter(|n| !n.breaker.is_open())
-            .filter_map(|n| n.connection())
+            .filter_map(|n| Some((n.address(), n.connection()?)))
             .collect();
-        asked.extend(self.seeds.iter().map(|(_, c)| c.clone()));
-        for mut connection in asked {
+        asked.extend(self.seeds.iter().cloned());
+        for (address, mut connection) in asked {
             let command = redis::cmd("CLUSTER").arg("SHARDS").clone();
             let read =
                 tokio::time::timeout(deadline, command.query_async::<Value>(&mut connection));
             let Ok(Ok(reply)) = read.await else { continue };
-            let Some(ranges) = parse_shards(&reply, self.tls) else {
+            let Some(ranges) = parse_shards(&reply, self.tls, host_of(&address)) else {
                 continue;
             };
             if ranges.is_empty() {
@@ -493,9 +493,17 @@ fn field<'a>(fields: &[(String, &'a Value)], name: &str) -> Option<&'a Value> {
     fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
 }
 
+/// The host of a `host:port` address (`[v6]:port` too).
+fn host_of(address: &str) -> &str {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
 /// Reads `CLUSTER SHARDS`: per shard its slot ranges and its primary's address (`tls-port` when
-/// the nodes are reached over TLS). A shard without a primary is left out.
-pub fn parse_shards(reply: &Value, tls: bool) -> Option<SlotRanges> {
+/// the nodes are reached over TLS). A shard without a primary is left out. A node that has not
+/// yet learnt its own address (a lone node, before it has met another) reports an empty
+/// `endpoint` and `ip`: it is then at `asked_host`, the host the question went to.
+pub fn parse_shards(reply: &Value, tls: bool, asked_host: &str) -> Option<SlotRanges> {
     let Value::Array(shards) = reply else {
         return None;
     };
@@ -516,7 +524,12 @@ pub fn parse_shards(reply: &Value, tls: bool) -> Option<SlotRanges> {
         let host = field(&primary, "endpoint")
             .and_then(text)
             .filter(|e| !e.is_empty() && e != "?")
-            .or_else(|| field(&primary, "ip").and_then(text))?;
+            .or_else(|| {
+                field(&primary, "ip")
+                    .and_then(text)
+                    .filter(|ip| !ip.is_empty())
+            })
+            .unwrap_or_else(|| asked_host.to_owned());
         let port = match tls {
             true => field(&primary, "tls-port").or_else(|| field(&primary, "port")),
             false => field(&primary, "port"),
@@ -636,13 +649,38 @@ mod tests {
             ]),
         ]);
         assert_eq!(
-            parse_shards(&reply, false).unwrap(),
+            parse_shards(&reply, false, "10.0.0.9").unwrap(),
             [
                 (0, 5460, "127.0.0.1:7001".to_owned()),
                 (10923, 10923, "127.0.0.1:7001".to_owned())
             ]
         );
-        assert!(parse_shards(&Value::Int(1), false).is_none());
+        assert!(parse_shards(&Value::Int(1), false, "10.0.0.9").is_none());
+    }
+
+    #[test]
+    fn a_lone_node_that_does_not_know_its_address_is_where_it_was_asked() {
+        // What Redis 7.0 answers on a node that owns every slot and has met no other node.
+        let lone = Value::Array(vec![Value::Array(vec![
+            bulk("slots"),
+            Value::Array(vec![bulk("0"), bulk("16383")]),
+            bulk("nodes"),
+            Value::Array(vec![Value::Array(vec![
+                bulk("port"),
+                Value::Int(7501),
+                bulk("ip"),
+                bulk(""),
+                bulk("endpoint"),
+                bulk(""),
+                bulk("role"),
+                bulk("master"),
+            ])]),
+        ])]);
+        assert_eq!(
+            parse_shards(&lone, false, host_of("127.0.0.5:7501")).unwrap(),
+            [(0, 16383, "127.0.0.5:7501".to_owned())]
+        );
+        assert_eq!(host_of("[::1]:7000"), "::1");
     }
 
     #[test]

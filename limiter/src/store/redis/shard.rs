@@ -404,8 +404,9 @@ pub fn spawn_maintenance(
             }
             drop(shard);
             tokio::time::sleep(tick).await;
-            since_probe += tick;
-            since_poll += tick;
+            // Saturating: a cluster node has no Sentinel to poll (its poll interval is MAX).
+            since_probe = since_probe.saturating_add(tick);
+            since_poll = since_poll.saturating_add(tick);
         }
     });
 }
