@@ -3,11 +3,8 @@
 //! its own address with its stable DNS name, the scripts mounted read-only with mode 0555, the
 //! official image's uid 999 with every capability dropped, emptyDir `/data` kept across
 //! restarts, with the credentials Secret the operator generates (every server wants a
-//! password; the limiter's ACL user may do only what the limiter does). See `pods/mod.rs` for
-//! the runner.
-
-mod common;
-mod pods;
+//! password; the limiter's ACL user may do only what the limiter does). See
+//! `screenlimit_system_tests::pods` for the runner.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,7 +15,8 @@ use screenlimit_operator::build::{Desired, build, secret};
 use screenlimit_operator::crd::StreamLimiter;
 use screenlimit_operator::names::{LIMITER_PASSWORD_KEY, LIMITER_REDIS_USER, Names};
 
-use pods::{Cluster, Pod, wait_for};
+use screenlimit_system_tests::pods::{Cluster, Pod, wait_for};
+use screenlimit_system_tests::{binary, certs, fixture, require_root};
 
 const START: Duration = Duration::from_secs(60);
 
@@ -239,82 +237,13 @@ fn pre_stop_of(set: &StatefulSet) -> Vec<String> {
 
 /// A CA and a server certificate for every name the pods go by, cert-manager style.
 fn certificates() -> BTreeMap<String, String> {
-    let dir = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec![
-        "req",
-        "-x509",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=test-ca",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-    ];
-    ca.extend(ec);
-    run(&ca);
-    let mut csr = vec![
-        "req",
-        "-subj",
-        "/CN=redis",
-        "-keyout",
-        "tls.key",
-        "-out",
-        "tls.csr",
-    ];
-    csr.extend(ec);
-    run(&csr);
-    std::fs::write(
-        dir.path().join("san.ext"),
-        "subjectAltName=DNS:*.demo-redis-0.video.svc,DNS:*.demo-redis-1.video.svc,DNS:*.demo-sentinel.video.svc,DNS:demo-redis-0.video.svc,DNS:demo-redis-1.video.svc\n",
-    )
-    .unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "tls.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "san.ext",
-        "-out",
-        "tls.crt",
-    ]);
-    ["tls.crt", "tls.key", "ca.crt"]
-        .into_iter()
-        .map(|f| {
-            (
-                f.to_owned(),
-                std::fs::read_to_string(dir.path().join(f)).unwrap(),
-            )
-        })
-        .collect()
+    certs::tls_secret(&[
+        "*.demo-redis-0.video.svc",
+        "*.demo-redis-1.video.svc",
+        "*.demo-sentinel.video.svc",
+        "demo-redis-0.video.svc",
+        "demo-redis-1.video.svc",
+    ])
 }
 
 fn restart(pod: &mut Pod) {
@@ -325,14 +254,8 @@ fn restart(pod: &mut Pod) {
 
 #[test]
 fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() {
-    assert!(
-        std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n")),
-        "this test runs pods in namespaces it creates: run it as root (CI does)"
-    );
-    let sl = common::fixture("ha.yaml");
+    require_root();
+    let sl = fixture("ha.yaml");
     let desired = build(&sl).expect("build");
     let sets = &desired.stateful_sets;
     let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
@@ -472,14 +395,8 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
 
 #[test]
 fn a_shard_without_replicas_starts_with_passwords_and_the_limiter_acl() {
-    assert!(
-        std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n")),
-        "this test runs pods in namespaces it creates: run it as root (CI does)"
-    );
-    let sl = common::fixture("managed.yaml");
+    require_root();
+    let sl = fixture("managed.yaml");
     let desired = build(&sl).expect("build");
     let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
     let mut pod = cluster.stateful_pod(set(&desired.stateful_sets, "demo-redis-0"), 0);
@@ -524,14 +441,8 @@ fn a_shard_without_replicas_starts_with_passwords_and_the_limiter_acl() {
 /// go over TLS, and the bootstrap, the passwords and a pre-stop failover still work.
 #[test]
 fn sentinel_managed_shards_over_tls_start_and_fail_over() {
-    assert!(
-        std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n")),
-        "this test runs pods in namespaces it creates: run it as root (CI does)"
-    );
-    let sl = common::fixture("secure.yaml");
+    require_root();
+    let sl = fixture("secure.yaml");
     let desired = build(&sl).expect("build");
     let sets = &desired.stateful_sets;
     let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
@@ -587,7 +498,7 @@ fn sentinel_managed_shards_over_tls_start_and_fail_over() {
     // from the mounted Secret keys, rediss:// to Sentinels and primaries whose names the
     // certificate must carry (server names are checked).
     let limiter = {
-        let binary = common::limiter_binary();
+        let binary = binary("screenlimit-limiter");
         cluster.add_secret(
             "demo-stream-id",
             BTreeMap::from([(
