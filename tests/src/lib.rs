@@ -8,6 +8,7 @@
 pub mod browser;
 pub mod certs;
 pub mod pods;
+pub mod redis_pods;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -79,6 +80,14 @@ pub fn operator_secrets(sl: &StreamLimiter) -> Vec<Secret> {
 /// A Secret's keys and values (`stringData`, as the operator writes them).
 pub fn secret_data(secret: &Secret) -> BTreeMap<String, String> {
     secret.string_data.clone().expect("stringData")
+}
+
+/// The rendered object named `name` (a StatefulSet, a Deployment, …).
+pub fn named<'a, T: Resource>(objects: &'a [T], name: &str) -> &'a T {
+    objects
+        .iter()
+        .find(|o| o.meta().name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("nothing named {name} was rendered"))
 }
 
 /// Fails the test at once, saying why, unless it runs as root (namespaces, mounts, `setpriv`).

@@ -17,20 +17,13 @@ use screenlimit_operator::build::build;
 use screenlimit_operator::names::Names;
 use screenlimit_system_tests::browser::Browser;
 use screenlimit_system_tests::pods::{Cluster, Pod};
-use screenlimit_system_tests::{binary, example, operator_secrets, require_root};
+use screenlimit_system_tests::{binary, example, named, operator_secrets, require_root};
 use serde_json::{Value, json};
 
 const START: Duration = Duration::from_secs(30);
 const SUPPORT: (&str, &str) = ("ana", "support-password-1");
 const USERS_SECRET: &str = "screenlimit-admin-users";
 const ACCOUNT: &str = "acct-dev";
-
-fn by_name<'a, T: kube::Resource>(objects: &'a [T], name: &str) -> &'a T {
-    objects
-        .iter()
-        .find(|o| o.meta().name.as_deref() == Some(name))
-        .unwrap_or_else(|| panic!("nothing named {name} was rendered"))
-}
 
 /// A users file line for the dashboard's Secret, made by its own `hash-password`.
 fn users_line(admin_ui: &str, (user, password): (&str, &str)) -> String {
@@ -127,12 +120,12 @@ async fn dev_example_plays_denies_survives_a_redis_crash_and_force_stops_in_the_
         [("users".to_owned(), users_line(&admin_ui_binary, SUPPORT))].into(),
     );
 
-    let shard: &StatefulSet = by_name(&desired.stateful_sets, &names.redis_shard(0));
+    let shard: &StatefulSet = named(&desired.stateful_sets, &names.redis_shard(0));
     let mut redis = cluster.stateful_pod(shard, 0);
     let redis_up = start_ready(&mut redis);
     cluster.add_service(&names.redis_shard(0), &redis);
 
-    let deployment: &Deployment = by_name(&desired.deployments, &names.limiter());
+    let deployment: &Deployment = named(&desired.deployments, &names.limiter());
     let mut limiter = cluster.deployment_pod(
         deployment,
         &format!("{}-0", names.limiter()),
@@ -141,7 +134,7 @@ async fn dev_example_plays_denies_survives_a_redis_crash_and_force_stops_in_the_
     let limiter_up = start_ready(&mut limiter);
     cluster.add_service(&names.limiter(), &limiter);
 
-    let deployment: &Deployment = by_name(&desired.deployments, &names.admin_ui());
+    let deployment: &Deployment = named(&desired.deployments, &names.admin_ui());
     let mut dashboard = cluster.deployment_pod(
         deployment,
         &format!("{}-0", names.admin_ui()),
