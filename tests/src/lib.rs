@@ -5,6 +5,7 @@
 //! Every suite starts what the operator's pure build renders for a `StreamLimiter` as real local
 //! processes (see [`pods`]), then drives the system from the outside.
 
+pub mod api;
 pub mod browser;
 pub mod certs;
 pub mod pods;

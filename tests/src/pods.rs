@@ -146,6 +146,16 @@ impl Cluster {
         self.secrets.insert(name.to_owned(), data);
     }
 
+    /// The operator applied new ConfigMaps: pods laid out from now on (a rolled pod, a new
+    /// StatefulSet's) see them; running ones keep what they were started with.
+    pub fn set_config_maps(&mut self, config_maps: &[ConfigMap]) {
+        for cm in config_maps {
+            let name = cm.metadata.name.clone().expect("ConfigMap name");
+            self.config_maps
+                .insert(name, cm.data.clone().unwrap_or_default());
+        }
+    }
+
     /// A Secret object as the operator renders it (`stringData`).
     pub fn add_secret_object(&mut self, secret: &Secret) {
         let name = secret.metadata.name.as_deref().expect("Secret name");
@@ -271,7 +281,8 @@ impl Cluster {
         self.hosts.insert(dns.clone(), ip);
         self.write_hosts();
 
-        let dir = self.dir.path().join(&name);
+        // A pod recreated under the same name (a roll) is a new pod: fresh files, fresh emptyDirs.
+        let dir = self.dir.path().join(format!("{name}@{ip}"));
         let container = spec.containers[0].clone();
         let pod = Pod {
             name,

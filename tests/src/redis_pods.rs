@@ -152,3 +152,27 @@ pub fn restart(pod: &mut Pod) {
     pod.start();
     pod.wait_ready(START);
 }
+
+/// Exactly one primary among a shard's `pods`, the others replicating it, every Sentinel naming
+/// it as `master`'s primary.
+pub fn assert_one_primary(pods: &[Pod], sentinels: &[Pod], master: &str) {
+    let roles: Vec<String> = pods.iter().map(|p| role(p)[0].clone()).collect();
+    let primaries: Vec<&Pod> = pods
+        .iter()
+        .zip(&roles)
+        .filter(|(_, r)| *r == "master")
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(
+        primaries.len(),
+        1,
+        "{master}: roles {roles:?}\n{}",
+        pods.iter().map(Pod::log).collect::<Vec<_>>().join("\n")
+    );
+    for pod in pods {
+        if pod.name != primaries[0].name {
+            wait_replica_of(pod, primaries[0]);
+        }
+    }
+    wait_primary_everywhere(sentinels, master, primaries[0]);
+}

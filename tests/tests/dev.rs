@@ -15,10 +15,10 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use reqwest::StatusCode;
 use screenlimit_operator::build::build;
 use screenlimit_operator::names::Names;
+use screenlimit_system_tests::api::{heartbeat, play};
 use screenlimit_system_tests::browser::Browser;
 use screenlimit_system_tests::pods::{Cluster, Pod};
 use screenlimit_system_tests::{binary, example, named, operator_secrets, require_root};
-use serde_json::{Value, json};
 
 const START: Duration = Duration::from_secs(30);
 const SUPPORT: (&str, &str) = ("ana", "support-password-1");
@@ -39,42 +39,6 @@ fn users_line(admin_ui: &str, (user, password): (&str, &str)) -> String {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "hash-password: {out:?}");
     String::from_utf8(out.stdout).unwrap()
-}
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-/// A play-start: status and body.
-async fn play(limiter: &str, account: &str, device: &str) -> (StatusCode, Value) {
-    let response = http()
-        .post(format!("{limiter}/v1/streams"))
-        .json(
-            &json!({"account_id": account, "device_id": device, "plan": "basic",
-            "device_type": "tv", "device_meta": format!("{device} screen")}),
-        )
-        .send()
-        .await
-        .expect("the limiter answers a play-start");
-    let status = response.status();
-    (status, response.json().await.unwrap_or_default())
-}
-
-/// A heartbeat: status and error code (empty when renewed).
-async fn heartbeat(limiter: &str, account: &str, stream_id: &str) -> (StatusCode, String) {
-    let response = http()
-        .put(format!("{limiter}/v1/streams/{stream_id}/heartbeat"))
-        .json(&json!({"account_id": account}))
-        .send()
-        .await
-        .expect("the limiter answers a heartbeat");
-    let status = response.status();
-    let body: Value = response.json().await.unwrap_or_default();
-    (status, body["error"].as_str().unwrap_or("").to_owned())
 }
 
 /// Polls `check` every 100 ms until it holds; the time it took. Panics naming `what` after
