@@ -68,18 +68,31 @@ pub async fn wait_decided(
 ) -> Duration {
     let start = Instant::now();
     for shard in 0..shards {
-        for account in accounts_on(round, shard, shards) {
-            if let Some((StatusCode::OK, body)) = try_play(limiter, &account, "tv").await
-                && body["degraded"] != true
-            {
-                break;
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "no play decided by shard {shard} after {timeout:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        wait_decided_on(limiter, shard, shards, round, timeout).await;
+    }
+    start.elapsed()
+}
+
+/// Until shard `shard` of `shards` decides a play through Redis: the time it took.
+pub async fn wait_decided_on(
+    limiter: &str,
+    shard: usize,
+    shards: usize,
+    round: &str,
+    timeout: Duration,
+) -> Duration {
+    let start = Instant::now();
+    for account in accounts_on(round, shard, shards) {
+        if let Some((StatusCode::OK, body)) = try_play(limiter, &account, "tv").await
+            && body["degraded"] != true
+        {
+            break;
         }
+        assert!(
+            start.elapsed() < timeout,
+            "no play decided by shard {shard} after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     start.elapsed()
 }

@@ -8,6 +8,7 @@
 pub mod api;
 pub mod browser;
 pub mod certs;
+pub mod install;
 pub mod pods;
 pub mod redis_pods;
 

@@ -13,21 +13,13 @@ use std::time::Instant;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use reqwest::StatusCode;
 use screenlimit_limiter::store::redis::ring::shard_for;
-use screenlimit_operator::build::{Desired, build};
-use screenlimit_operator::names::Names;
 use screenlimit_system_tests::api::{Prober, heartbeat, play, wait_decided};
-use screenlimit_system_tests::pods::{Cluster, Pod, wait_for};
+use screenlimit_system_tests::install::{Install, desired};
+use screenlimit_system_tests::pods::{Pod, wait_for};
 use screenlimit_system_tests::redis_pods::{START, assert_one_primary, primary_seen_by, role};
-use screenlimit_system_tests::{binary, example, named, operator_secrets, require_root};
+use screenlimit_system_tests::{binary, named, require_root};
 
 const ACCOUNTS: usize = 90;
-
-fn desired(shards: i32) -> Desired {
-    let mut sl = example("dev.yaml");
-    sl.spec.redis.shards = shards;
-    sl.spec.redis.replicas_per_shard = 1;
-    build(&sl).expect("the operator's build")
-}
 
 fn template_of(set: &StatefulSet) -> String {
     serde_json::to_string(&set.spec.as_ref().unwrap().template).unwrap()
@@ -60,41 +52,16 @@ async fn a_third_shard_through_the_operators_build_moves_a_third_of_the_accounts
     require_root();
     let before = desired(2);
     let after = desired(3);
-    let names = Names::new("screenlimit-demo");
+    let Install {
+        names,
+        mut cluster,
+        shards,
+        mut sentinels,
+        mut limiter,
+        forward,
+    } = Install::start(&before, 2).await;
     let sentinel_name = names.sentinel();
-    let mut cluster = Cluster::new("video", &before.config_maps);
-    for secret in operator_secrets(&example("dev.yaml")) {
-        cluster.add_secret_object(&secret);
-    }
-    let mut shards: Vec<Vec<Pod>> = (0..2)
-        .map(|i| {
-            let set = named(&before.stateful_sets, &names.redis_shard(i));
-            (0..2).map(|j| cluster.stateful_pod(set, j)).collect()
-        })
-        .collect();
-    let sentinel_set = named(&before.stateful_sets, &sentinel_name);
-    let mut sentinels: Vec<Pod> = (0..3)
-        .map(|k| cluster.stateful_pod(sentinel_set, k))
-        .collect();
-    for pod in shards.iter_mut().flatten().chain(&mut sentinels) {
-        pod.start();
-    }
-    for pod in shards.iter_mut().flatten().chain(&mut sentinels) {
-        pod.wait_ready(START);
-    }
-    for (i, pods) in shards.iter().enumerate() {
-        assert_one_primary(pods, &sentinels, &names.shard_master(i as i32));
-    }
     let limiter_name = format!("{}-0", names.limiter());
-    let mut limiter = cluster.deployment_pod(
-        named(&before.deployments, &names.limiter()),
-        &limiter_name,
-        vec![binary("screenlimit-limiter")],
-    );
-    limiter.start();
-    limiter.wait_ready(START);
-    let forward = cluster.port_forward(&limiter, 8080);
-    wait_decided(&forward.url(), 2, "acct-install", START).await;
 
     let accounts: Vec<String> = (0..ACCOUNTS).map(|i| format!("acct-grow-{i}")).collect();
     let mut streams = Vec::new();
