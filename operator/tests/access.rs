@@ -1,7 +1,7 @@
 //! Who can reach managed Redis, from the rendered objects: the generated credentials Secret
 //! and where each password goes (env from the Secret, files for the limiter, never a ConfigMap),
 //! the limiter's ACL user, TLS from the user's Secret, and the NetworkPolicies. The scripts are
-//! run for real in `ha_scripts.rs`.
+//! run for real in the workspace's `tests/tests/ha_scripts.rs`.
 
 mod common;
 

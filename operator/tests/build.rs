@@ -483,8 +483,9 @@ fn sentinel_mode_renders_replicas_sentinels_pdbs_and_scripts() {
     );
     assert!(data["sentinel.conf"].contains("sentinel resolve-hostnames yes"));
     assert!(data["sentinel.conf"].contains("sentinel announce-hostnames yes"));
-    // What the scripts do when run is `tests/ha_scripts.rs`'s business; here, that the Sentinel
-    // config is built from the template, not copied with the ConfigMap's read-only mode.
+    // What the scripts do when run is the business of the workspace's `tests/tests/ha_scripts.rs`;
+    // here, that the Sentinel config is built from the template, not copied with the
+    // ConfigMap's read-only mode.
     assert!(data["sentinel.sh"].contains("cat \"$dir/sentinel.conf\" > \"$next\""));
     assert!(data["redis.sh"].contains("replica-announce-ip $self"));
 

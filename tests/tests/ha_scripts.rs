@@ -3,133 +3,22 @@
 //! its own address with its stable DNS name, the scripts mounted read-only with mode 0555, the
 //! official image's uid 999 with every capability dropped, emptyDir `/data` kept across
 //! restarts, with the credentials Secret the operator generates (every server wants a
-//! password; the limiter's ACL user may do only what the limiter does). See `pods/mod.rs` for
-//! the runner.
-
-mod common;
-mod pods;
+//! password; the limiter's ACL user may do only what the limiter does). See
+//! `screenlimit_system_tests::pods` for the runner.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::Resource;
 use screenlimit_operator::build::{Desired, build, secret};
 use screenlimit_operator::crd::StreamLimiter;
 use screenlimit_operator::names::{LIMITER_PASSWORD_KEY, LIMITER_REDIS_USER, Names};
 
-use pods::{Cluster, Pod, wait_for};
-
-const START: Duration = Duration::from_secs(60);
-
-fn set<'a>(sets: &'a [StatefulSet], name: &str) -> &'a StatefulSet {
-    sets.iter()
-        .find(|s| s.metadata.name.as_deref() == Some(name))
-        .unwrap_or_else(|| panic!("no StatefulSet {name}"))
-}
-
-/// The primary a Sentinel reports for `master`, by host name; `None` if it knows none.
-fn primary_seen_by(sentinel: &Pod, master: &str) -> Option<String> {
-    let output = cli_out(
-        sentinel,
-        &[
-            "-p",
-            "26379",
-            "--raw",
-            "sentinel",
-            "get-master-addr-by-name",
-            master,
-        ],
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    stdout
-        .lines()
-        .next()
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-}
-
-/// `role` of a Redis pod: `master`, or `slave` with the primary's host name.
-fn role(pod: &Pod) -> Vec<String> {
-    cli_ok(pod, &["-p", "6379", "--raw", "role"])
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn wait_primary_everywhere(sentinels: &[Pod], master: &str, primary: &Pod) {
-    for sentinel in sentinels {
-        wait_for(
-            START,
-            &format!(
-                "{} naming {} as {master}'s primary",
-                sentinel.name, primary.dns
-            ),
-            || primary_seen_by(sentinel, master).as_deref() == Some(primary.dns.as_str()),
-        );
-    }
-}
-
-fn wait_replica_of(replica: &Pod, primary: &Pod) {
-    wait_for(
-        START,
-        &format!("{} replicating {}", replica.name, primary.name),
-        || {
-            let info = cli_ok(replica, &["-p", "6379", "info", "replication"]);
-            info.contains("role:slave")
-                && info.contains(&format!("master_host:{}", primary.dns))
-                && info.contains("master_link_status:up")
-        },
-    );
-}
-
-/// Every Sentinel has found `replica` (from the primary's INFO, every 10 s) and sees it up: only
-/// then can it promote it.
-fn wait_replica_known(sentinels: &[Pod], master: &str, replica: &Pod) {
-    for sentinel in sentinels {
-        wait_for(
-            START,
-            &format!(
-                "{} knowing {} as a replica of {master}",
-                sentinel.name, replica.name
-            ),
-            || {
-                let replicas = cli_ok(
-                    sentinel,
-                    &["-p", "26379", "--raw", "sentinel", "replicas", master],
-                );
-                let fields: Vec<&str> = replicas.lines().collect();
-                fields
-                    .windows(2)
-                    .any(|w| w[0] == "name" && w[1].starts_with(&replica.dns))
-                    && fields
-                        .windows(2)
-                        .any(|w| w[0] == "flags" && w[1] == "slave")
-            },
-        );
-    }
-}
-
-/// Where the TLS Secret is mounted (as the pods mount it).
-const TLS_CA: &str = "/etc/screenlimit/redis-tls/ca.crt";
-
-/// `redis-cli` as the pod's own scripts call it: over TLS when the pod serves TLS.
-fn redis_cli<'a>(pod: &Pod, args: &[&'a str]) -> Vec<&'a str> {
-    let mut argv = vec!["redis-cli"];
-    if pod.env_value("TLS_DIR").is_some() {
-        argv.extend(["--tls", "--cacert", TLS_CA]);
-    }
-    argv.extend_from_slice(args);
-    argv
-}
-
-fn cli_ok(pod: &Pod, args: &[&str]) -> String {
-    pod.exec_ok(&redis_cli(pod, args))
-}
-
-fn cli_out(pod: &Pod, args: &[&str]) -> std::process::Output {
-    pod.exec(&redis_cli(pod, args))
-}
+use screenlimit_system_tests::pods::{Cluster, Pod, wait_for};
+use screenlimit_system_tests::redis_pods::{
+    START, cli_as, cli_ok, pre_stop_of, restart, role, wait_primary_everywhere, wait_replica_known,
+    wait_replica_of,
+};
+use screenlimit_system_tests::{binary, certs, fixture, named, require_root};
 
 /// The operator's generated credentials Secret for `sl`, as the cluster would hold it.
 fn redis_auth(sl: &StreamLimiter) -> BTreeMap<String, String> {
@@ -148,21 +37,6 @@ fn cluster_with_secrets(
     let auth = redis_auth(sl);
     cluster.add_secret("demo-redis-auth", auth.clone());
     (cluster, auth)
-}
-
-/// `redis-cli` in `pod` with nothing but `args` (no `REDISCLI_AUTH`): its output, errors included.
-fn cli_as(pod: &Pod, args: &[&str]) -> String {
-    let mut argv = vec!["env", "-u", "REDISCLI_AUTH"];
-    argv.extend(redis_cli(pod, &["--no-auth-warning"]));
-    argv.extend_from_slice(args);
-    let out = pod.exec(&argv);
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-    .trim()
-    .to_owned()
 }
 
 /// A data node wants a password; the limiter's ACL user can run what the limiter runs on its
@@ -219,133 +93,34 @@ fn assert_locked_down(pod: &Pod, limiter_password: &str, tag: &str) {
     }
 }
 
-/// The pre-stop hook's command of a shard StatefulSet's pods.
-fn pre_stop_of(set: &StatefulSet) -> Vec<String> {
-    set.spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .lifecycle
-        .as_ref()
-        .and_then(|l| l.pre_stop.as_ref())
-        .and_then(|h| h.exec.as_ref())
-        .and_then(|e| e.command.clone())
-        .expect("a pre-stop exec hook on Sentinel-managed shard pods")
-}
-
 /// A CA and a server certificate for every name the pods go by, cert-manager style.
 fn certificates() -> BTreeMap<String, String> {
-    let dir = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec![
-        "req",
-        "-x509",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=test-ca",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-    ];
-    ca.extend(ec);
-    run(&ca);
-    let mut csr = vec![
-        "req",
-        "-subj",
-        "/CN=redis",
-        "-keyout",
-        "tls.key",
-        "-out",
-        "tls.csr",
-    ];
-    csr.extend(ec);
-    run(&csr);
-    std::fs::write(
-        dir.path().join("san.ext"),
-        "subjectAltName=DNS:*.demo-redis-0.video.svc,DNS:*.demo-redis-1.video.svc,DNS:*.demo-sentinel.video.svc,DNS:demo-redis-0.video.svc,DNS:demo-redis-1.video.svc\n",
-    )
-    .unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "tls.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "san.ext",
-        "-out",
-        "tls.crt",
-    ]);
-    ["tls.crt", "tls.key", "ca.crt"]
-        .into_iter()
-        .map(|f| {
-            (
-                f.to_owned(),
-                std::fs::read_to_string(dir.path().join(f)).unwrap(),
-            )
-        })
-        .collect()
-}
-
-fn restart(pod: &mut Pod) {
-    pod.kill();
-    pod.start();
-    pod.wait_ready(START);
+    certs::tls_secret(&[
+        "*.demo-redis-0.video.svc",
+        "*.demo-redis-1.video.svc",
+        "*.demo-sentinel.video.svc",
+        "demo-redis-0.video.svc",
+        "demo-redis-1.video.svc",
+    ])
 }
 
 #[test]
 fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() {
-    assert!(
-        std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n")),
-        "this test runs pods in namespaces it creates: run it as root (CI does)"
-    );
-    let sl = common::fixture("ha.yaml");
+    require_root();
+    let sl = fixture("ha.yaml");
     let desired = build(&sl).expect("build");
     let sets = &desired.stateful_sets;
     let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
     let limiter_password = auth[LIMITER_PASSWORD_KEY].clone();
     let mut shard: Vec<Pod> = (0..2)
-        .map(|i| cluster.stateful_pod(set(sets, "demo-redis-0"), i))
+        .map(|i| cluster.stateful_pod(named(sets, "demo-redis-0"), i))
         .collect();
     // The other shard runs too: every Sentinel monitors both.
     let mut other_shard: Vec<Pod> = (0..2)
-        .map(|i| cluster.stateful_pod(set(sets, "demo-redis-1"), i))
+        .map(|i| cluster.stateful_pod(named(sets, "demo-redis-1"), i))
         .collect();
     let mut sentinels: Vec<Pod> = (0..3)
-        .map(|i| cluster.stateful_pod(set(sets, "demo-sentinel"), i))
+        .map(|i| cluster.stateful_pod(named(sets, "demo-sentinel"), i))
         .collect();
 
     // First start, all pods at once (podManagementPolicy: Parallel).
@@ -418,7 +193,7 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     }
 
     // The primary's pre-stop hook hands the role to its replica through Sentinel.
-    let pre_stop = pre_stop_of(set(sets, "demo-redis-0"));
+    let pre_stop = pre_stop_of(named(sets, "demo-redis-0"));
     let pre_stop: Vec<&str> = pre_stop.iter().map(String::as_str).collect();
     wait_replica_known(&sentinels, "demo-shard-0", &shard[1]);
     let hook = shard[0].exec(&pre_stop);
@@ -472,17 +247,11 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
 
 #[test]
 fn a_shard_without_replicas_starts_with_passwords_and_the_limiter_acl() {
-    assert!(
-        std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n")),
-        "this test runs pods in namespaces it creates: run it as root (CI does)"
-    );
-    let sl = common::fixture("managed.yaml");
+    require_root();
+    let sl = fixture("managed.yaml");
     let desired = build(&sl).expect("build");
     let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
-    let mut pod = cluster.stateful_pod(set(&desired.stateful_sets, "demo-redis-0"), 0);
+    let mut pod = cluster.stateful_pod(named(&desired.stateful_sets, "demo-redis-0"), 0);
     pod.start();
     pod.wait_ready(START);
     assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "c");
@@ -524,28 +293,22 @@ fn a_shard_without_replicas_starts_with_passwords_and_the_limiter_acl() {
 /// go over TLS, and the bootstrap, the passwords and a pre-stop failover still work.
 #[test]
 fn sentinel_managed_shards_over_tls_start_and_fail_over() {
-    assert!(
-        std::process::Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n")),
-        "this test runs pods in namespaces it creates: run it as root (CI does)"
-    );
-    let sl = common::fixture("secure.yaml");
+    require_root();
+    let sl = fixture("secure.yaml");
     let desired = build(&sl).expect("build");
     let sets = &desired.stateful_sets;
     let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
     cluster.add_secret("demo-redis-tls", certificates());
     let mut shard: Vec<Pod> = (0..2)
-        .map(|i| cluster.stateful_pod(set(sets, "demo-redis-0"), i))
+        .map(|i| cluster.stateful_pod(named(sets, "demo-redis-0"), i))
         .collect();
     // Shard 1's pods exist (their DNS names resolve) but do not run: the Sentinels monitor it
     // at its pod 0 and wait.
     let mut other_shard: Vec<Pod> = (0..2)
-        .map(|i| cluster.stateful_pod(set(sets, "demo-redis-1"), i))
+        .map(|i| cluster.stateful_pod(named(sets, "demo-redis-1"), i))
         .collect();
     let mut sentinels: Vec<Pod> = (0..3)
-        .map(|i| cluster.stateful_pod(set(sets, "demo-sentinel"), i))
+        .map(|i| cluster.stateful_pod(named(sets, "demo-sentinel"), i))
         .collect();
     for pod in shard
         .iter_mut()
@@ -581,13 +344,13 @@ fn sentinel_managed_shards_over_tls_start_and_fail_over() {
     }
     // A failover over TLS, asked for by the pre-stop hook.
     wait_replica_known(&sentinels, "demo-shard-0", &shard[1]);
-    let pre_stop = pre_stop_of(set(sets, "demo-redis-0"));
+    let pre_stop = pre_stop_of(named(sets, "demo-redis-0"));
     let pre_stop: Vec<&str> = pre_stop.iter().map(String::as_str).collect();
     // The real limiter, from the rendered Deployment: its ACL user and the Sentinels' password
     // from the mounted Secret keys, rediss:// to Sentinels and primaries whose names the
     // certificate must carry (server names are checked).
     let limiter = {
-        let binary = common::limiter_binary();
+        let binary = binary("screenlimit-limiter");
         cluster.add_secret(
             "demo-stream-id",
             BTreeMap::from([(

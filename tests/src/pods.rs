@@ -6,21 +6,27 @@
 //! a read-only root (the host's, with ConfigMap and Secret volumes laid over it at their mount
 //! paths and with their `defaultMode`, Secret files owned by the pod's `fsGroup`), emptyDir volumes bound read-write (they outlive container restarts,
 //! as on a node), and the container's user with every capability dropped. A restart runs the
-//! container's command again over the same emptyDirs, as the kubelet does.
+//! container's command again over the same emptyDirs, as the kubelet does. A Service with one
+//! pod behind it is a name in the hosts file ([`Cluster::add_service`]); the test reaches a pod
+//! from outside through [`Cluster::port_forward`], as `kubectl port-forward` does.
 //!
 //! Needs root (namespaces, mounts, `setpriv`), as the CI machine has.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
-use std::net::Ipv4Addr;
+use std::io::{self, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{PermissionsExt, chown};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Volume};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Secret, Volume};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The image's `PATH` (the official Redis image's), so the scripts find the same tools.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -94,11 +100,15 @@ impl Drop for Netns {
     }
 }
 
+/// The bridge's own address: the node, where port-forwards dial from.
+const NODE_IP: &str = "10.77.0.1/24";
+
 /// The test's cluster: a bridge every pod hangs off, the shared hosts file, the ConfigMaps.
 pub struct Cluster {
     dir: tempfile::TempDir,
     bridge: Netns,
     namespace: String,
+    /// Every name the hosts file resolves: pods' DNS names, Services' names.
     hosts: BTreeMap<String, Ipv4Addr>,
     config_maps: BTreeMap<String, BTreeMap<String, String>>,
     secrets: BTreeMap<String, BTreeMap<String, String>>,
@@ -110,6 +120,7 @@ impl Cluster {
         let bridge = Netns::new();
         bridge.run("ip", &["link", "add", "br0", "type", "bridge"]);
         bridge.run("ip", &["link", "set", "br0", "up"]);
+        bridge.run("ip", &["addr", "add", NODE_IP, "dev", "br0"]);
         let cluster = Cluster {
             dir: tempfile::tempdir().expect("tempdir"),
             bridge,
@@ -133,6 +144,64 @@ impl Cluster {
     /// Secret volumes and `secretKeyRef` env. Pods laid out afterwards see it.
     pub fn add_secret(&mut self, name: &str, data: BTreeMap<String, String>) {
         self.secrets.insert(name.to_owned(), data);
+    }
+
+    /// The operator applied new ConfigMaps: pods laid out from now on (a rolled pod, a new
+    /// StatefulSet's) see them; running ones keep what they were started with.
+    pub fn set_config_maps(&mut self, config_maps: &[ConfigMap]) {
+        for cm in config_maps {
+            let name = cm.metadata.name.clone().expect("ConfigMap name");
+            self.config_maps
+                .insert(name, cm.data.clone().unwrap_or_default());
+        }
+    }
+
+    /// A Secret object as the operator renders it (`stringData`).
+    pub fn add_secret_object(&mut self, secret: &Secret) {
+        let name = secret.metadata.name.as_deref().expect("Secret name");
+        let data = secret.string_data.clone().expect("stringData");
+        self.add_secret(name, data);
+    }
+
+    /// Service `name` with `pod` as its one endpoint: the short name and `<name>.<ns>.svc`
+    /// resolve to the pod, as cluster DNS resolves a Service. Pointing it at another pod later
+    /// is a new endpoint.
+    pub fn add_service(&mut self, name: &str, pod: &Pod) {
+        for alias in [name.to_owned(), format!("{name}.{}.svc", self.namespace)] {
+            self.hosts.insert(alias, pod.ip);
+        }
+        self.write_hosts();
+    }
+
+    /// `kubectl port-forward`: a loopback port of the test's own network that reaches `port` of
+    /// `pod` (dialled from the bridge's namespace, a thread per direction and connection).
+    /// The forward stops taking connections when dropped.
+    pub fn port_forward(&self, pod: &Pod, port: u16) -> PortForward {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let local = listener.local_addr().unwrap();
+        let target = SocketAddr::from((pod.ip, port));
+        let netns = fs::File::open(format!("/proc/{}/ns/net", self.bridge.pid()))
+            .expect("the bridge's network namespace");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            // This thread, and those it starts, dial from the bridge's namespace; the listener
+            // was bound before, in the test's.
+            // SAFETY: setns on an open namespace fd; it changes only this thread's namespace.
+            let entered = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(entered, 0, "setns: {}", io::Error::last_os_error());
+            for client in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                // Not reachable: the client's connection closes, as a refused one would.
+                if let Ok(upstream) = TcpStream::connect_timeout(&target, Duration::from_secs(5)) {
+                    splice(client, upstream);
+                }
+            }
+        });
+        PortForward { local, stop }
     }
 
     fn hosts_path(&self) -> PathBuf {
@@ -212,11 +281,13 @@ impl Cluster {
         self.hosts.insert(dns.clone(), ip);
         self.write_hosts();
 
-        let dir = self.dir.path().join(&name);
+        // A pod recreated under the same name (a roll) is a new pod: fresh files, fresh emptyDirs.
+        let dir = self.dir.path().join(format!("{name}@{ip}"));
         let container = spec.containers[0].clone();
         let pod = Pod {
             name,
             dns,
+            ip,
             netns,
             dir,
             container,
@@ -253,6 +324,8 @@ pub struct Pod {
     pub name: String,
     /// `<pod>.<service>.<namespace>.svc`
     pub dns: String,
+    /// Its address on the bridge.
+    pub ip: Ipv4Addr,
     netns: Netns,
     dir: PathBuf,
     container: Container,
@@ -453,16 +526,47 @@ impl Pod {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
-    /// Runs the container's exec readiness probe until it passes; panics with the log if the
-    /// container exits or the probe keeps failing for `timeout`.
-    pub fn wait_ready(&mut self, timeout: Duration) {
+    /// The container's readiness probe as a command in its sandbox: an exec probe as it is, an
+    /// HTTP probe as `curl` of its path on the pod's loopback (a named port looked up in the
+    /// container's ports).
+    fn readiness_command(&self) -> Vec<String> {
         let probe = self
             .container
             .readiness_probe
             .as_ref()
-            .and_then(|p| p.exec.as_ref())
-            .and_then(|e| e.command.clone())
-            .expect("an exec readiness probe");
+            .expect("a readiness probe");
+        if let Some(command) = probe.exec.as_ref().and_then(|e| e.command.clone()) {
+            return command;
+        }
+        let http = probe.http_get.as_ref().expect("an exec or HTTP probe");
+        let port = match &http.port {
+            IntOrString::Int(port) => *port,
+            IntOrString::String(name) => {
+                self.container
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|p| p.name.as_deref() == Some(name))
+                    .unwrap_or_else(|| panic!("{}: no container port {name}", self.name))
+                    .container_port
+            }
+        };
+        let path = http.path.as_deref().unwrap_or("/");
+        [
+            "curl",
+            "-sf",
+            "-m",
+            "2",
+            &format!("http://127.0.0.1:{port}{path}"),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// Runs the container's readiness probe until it passes; panics with the log if the
+    /// container exits or the probe keeps failing for `timeout`.
+    pub fn wait_ready(&mut self, timeout: Duration) {
+        let probe = self.readiness_command();
         let probe: Vec<&str> = probe.iter().map(String::as_str).collect();
         let deadline = Instant::now() + timeout;
         loop {
@@ -532,4 +636,40 @@ pub fn wait_for(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) 
         assert!(Instant::now() < deadline, "no {what} after {timeout:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A port forwarded into the cluster ([`Cluster::port_forward`]).
+pub struct PortForward {
+    local: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl PortForward {
+    /// `http://127.0.0.1:<port>`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.local)
+    }
+}
+
+impl Drop for PortForward {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop so that it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.local, Duration::from_secs(1));
+    }
+}
+
+/// Copies bytes both ways between two connections until each side closes.
+fn splice(client: TcpStream, upstream: TcpStream) {
+    let (client_in, upstream_in) = match (client.try_clone(), upstream.try_clone()) {
+        (Ok(c), Ok(u)) => (c, u),
+        _ => return,
+    };
+    std::thread::spawn(move || copy_then_close(client_in, upstream));
+    std::thread::spawn(move || copy_then_close(upstream_in, client));
+}
+
+fn copy_then_close(mut from: TcpStream, mut to: TcpStream) {
+    let _ = io::copy(&mut from, &mut to);
+    let _ = to.shutdown(Shutdown::Write);
 }

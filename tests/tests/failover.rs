@@ -1,0 +1,102 @@
+//! Suite **failover**: `examples/dev.yaml` with 2 Sentinel-managed shards (a primary and a
+//! replica each, 3 Sentinels, policy `open`), as the operator's pure build renders it, run as
+//! local pods. A primary pod is killed (SIGKILL: a lost node, no pre-stop hook) and stays down:
+//! Sentinel promotes its replica after `downAfterMillis`, the limiter follows (the windows are
+//! printed), the shard's streams keep their leases and the caps hold; the killed pod then
+//! restarts and rejoins as a replica of the new primary, never a second primary. A Sentinel
+//! that restarts is the same peer (stable `myid`): no Sentinel counts one peer more. Never a
+//! 5xx meanwhile.
+
+use std::time::Instant;
+
+use reqwest::StatusCode;
+use screenlimit_system_tests::api::{Prober, accounts_on, heartbeat, play, wait_decided_on};
+use screenlimit_system_tests::install::{Install, desired};
+use screenlimit_system_tests::pods::{Pod, wait_for};
+use screenlimit_system_tests::redis_pods::{
+    START, cli_ok, primary_seen_by, restart, role, wait_replica_known, wait_replica_of,
+};
+use screenlimit_system_tests::require_root;
+
+const SHARDS: usize = 2;
+
+/// The peers `sentinel` knows for `master` (by name).
+fn peers(sentinel: &Pod, master: &str) -> usize {
+    cli_ok(
+        sentinel,
+        &["-p", "26379", "--raw", "sentinel", "sentinels", master],
+    )
+    .lines()
+    .filter(|l| *l == "name")
+    .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_fails_over_the_limiter_follows_and_the_pod_rejoins_as_a_replica() {
+    require_root();
+    let install = &mut Install::start(&desired(SHARDS), SHARDS).await;
+    let api = install.api();
+    let master = install.names.shard_master(0);
+    let accounts: Vec<String> = accounts_on("acct-failover", 0, SHARDS).take(4).collect();
+    let mut streams = Vec::new();
+    for account in &accounts {
+        let (status, body) = play(&api, account, "tv").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        streams.push(body["stream_id"].as_str().unwrap().to_owned());
+    }
+    // Sentinel promotes only a replica it has found (from the primary's INFO, every 10 s).
+    wait_replica_known(&install.sentinels, &master, &install.shards[0][1]);
+    let prober = Prober::start(&api, "acct-probe");
+
+    let killed = Instant::now();
+    install.shards[0][0].kill();
+    let replica_dns = install.shards[0][1].dns.clone();
+    wait_for(START, "Sentinel promoting the replica", || {
+        primary_seen_by(&install.sentinels[0], &master).as_deref() == Some(replica_dns.as_str())
+    });
+    let promoted = killed.elapsed();
+    wait_decided_on(&api, 0, SHARDS, "acct-after-failover", START).await;
+    let followed = killed.elapsed();
+    assert_eq!(role(&install.shards[0][1])[0], "master");
+    // The streams of before play on (their records reached the replica, or their next
+    // heartbeat re-registers them), and the cap holds on the new primary.
+    for (account, stream) in accounts.iter().zip(&streams) {
+        let (status, error) = heartbeat(&api, account, stream).await;
+        assert_eq!(status, StatusCode::OK, "{account}: {error}");
+        let (status, body) = play(&api, account, "phone").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{account}: {body}");
+    }
+
+    // The killed pod comes back: a replica of the new primary.
+    let back = Instant::now();
+    install.shards[0][0].start();
+    install.shards[0][0].wait_ready(START);
+    wait_replica_of(&install.shards[0][0], &install.shards[0][1]);
+    let rejoined = back.elapsed();
+    install.assert_one_primary_per_shard();
+
+    // A Sentinel restarts: the same id, so its peers still count two peers each.
+    let id = cli_ok(&install.sentinels[2], &["-p", "26379", "sentinel", "myid"]);
+    restart(&mut install.sentinels[2]);
+    let again = cli_ok(&install.sentinels[2], &["-p", "26379", "sentinel", "myid"]);
+    assert_eq!(id, again, "a restarted Sentinel is a new peer");
+    wait_for(START, "the restarted Sentinel hearing its peers", || {
+        peers(&install.sentinels[2], &master) == 2
+    });
+    for sentinel in &install.sentinels {
+        assert_eq!(
+            peers(sentinel, &master),
+            2,
+            "{} counts a stale peer",
+            sentinel.name
+        );
+    }
+    install.assert_one_primary_per_shard();
+    let (answered, _) = prober.stop().await;
+    println!(
+        "failover after a primary pod's SIGKILL: Sentinel promoted the replica {promoted:?} \
+         after the kill (downAfterMillis 5000), the limiter decided the shard's plays again \
+         {followed:?} after it; the killed pod rejoined as a replica {rejoined:?} after its \
+         restart; {answered} plays answered meanwhile, none a 5xx"
+    );
+}
