@@ -98,7 +98,9 @@ pub async fn wait_decided_on(
 }
 
 /// Plays for fresh accounts every 20 ms in the background, each answer checked: never a 5xx
-/// (the suites run under policy `open`).
+/// (the suites run under policy `open`). With accounts at their cap, each round also plays a
+/// second device on one of them: the store must never admit it (409, or 200 degraded when the
+/// store did not answer, never a 200 it decided).
 pub struct Prober {
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<(u32, u32)>,
@@ -106,6 +108,12 @@ pub struct Prober {
 
 impl Prober {
     pub fn start(limiter: &str, prefix: &str) -> Prober {
+        Self::start_with_capped(limiter, prefix, Vec::new())
+    }
+
+    /// [`Prober::start`], also checking that `capped` accounts (each at its cap, streams
+    /// heartbeated or well within their TTL) admit no second device.
+    pub fn start_with_capped(limiter: &str, prefix: &str, capped: Vec<String>) -> Prober {
         let stop = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn({
             let (limiter, prefix, stop) =
@@ -122,6 +130,15 @@ impl Prober {
                             answered += 1;
                         }
                         None => unanswered += 1,
+                    }
+                    if let Some(account) = capped.get(i % capped.len().max(1))
+                        && let Some((status, body)) = try_play(&limiter, account, "phone").await
+                    {
+                        assert!(!status.is_server_error(), "{status}: {body}");
+                        assert!(
+                            status != StatusCode::OK || body["degraded"] == true,
+                            "the cap of {account} broken: a second device admitted by the store: {body}"
+                        );
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }

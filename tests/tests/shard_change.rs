@@ -4,9 +4,9 @@
 //! bootstrap them), every StatefulSet whose pod template changed rolls one pod at a time from
 //! the highest ordinal (the Sentinels: their masters list changed; the data pods must not
 //! change), then the limiter's Deployment rolls to its new config. Checked from outside: no
-//! failover during the Sentinel roll, every Sentinel monitors the new shard afterwards, plays
-//! are decided on all 3 shards, the next heartbeat round moves exactly the accounts the ring
-//! moves (about 1/3) to the new shard and the caps hold; never a 5xx.
+//! failover and no cap broken during the Sentinel roll, every Sentinel monitors the new shard
+//! afterwards, plays are decided on all 3 shards, the next heartbeat round moves exactly the
+//! accounts the ring moves (about 1/3) to the new shard and the caps hold; never a 5xx.
 
 use std::time::Instant;
 
@@ -71,7 +71,8 @@ async fn a_third_shard_through_the_operators_build_moves_a_third_of_the_accounts
         assert_ne!(body["degraded"], true, "{body}");
         streams.push(body["stream_id"].as_str().unwrap().to_owned());
     }
-    let prober = Prober::start(&forward.url(), "acct-probe");
+    // Caps hold throughout the Sentinels' roll: a second device on a full account is refused.
+    let prober = Prober::start_with_capped(&forward.url(), "acct-probe", accounts.clone());
 
     // The operator applies the 3-shard objects.
     cluster.set_config_maps(&after.config_maps);
