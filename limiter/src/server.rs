@@ -216,7 +216,8 @@ async fn serve_lane(
     mut stopping: watch::Receiver<bool>,
 ) {
     let lane = connection::Lane::new(service, router, http, max_body_bytes);
-    let probe = tokio::spawn(lane.probe());
+    // The probe wakes the lane every 5 ms: only when the queue delay is used.
+    let probe = (!http.max_queue_delay.is_zero()).then(|| tokio::spawn(lane.probe()));
     // Every connection task holds a sender; when all are dropped, `recv` answers `None`.
     let (open, mut all_closed) = mpsc::channel::<()>(1);
     loop {
@@ -244,5 +245,7 @@ async fn serve_lane(
     }
     drop(open);
     let _ = all_closed.recv().await;
-    probe.abort();
+    if let Some(probe) = probe {
+        probe.abort();
+    }
 }
