@@ -544,6 +544,27 @@ fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// The number in the environment variable `name`, if set, into `into`; a value that does not
+/// parse is an error naming `field`.
+fn parsed_env<T>(
+    env: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    field: &'static str,
+    into: &mut T,
+) -> Result<(), ConfigError>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    if let Some(value) = env(name) {
+        *into = value
+            .trim()
+            .parse()
+            .map_err(|e| invalid(field, format!("{name}={value:?}: {e}")))?;
+    }
+    Ok(())
+}
+
 impl Config {
     /// Reads the file (or the defaults without one), applies the environment, and validates.
     pub fn load(
@@ -684,43 +705,29 @@ impl Config {
         if let Some(file) = env("SCREENLIMIT_AUTH_TOKEN_FILE") {
             self.auth_token_file = Some(file.into());
         }
-        if let Some(threads) = env("SCREENLIMIT_THREADS") {
-            self.threads = threads
-                .trim()
-                .parse()
-                .map_err(|e| invalid("threads", format!("SCREENLIMIT_THREADS={threads:?}: {e}")))?;
-        }
+        parsed_env(&env, "SCREENLIMIT_THREADS", "threads", &mut self.threads)?;
         self.store.auth.apply_env(&env, "SCREENLIMIT_REDIS");
         if let Some(sentinel) = &mut self.store.sentinel {
             sentinel.auth.apply_env(&env, "SCREENLIMIT_SENTINEL");
         }
-        let count = |name: &str, field: &'static str, into: &mut usize| {
-            if let Some(value) = env(name) {
-                *into = value
-                    .trim()
-                    .parse()
-                    .map_err(|e| invalid(field, format!("{name}={value:?}: {e}")))?;
-            }
-            Ok::<(), ConfigError>(())
-        };
-        count(
+        parsed_env(
+            &env,
             "SCREENLIMIT_MAX_CONNECTIONS",
             "http.max_connections",
             &mut self.http.max_connections,
         )?;
-        count(
+        parsed_env(
+            &env,
             "SCREENLIMIT_MAX_IN_FLIGHT",
             "http.max_in_flight",
             &mut self.http.max_in_flight,
         )?;
-        if let Some(value) = env("SCREENLIMIT_LISTEN_BACKLOG") {
-            self.http.listen_backlog = value.trim().parse().map_err(|e| {
-                invalid(
-                    "http.listen_backlog",
-                    format!("SCREENLIMIT_LISTEN_BACKLOG={value:?}: {e}"),
-                )
-            })?;
-        }
+        parsed_env(
+            &env,
+            "SCREENLIMIT_LISTEN_BACKLOG",
+            "http.listen_backlog",
+            &mut self.http.listen_backlog,
+        )?;
         let duration = |name: &str, field: &'static str, into: &mut Duration| {
             if let Some(value) = env(name) {
                 *into = humantime::parse_duration(value.trim())
