@@ -47,6 +47,18 @@ enum NoAnswer {
     Shed,
 }
 
+/// The store's answer to `call`, or, when the call was shed, no answer without asking it (a
+/// future is not run until awaited).
+async fn unless_shed<T>(
+    load: Load,
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, NoAnswer> {
+    match load {
+        Load::Normal => call.await.map_err(NoAnswer::Store),
+        Load::Shed => Err(NoAnswer::Shed),
+    }
+}
+
 /// A play-start request after input validation.
 #[derive(Debug, Clone)]
 pub struct PlayStart {
@@ -250,10 +262,7 @@ impl StreamService {
             plan: resolved.plan,
             replace,
         };
-        let stored = match load {
-            Load::Normal => self.store.acquire(&cmd).await.map_err(NoAnswer::Store),
-            Load::Shed => Err(NoAnswer::Shed),
-        };
+        let stored = unless_shed(load, self.store.acquire(&cmd)).await;
         let (outcome, degraded) = match stored {
             Ok(outcome) => (Some(outcome), resolved.degraded),
             Err(why) => {
@@ -329,14 +338,7 @@ impl StreamService {
     ) -> Result<Renewal, ServiceError> {
         let started = Instant::now();
         let stream = self.verify(account_id, stream_id)?;
-        let stored = match load {
-            Load::Normal => self
-                .store
-                .heartbeat(account_id, &stream)
-                .await
-                .map_err(NoAnswer::Store),
-            Load::Shed => Err(NoAnswer::Shed),
-        };
+        let stored = unless_shed(load, self.store.heartbeat(account_id, &stream)).await;
         let renewal = match stored {
             Ok(outcome) => Renewal {
                 outcome,
@@ -394,14 +396,7 @@ impl StreamService {
                 .await
                 .expect("infallible");
         }
-        let stored = match load {
-            Load::Normal => self
-                .store
-                .release(account_id, &stream)
-                .await
-                .map_err(NoAnswer::Store),
-            Load::Shed => Err(NoAnswer::Shed),
-        };
+        let stored = unless_shed(load, self.store.release(account_id, &stream)).await;
         let degraded = match stored {
             Ok(_) => false,
             Err(why) => {
