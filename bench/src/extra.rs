@@ -17,11 +17,8 @@ use serde_json::json;
 use crate::api::{Api, DEVICE_KINDS, Play, PlayArgs};
 use crate::client::HttpClient;
 use crate::procs::{LimiterProc, LimiterSetup, RedisProc, RedisStats, free_port};
+use crate::scenarios::dur;
 use crate::stats::{Recorder, Report, histogram, summarize};
-
-fn dur(s: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(s)
-}
 
 fn script_source(name: &str) -> &'static str {
     screenlimit_limiter::store::redis::Scripts::sources()

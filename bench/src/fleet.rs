@@ -56,15 +56,11 @@ use tokio::sync::{Notify, watch};
 use crate::api::{Api, Beat, Play, PlayArgs};
 use crate::client::HttpClient;
 use crate::procs::{RedisStats, Stack, process_rss_bytes};
-use crate::scenarios::{Common, beat_label, kind, load, progress, round2, run_tag, short};
+use crate::scenarios::{Common, beat_label, dur, kind, load, progress, round2, run_tag, short};
 use crate::stats::{OpSummary, Recorder, Report};
 
 /// The coalescing window `fleet` gives spawned limiters (and its model) unless told otherwise.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(2);
-
-fn dur(s: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(s)
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct FleetArgs {

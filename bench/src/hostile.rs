@@ -19,12 +19,8 @@ use tokio::net::TcpStream;
 use crate::api::{Api, Play, PlayArgs};
 use crate::client::HttpClient;
 use crate::procs::{LimiterSetup, Stack};
-use crate::scenarios::{Common, kind, round2, run_tag};
+use crate::scenarios::{Common, dur, kind, round2, run_tag};
 use crate::stats::{Recorder, Report, histogram};
-
-fn dur(s: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(s)
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct SlowClientsArgs {

@@ -19,12 +19,8 @@ use tokio::sync::Semaphore;
 
 use crate::client::HttpClient;
 use crate::procs::{LimiterSetup, RedisStats, Stack};
-use crate::scenarios::{Common, round2, run_tag};
+use crate::scenarios::{Common, dur, round2, run_tag};
 use crate::stats::{Recorder, Report};
-
-fn dur(s: &str) -> Result<Duration, humantime::DurationError> {
-    humantime::parse_duration(s)
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct OverloadArgs {

@@ -17,7 +17,8 @@ use crate::client::HttpClient;
 use crate::procs::{LimiterSetup, Stack};
 use crate::stats::{Recorder, Report, loadavg, summarize};
 
-fn dur(s: &str) -> Result<Duration, humantime::DurationError> {
+/// A command-line duration (`5s`, `250ms`), for every scenario's flags.
+pub(crate) fn dur(s: &str) -> Result<Duration, humantime::DurationError> {
     humantime::parse_duration(s)
 }
 
