@@ -90,11 +90,6 @@ impl Redirect {
     }
 }
 
-/// The reply codes a cluster client follows rather than reports.
-pub fn is_redirect(error: &redis::ServerError) -> bool {
-    matches!(error.code(), "MOVED" | "ASK" | "TRYAGAIN")
-}
-
 /// The primaries of the cluster as one read of the map named them: slot ranges and an address.
 type SlotRanges = Vec<(u16, u16, String)>;
 
