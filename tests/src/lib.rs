@@ -12,7 +12,6 @@ pub mod install;
 pub mod pods;
 pub mod redis_pods;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -77,11 +76,6 @@ pub fn operator_secrets(sl: &StreamLimiter) -> Vec<Secret> {
         secret::redis_auth_secret(&names, &ns, &owner),
         secret::stream_id_secret(&names, &ns, &owner),
     ]
-}
-
-/// A Secret's keys and values (`stringData`, as the operator writes them).
-pub fn secret_data(secret: &Secret) -> BTreeMap<String, String> {
-    secret.string_data.clone().expect("stringData")
 }
 
 /// The rendered object named `name` (a StatefulSet, a Deployment, …).
