@@ -55,6 +55,8 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_WRITE_TIMEOUT", "http.write_timeout"),
     ("SCREENLIMIT_LISTEN_BACKLOG", "http.listen_backlog"),
     ("SCREENLIMIT_MAX_QUEUE_DELAY", "http.max_queue_delay"),
+    ("SCREENLIMIT_DRAIN_PERIOD", "http.drain_period"),
+    ("SCREENLIMIT_SHUTDOWN_TIMEOUT", "http.shutdown_timeout"),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -128,6 +130,16 @@ pub struct HttpConfig {
     /// store: a burst a slow instance takes a while to work through must not admit past the cap.
     #[serde(with = "humantime_serde")]
     pub max_queue_delay: Duration,
+    /// After SIGTERM, how long the instance keeps accepting and answering (with `/readyz` 503
+    /// and `Connection: close` on every answer) before it stops accepting: the time the load
+    /// balancers and the Service's endpoints take to stop sending it new requests. `0s`: stop
+    /// accepting at once.
+    #[serde(with = "humantime_serde")]
+    pub drain_period: Duration,
+    /// After the drain period, how long requests in flight get to finish before the process
+    /// exits anyway.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -142,6 +154,8 @@ impl Default for HttpConfig {
             max_connections: 10_000,
             max_in_flight: 4_096,
             max_queue_delay: Duration::ZERO,
+            drain_period: Duration::from_secs(5),
+            shutdown_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -151,6 +165,13 @@ pub const HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=(1 << 20)
 
 /// Bounds of `http.listen_backlog` (the kernel caps it at `net.core.somaxconn` anyway).
 pub const LISTEN_BACKLOG_RANGE: std::ops::RangeInclusive<u32> = 16..=65_535;
+
+/// Longest `http.drain_period`: a pod's grace period must cover it.
+pub const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(300);
+
+/// Bounds of `http.shutdown_timeout`.
+pub const SHUTDOWN_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_secs(600);
 
 /// Most `threads` a config may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -760,6 +781,16 @@ impl Config {
             "http.max_queue_delay",
             &mut self.http.max_queue_delay,
         )?;
+        duration(
+            "SCREENLIMIT_DRAIN_PERIOD",
+            "http.drain_period",
+            &mut self.http.drain_period,
+        )?;
+        duration(
+            "SCREENLIMIT_SHUTDOWN_TIMEOUT",
+            "http.shutdown_timeout",
+            &mut self.http.shutdown_timeout,
+        )?;
         Ok(())
     }
 
@@ -806,6 +837,25 @@ impl Config {
                 format!(
                     "{} must be 0s (off) or between 1ms and 10s",
                     humantime::format_duration(http.max_queue_delay)
+                ),
+            ));
+        }
+        if http.drain_period > MAX_DRAIN_PERIOD {
+            return Err(invalid(
+                "http.drain_period",
+                format!(
+                    "{} must be at most {} (0s: stop accepting at once)",
+                    humantime::format_duration(http.drain_period),
+                    humantime::format_duration(MAX_DRAIN_PERIOD)
+                ),
+            ));
+        }
+        if !SHUTDOWN_TIMEOUT_RANGE.contains(&http.shutdown_timeout) {
+            return Err(invalid(
+                "http.shutdown_timeout",
+                format!(
+                    "{} must be between 100ms and 10m",
+                    humantime::format_duration(http.shutdown_timeout)
                 ),
             ));
         }
@@ -1357,6 +1407,25 @@ stream_id_secret: "0123456789abcdef0123"
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn drain_settings_are_bounded_with_the_field_named() {
+        let config = Config::from_yaml("http: { drain_period: 0s, shutdown_timeout: 1s }").unwrap();
+        config.validate().unwrap();
+        for (yaml, field) in [
+            ("http: { drain_period: 6m }", "http.drain_period"),
+            ("http: { shutdown_timeout: 10ms }", "http.shutdown_timeout"),
+        ] {
+            let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Invalid { field: f, .. } if f == field),
+                "{yaml}: {err}"
+            );
+        }
+        let env = |name: &str| (name == "SCREENLIMIT_DRAIN_PERIOD").then(|| "750ms".to_owned());
+        let config = Config::load(None, env).unwrap();
+        assert_eq!(config.http.drain_period, Duration::from_millis(750));
     }
 
     #[test]

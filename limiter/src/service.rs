@@ -144,6 +144,8 @@ pub struct StreamService {
     /// Heartbeats answered "keep playing", per shard: the live-stream estimate on Redis.
     heartbeats: HeartbeatRate,
     started: Instant,
+    /// Set when a shutdown signal starts the drain: `/readyz` answers 503.
+    pub draining: crate::lifecycle::Draining,
 }
 
 impl From<PlanError> for ServiceError {
@@ -185,6 +187,7 @@ impl StreamService {
             overload: Arc::new(crate::overload::Overload::new(&config.http)),
             heartbeats,
             started: Instant::now(),
+            draining: Default::default(),
         })
     }
 
@@ -525,10 +528,11 @@ impl StreamService {
         self.store.health().await
     }
 
-    /// Whether this instance can answer play-starts: always, unless the policy is `closed` and a
-    /// shard is down (then its accounts would get 503s).
+    /// Whether this instance can answer play-starts: always, unless it is draining before a
+    /// stop, or the policy is `closed` and a shard is down (then its accounts would get 503s).
     pub fn ready(&self, health: &[ShardHealth]) -> bool {
-        self.policy != FailurePolicy::Closed || health.iter().all(|s| s.reachable)
+        !self.draining.is_draining()
+            && (self.policy != FailurePolicy::Closed || health.iter().all(|s| s.reachable))
     }
 
     /// This instance, its shards and its decision counters.
