@@ -268,6 +268,16 @@ fn admin_ui_is_rendered_only_when_enabled() {
         env["SCREENLIMIT_ADMIN_TRUSTED_PROXIES"], "10.0.0.0/8,fd00::/8",
         "the ingress's X-Forwarded-For is believed, so throttling sees each client"
     );
+    // The dashboard drains on SIGTERM: unready through /readyz, and time to do it.
+    let probe = c
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    assert_eq!(probe.path.as_deref(), Some("/readyz"));
+    assert_eq!(pod.termination_grace_period_seconds, Some(20));
 
     let mut sl = fixture("admin-ui.yaml");
     sl.spec.admin_ui.enabled = false;

@@ -60,6 +60,8 @@ struct Http {
     write_timeout: String,
     listen_backlog: i32,
     max_queue_delay: String,
+    drain_period: String,
+    shutdown_timeout: String,
 }
 
 /// The short form `basic: 1`, or `standard: {max_streams: 2, device_caps: {mobile: 1}}`.
@@ -341,6 +343,8 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
                 write_timeout: format!("{}ms", http.write_timeout_millis),
                 listen_backlog: http.listen_backlog,
                 max_queue_delay: format!("{}ms", http.max_queue_delay_millis),
+                drain_period: format!("{}s", http.drain_period_seconds),
+                shutdown_timeout: format!("{}s", http.shutdown_timeout_seconds),
             }
         },
     };
