@@ -89,6 +89,16 @@ pub struct Config {
     pub threads: usize,
     /// Connection deadlines and the bounds of one instance.
     pub http: HttpConfig,
+    /// A label for this version of the file, reported in `/v1/fleet` and
+    /// `screenlimit_config_info` (the operator writes one per rendered config, and reads it back
+    /// to tell when every instance runs it). 1-64 characters of A-Z a-z 0-9 . _ : -.
+    pub revision: Option<String>,
+    /// The file this config was read from: `reload.rs` watches it.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+    /// `listen` given by the `--listen` flag, which wins over the file on a reload too.
+    #[serde(skip)]
+    pub listen_flag: Option<SocketAddr>,
 }
 
 /// What one instance takes on: deadlines on every connection, and bounds on connections and on
@@ -493,6 +503,9 @@ impl Default for Config {
             plan_source: PlanSourceConfig::default(),
             threads: 0,
             http: HttpConfig::default(),
+            revision: None,
+            file: None,
+            listen_flag: None,
         }
     }
 }
@@ -596,6 +609,7 @@ impl Config {
             Some(path) => Self::from_file(path)?,
             None => Config::default(),
         };
+        config.file = path.map(Path::to_owned);
         config.apply_env(env)?;
         config.validate()?;
         Ok(config)
@@ -963,6 +977,14 @@ impl Config {
         crate::store::redis::access::validate(&self.store)?;
         self.validate_plan_source()?;
         self.validate_http()?;
+        if let Some(revision) = &self.revision
+            && crate::ids::validate_token(revision).is_err()
+        {
+            return Err(invalid(
+                "revision",
+                format!("{revision:?} must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
+            ));
+        }
         if self.max_body_bytes < 512 {
             return Err(invalid("max_body_bytes", "must be at least 512"));
         }

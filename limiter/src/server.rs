@@ -42,6 +42,7 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     let auth_token = config.resolve_auth_token()?;
     let service = Arc::new(StreamService::from_config(&config)?);
     service.check_store_access().await?;
+    crate::reload::spawn(service.clone(), config.clone());
     let router = crate::api::router(service.clone(), config.max_body_bytes, auth_token.clone());
     let listener = listen(config.listen, config.http.listen_backlog)
         .map_err(|e| anyhow::anyhow!("cannot listen on {} (`listen`): {e}", config.listen))?;
