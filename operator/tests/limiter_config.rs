@@ -82,7 +82,8 @@ fn the_file_has_exactly_the_expected_keys() {
             "stream_id_secret_file",
             "auth_token_file",
             "max_body_bytes",
-            "http"
+            "http",
+            "revision"
         ]
     );
     assert_eq!(
