@@ -889,9 +889,17 @@ pub struct StreamLimiterStatus {
     /// Sentinel pods ready (managed shards with replicas only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentinel_ready_replicas: Option<i32>,
-    /// Hash of the rendered limiter config now rolled out.
+    /// Hash of the part of the limiter config that rolls the pods, now rolled out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_hash: Option<String>,
+    /// The revision of the limiter config last rendered (a hash of its live part: plans,
+    /// caps, lease timing, failure policy), which the pods take in without a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_revision: Option<String>,
+    /// Ready limiter pods that report running `configRevision` (condition `ConfigApplied`
+    /// turns true when they all do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limiter_pods_on_config_revision: Option<i32>,
 }
 
 /// Readiness of one managed shard.
