@@ -213,3 +213,46 @@ async fn a_lowered_limit_reaches_new_plays_live_and_a_broken_file_is_refused() {
     let log = limiter.log();
     assert_eq!(log.matches("is refused").count(), 1, "{log}");
 }
+
+/// On Redis the store itself holds the default plan (for plays that name none) and the lease
+/// timing: a reload reaches them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_a_raised_default_plan_reaches_plays_that_name_no_plan() {
+    let redis = support::RedisServer::start();
+    let store = support::redis_config(&[redis.url()], "");
+    let limiter = LimiterProcess::start(&format!(
+        "{store}plans: {{ basic: 1, family: 3 }}\ndefault_plan: basic\nlease: {{ heartbeat_interval: 1s, ttl: 10s }}\n"
+    ));
+    let api = limiter.client();
+    let plays = |account: String| {
+        let api = api.clone();
+        async move {
+            let mut statuses = Vec::new();
+            for device in ["tv", "phone"] {
+                statuses.push(api.play_on(&account, device).await.status);
+            }
+            statuses
+        }
+    };
+    assert_eq!(
+        plays("first".into()).await,
+        [StatusCode::OK, StatusCode::CONFLICT]
+    );
+    rewrite(
+        &limiter,
+        &format!(
+            "{store}plans: {{ basic: 2, family: 3 }}\ndefault_plan: basic\nlease: {{ heartbeat_interval: 1s, ttl: 20s }}\n"
+        ),
+    );
+    let mut n = 0;
+    within(Duration::from_secs(5), "the raised default plan", || {
+        n += 1;
+        let plays = plays(format!("fresh-{n}"));
+        async move { plays.await == [StatusCode::OK, StatusCode::OK] }
+    })
+    .await;
+    // New leases get the new TTL.
+    let reply = api.play_on("ttl", "tv").await;
+    assert_eq!(reply.body["lease_ttl_sec"], 20.0, "{:?}", reply.body);
+    assert_eq!(fleet_config(&api).await["generation"], 2);
+}
