@@ -21,6 +21,12 @@ pub enum StoreError {
     CircuitOpen { shard: usize },
     #[error("shard {shard} failed: {message}")]
     Backend { shard: usize, message: String },
+    /// Not sent: the shard is answering all it can, and this call would not have been answered
+    /// within the store deadline (`store.admission`).
+    #[error(
+        "shard {shard} is overloaded: this call could not be answered within the store deadline, so it was not sent"
+    )]
+    Shed { shard: usize },
 }
 
 impl StoreError {
@@ -30,6 +36,17 @@ impl StoreError {
             StoreError::Timeout { .. } => "timeout",
             StoreError::CircuitOpen { .. } => "circuit_open",
             StoreError::Backend { .. } => "backend",
+            StoreError::Shed { .. } => "shed",
+        }
+    }
+
+    /// The shard the error is about (`usize::MAX` when none could be named).
+    pub fn shard(&self) -> usize {
+        match self {
+            StoreError::Timeout { shard }
+            | StoreError::CircuitOpen { shard }
+            | StoreError::Backend { shard, .. }
+            | StoreError::Shed { shard } => *shard,
         }
     }
 }
@@ -46,6 +63,9 @@ pub struct ShardHealth {
     /// Keys the shard holds (about one per account with leases or recent tombstones), when
     /// reachable.
     pub keys: Option<u64>,
+    /// Whether this instance is shedding the shard's calls now: the shard answers all it can,
+    /// and what it could not answer within the store deadline is decided by the failure policy.
+    pub overloaded: bool,
 }
 
 pub trait LeaseStore: Send + Sync + 'static {
@@ -147,6 +167,7 @@ impl AnyStore {
                     shards,
                     deadline: config.timeout,
                     batch_window: config.batch_window,
+                    admission: config.admission == crate::config::StoreAdmission::Adaptive,
                     failure_threshold: config.circuit_failure_threshold,
                     probe_interval: config.circuit_probe_interval,
                     access: redis::access::Access::resolve(config)?,
@@ -200,6 +221,14 @@ impl AnyStore {
         match self {
             AnyStore::Memory(_) => Vec::new(),
             AnyStore::Redis(store) => store.batch_totals(),
+        }
+    }
+
+    /// Per shard, what its queue admits and what it shed (none on the embedded store).
+    pub fn admission(&self) -> Vec<(usize, redis::Admission)> {
+        match self {
+            AnyStore::Memory(_) => Vec::new(),
+            AnyStore::Redis(store) => store.admission(),
         }
     }
 }
