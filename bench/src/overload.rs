@@ -279,7 +279,12 @@ pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
         }));
     }
     rec.fill(&mut report, args.step.as_secs_f64());
-    for (step, op) in steps.iter_mut().zip(&report.ops) {
+    for (step, multiple) in steps.iter_mut().zip(&args.multiples) {
+        // The report's rows are sorted by name ("10x" before "2x"): find each step's own.
+        let name = format!("play_start {multiple}x");
+        let Some(op) = report.ops.iter().find(|op| op.op == name) else {
+            continue;
+        };
         let count = op.count.max(1) as f64;
         let share = |labels: &[&str]| {
             let n: u64 = labels

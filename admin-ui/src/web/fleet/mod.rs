@@ -420,6 +420,9 @@ mod tests {
         assert!(!calm.contains(">shedding<"), "{calm}");
         // A limiter older than the field: not shedding, as far as it says.
         let older = panel_for(fleet_with_shard(None));
-        assert!(older.contains(r#"every call reaches the shard">ok</td>"#), "{older}");
+        assert!(
+            older.contains(r#"every call reaches the shard">ok</td>"#),
+            "{older}"
+        );
     }
 }
