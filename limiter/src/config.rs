@@ -55,6 +55,10 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_WRITE_TIMEOUT", "http.write_timeout"),
     ("SCREENLIMIT_LISTEN_BACKLOG", "http.listen_backlog"),
     ("SCREENLIMIT_MAX_QUEUE_DELAY", "http.max_queue_delay"),
+    (
+        "SCREENLIMIT_REDIS_ALLOW_EVICTION",
+        "store.allow_eviction (true or false)",
+    ),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -264,6 +268,10 @@ pub struct StoreConfig {
     pub tls: TlsConfig,
     /// The data nodes' user and password.
     pub auth: AuthConfig,
+    /// Accept shards whose `maxmemory-policy` evicts keys (`allkeys-*`, `volatile-*`): when one
+    /// is full Redis deletes leases and tombstones and plays past the cap are admitted. Without
+    /// it such a shard stops the start (exit 2).
+    pub allow_eviction: bool,
 }
 
 /// Shards whose master Redis Sentinel tracks; the limiter follows failovers by itself.
@@ -498,6 +506,7 @@ impl Default for StoreConfig {
             cluster: None,
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
+            allow_eviction: false,
         }
     }
 }
@@ -706,6 +715,12 @@ impl Config {
             self.auth_token_file = Some(file.into());
         }
         parsed_env(&env, "SCREENLIMIT_THREADS", "threads", &mut self.threads)?;
+        parsed_env(
+            &env,
+            "SCREENLIMIT_REDIS_ALLOW_EVICTION",
+            "store.allow_eviction",
+            &mut self.store.allow_eviction,
+        )?;
         self.store.auth.apply_env(&env, "SCREENLIMIT_REDIS");
         if let Some(sentinel) = &mut self.store.sentinel {
             sentinel.auth.apply_env(&env, "SCREENLIMIT_SENTINEL");
