@@ -390,10 +390,7 @@ impl ShardGauges {
                 "store_used_memory_bytes",
                 "A shard's used_memory (INFO memory, sampled every 5 s)",
             ),
-            max_memory: gauge(
-                "store_maxmemory_bytes",
-                "A shard's maxmemory (0: no limit)",
-            ),
+            max_memory: gauge("store_maxmemory_bytes", "A shard's maxmemory (0: no limit)"),
             evicting: gauge(
                 "store_evicting_policy",
                 "1 while a shard's maxmemory-policy evicts keys (accepted by store.allow_eviction): plays may be admitted past the cap when it is full",

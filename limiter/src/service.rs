@@ -528,8 +528,7 @@ impl StreamService {
     /// Whether this instance can answer play-starts: always, unless the policy is `closed` and a
     /// shard is down or read-only (then its accounts would get 503s).
     pub fn ready(&self, health: &[ShardHealth]) -> bool {
-        self.policy != FailurePolicy::Closed
-            || health.iter().all(|s| s.reachable && !s.read_only)
+        self.policy != FailurePolicy::Closed || health.iter().all(|s| s.reachable && !s.read_only)
     }
 
     /// This instance, its shards and its decision counters.

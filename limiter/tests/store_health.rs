@@ -192,7 +192,11 @@ async fn a_full_shard_refuses_new_state_but_still_frees_slots() {
     let reply = api.play_on("after-free", "tv").await;
     assert_eq!(reply.body["degraded"], false, "{reply:?}");
     let reply = api.play_on(&admitted[3].0, "phone").await;
-    assert_eq!(reply.status, StatusCode::CONFLICT, "the cap is back: {reply:?}");
+    assert_eq!(
+        reply.status,
+        StatusCode::CONFLICT,
+        "the cap is back: {reply:?}"
+    );
 
     // One line when the shard filled, one when it took state again: none per request.
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -241,7 +245,10 @@ async fn a_primary_demoted_under_a_running_limiter_opens_its_circuit() {
         if reply.body["degraded"] == false {
             break;
         }
-        assert!(Instant::now() < deadline, "never a primary again: {reply:?}");
+        assert!(
+            Instant::now() < deadline,
+            "never a primary again: {reply:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let log = limiter.log();

@@ -183,8 +183,12 @@ fn note_policy(shard: &Shard, sample: &MemorySample, allow_eviction: bool) {
     if evicting != shard.state.evicting.swap(evicting, Ordering::Relaxed) && evicting {
         let policy = sample.policy.clone().unwrap_or_default();
         match allow_eviction {
-            true => tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), policy, "store shard evicts keys under memory pressure (accepted by store.allow_eviction): plays may be admitted past the cap when it is full"),
-            false => tracing::error!(shard = shard.index, endpoint = %shard.endpoint(), policy, "store shard now evicts keys under memory pressure: plays may be admitted past the cap when it is full; set its maxmemory-policy to noeviction (README, \"Sizing Redis\")"),
+            true => {
+                tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), policy, "store shard evicts keys under memory pressure (accepted by store.allow_eviction): plays may be admitted past the cap when it is full")
+            }
+            false => {
+                tracing::error!(shard = shard.index, endpoint = %shard.endpoint(), policy, "store shard now evicts keys under memory pressure: plays may be admitted past the cap when it is full; set its maxmemory-policy to noeviction (README, \"Sizing Redis\")")
+            }
         }
     }
     if sample.policy.is_none() {
@@ -246,7 +250,10 @@ where
         }
     };
     let Some(policy) = sample.as_ref().and_then(|s| s.policy.clone()) else {
-        tracing::warn!(shard = at, "cannot read the store shard's maxmemory-policy (INFO memory; grant +info): eviction is not checked");
+        tracing::warn!(
+            shard = at,
+            "cannot read the store shard's maxmemory-policy (INFO memory; grant +info): eviction is not checked"
+        );
         return Ok(sample);
     };
     if is_evicting(&policy) {
@@ -261,9 +268,16 @@ where
                 ),
             });
         }
-        tracing::warn!(shard = at, policy, "store shard evicts keys under memory pressure (accepted by store.allow_eviction): plays may be admitted past the cap when it is full");
+        tracing::warn!(
+            shard = at,
+            policy,
+            "store shard evicts keys under memory pressure (accepted by store.allow_eviction): plays may be admitted past the cap when it is full"
+        );
     } else if sample.as_ref().is_some_and(|s| s.max == 0) {
-        tracing::info!(shard = at, "store shard has no maxmemory: it grows until its host runs out of memory (README, \"Sizing Redis\")");
+        tracing::info!(
+            shard = at,
+            "store shard has no maxmemory: it grows until its host runs out of memory (README, \"Sizing Redis\")"
+        );
     }
     Ok(sample)
 }
@@ -271,7 +285,10 @@ where
 /// Keeps what [`first_look`] read.
 pub fn record_first_look(shard: &Shard, sample: Option<MemorySample>) {
     if let Some(sample) = sample {
-        shard.state.evicting.store(sample.evicting(), Ordering::Relaxed);
+        shard
+            .state
+            .evicting
+            .store(sample.evicting(), Ordering::Relaxed);
         shard.state.record(sample);
     }
 }

@@ -144,8 +144,14 @@ impl Scripts {
                 "force_stop",
                 concat!("#!lua flags=allow-oom\n", lease_script!("force_stop")),
             ),
-            ("list", concat!("#!lua flags=no-writes\n", lease_script!("list"))),
-            ("set_override", concat!("#!lua\n", lease_script!("set_override"))),
+            (
+                "list",
+                concat!("#!lua flags=no-writes\n", lease_script!("list")),
+            ),
+            (
+                "set_override",
+                concat!("#!lua\n", lease_script!("set_override")),
+            ),
             (
                 "session_event",
                 concat!("#!lua\n", include_str!("lua/session_event.lua")),
@@ -153,7 +159,10 @@ impl Scripts {
             // Sent only after a script Redis ran (a force-stop's entry must not be lost); capped.
             (
                 "fleet_audit",
-                concat!("#!lua flags=allow-oom\n", include_str!("lua/fleet_audit.lua")),
+                concat!(
+                    "#!lua flags=allow-oom\n",
+                    include_str!("lua/fleet_audit.lua")
+                ),
             ),
         ]
     }

@@ -272,14 +272,12 @@ impl Shard {
             let Some(connection) = self.connection() else {
                 return Ok(Contact::Down("no connection".into()));
             };
-            let at = format!("store.redis_shards[{}] ({})", self.index, self.endpoint());
+            let at = format!("shard {} ({})", self.index, self.endpoint());
             let rules = StartRules {
                 primary_required: matches!(self.locator, Locator::Fixed),
                 allow_eviction: self.access.allow_eviction,
             };
-            return self
-                .look(connection, sources, &at, rules, deadline)
-                .await;
+            return self.look(connection, sources, &at, rules, deadline).await;
         };
         let mut named = None;
         for (i, sentinel) in sentinels.iter().enumerate() {
