@@ -322,49 +322,6 @@ impl Default for Metrics {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn live_streams_are_a_gauge_per_shard_named_by_method() {
-        let metrics = Metrics::new();
-        metrics.set_live_streams(&LiveStreams {
-            method: crate::live::LiveMethod::HeartbeatRate,
-            window_sec: 20.0,
-            shards: vec![300, 7],
-        });
-        let text = metrics.render();
-        for line in [
-            "screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"0\"} 300",
-            "screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"1\"} 7",
-        ] {
-            assert!(text.contains(line), "{line}: {text}");
-        }
-    }
-
-    #[test]
-    fn batch_counters_follow_the_store_totals() {
-        let metrics = Metrics::new();
-        metrics.sync_batches(0, 5, 20);
-        metrics.sync_batches(0, 7, 30);
-        metrics.sync_batches(1, 1, 1);
-        let text = metrics.render();
-        assert!(
-            text.contains("screenlimit_store_batches_total{shard=\"0\"} 7"),
-            "{text}"
-        );
-        assert!(
-            text.contains("screenlimit_store_batched_commands_total{shard=\"0\"} 30"),
-            "{text}"
-        );
-        assert!(
-            text.contains("screenlimit_store_batched_commands_total{shard=\"1\"} 1"),
-            "{text}"
-        );
-    }
-}
-
 /// What a shard says about its own health (`store/redis/health.rs`): memory against its limit,
 /// an evicting policy, read-only, full. Alert on used / max before it is full (the operator's
 /// PrometheusRule does at 80 %).
@@ -435,5 +392,48 @@ impl ShardGauges {
                 set(&self.evicting, u64::from(evicting));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_streams_are_a_gauge_per_shard_named_by_method() {
+        let metrics = Metrics::new();
+        metrics.set_live_streams(&LiveStreams {
+            method: crate::live::LiveMethod::HeartbeatRate,
+            window_sec: 20.0,
+            shards: vec![300, 7],
+        });
+        let text = metrics.render();
+        for line in [
+            "screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"0\"} 300",
+            "screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"1\"} 7",
+        ] {
+            assert!(text.contains(line), "{line}: {text}");
+        }
+    }
+
+    #[test]
+    fn batch_counters_follow_the_store_totals() {
+        let metrics = Metrics::new();
+        metrics.sync_batches(0, 5, 20);
+        metrics.sync_batches(0, 7, 30);
+        metrics.sync_batches(1, 1, 1);
+        let text = metrics.render();
+        assert!(
+            text.contains("screenlimit_store_batches_total{shard=\"0\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("screenlimit_store_batched_commands_total{shard=\"0\"} 30"),
+            "{text}"
+        );
+        assert!(
+            text.contains("screenlimit_store_batched_commands_total{shard=\"1\"} 1"),
+            "{text}"
+        );
     }
 }
