@@ -176,9 +176,18 @@ async fn a_full_shard_refuses_new_state_but_still_frees_slots() {
 
     let metrics = metrics(&limiter).await;
     assert!(
-        metrics.contains("screenlimit_store_errors_total{kind=\"oom\",shard=\"0\"}"),
+        metrics.contains("screenlimit_store_errors_total{kind=\"oom\",shard=\"0\"}")
+            && metrics.contains(&format!(
+                "screenlimit_store_maxmemory_bytes{{shard=\"0\"}} {limit}"
+            ))
+            && metrics.contains("screenlimit_store_out_of_memory{shard=\"0\"} 1"),
         "{metrics}"
     );
+    let fleet: Value = api.get("/v1/fleet").await.json().await.unwrap();
+    let shard = &fleet["shards"][0];
+    assert_eq!(shard["memory"]["max_bytes"], limit, "{fleet}");
+    assert_eq!(shard["memory"]["policy"], "noeviction", "{fleet}");
+    assert_eq!(shard["out_of_memory"], true, "{fleet}");
 
     // The same full shard under `closed`: refused, 503.
     let closed = LimiterProcess::start(&config(&redis, "failure_policy: closed\n"));
@@ -255,4 +264,41 @@ async fn a_primary_demoted_under_a_running_limiter_opens_its_circuit() {
     assert_eq!(count(&log, "read-only replica (READONLY)"), 1, "{log}");
     assert_eq!(count(&log, "primary again: circuit closed"), 1, "{log}");
     assert!(log.lines().count() <= 3, "a line per request? {log}");
+}
+
+/// The same flags on a Redis Cluster node, whose scripts start with the migration guard after
+/// their flags line: a full node refuses plays (the policy decides), a stop still runs.
+#[tokio::test]
+async fn a_full_cluster_node_refuses_new_plays_and_still_frees_slots() {
+    let node = RedisServer::start_lone_cluster_node();
+    let limiter = LimiterProcess::start(&format!(
+        "{PLANS}store:\n  backend: redis\n  cluster:\n    nodes: [\"{}\"]\n  timeout: 250ms\n  circuit_probe_interval: 100ms\nstream_id_secret: \"{}\"\n",
+        node.url(),
+        support::SECRET
+    ));
+    let api = limiter.client();
+    let playing = api.play_on("cluster-full", "tv").await;
+    assert_eq!(playing.body["degraded"], false, "{playing:?}");
+
+    node.command("CONFIG SET maxmemory 1").unwrap(); // full at once
+    for i in 0..5 {
+        let reply = api.play_on(&format!("cluster-new-{i}"), "tv").await;
+        assert_eq!(reply.body["degraded"], true, "{reply:?}");
+    }
+    let renewed = api.heartbeat("cluster-full", &playing.stream_id()).await;
+    assert_ne!(renewed.body["degraded"], true, "{renewed:?}");
+    let stopped = api.stop("cluster-full", &playing.stream_id()).await;
+    assert_ne!(stopped.body["degraded"], true, "{stopped:?}");
+    node.command("CONFIG SET maxmemory 0").unwrap();
+    let reply = api.play_on("cluster-full", "phone").await;
+    assert_eq!(
+        reply.body["degraded"], false,
+        "the stop freed the slot: {reply:?}"
+    );
+    assert_eq!(
+        count(&limiter.log(), "is full (OOM"),
+        1,
+        "{}",
+        limiter.log()
+    );
 }

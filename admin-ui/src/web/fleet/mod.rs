@@ -208,9 +208,10 @@ impl InstanceView {
             shards: fleet
                 .shards
                 .into_iter()
-                .map(|s| ShardView {
-                    memory: memory_text(&s).0,
-                    memory_alarm: memory_text(&s).1,
+                .map(|s| (memory_text(&s), s))
+                .map(|((memory, memory_alarm), s)| ShardView {
+                    memory,
+                    memory_alarm,
                     shard: s.shard,
                     endpoint: s.endpoint,
                     reachable: s.reachable,
