@@ -1149,6 +1149,28 @@ mod tests {
     }
 
     #[test]
+    fn allow_eviction_is_off_by_default_and_comes_from_the_file_or_the_environment() {
+        let no_env = |_: &str| None;
+        assert!(!Config::load(None, no_env).unwrap().store.allow_eviction);
+        let config = Config::from_yaml("store: { allow_eviction: true }\n").unwrap();
+        assert!(config.store.allow_eviction);
+        let env = |name: &str| (name == "SCREENLIMIT_REDIS_ALLOW_EVICTION").then(|| "true".into());
+        assert!(Config::load(None, env).unwrap().store.allow_eviction);
+        let bad = |name: &str| (name == "SCREENLIMIT_REDIS_ALLOW_EVICTION").then(|| "yes".into());
+        let err = Config::load(None, bad).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    field: "store.allow_eviction",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_documented_shape_parses() {
         let yaml = r#"
 listen: 127.0.0.1:9090
