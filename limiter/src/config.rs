@@ -55,6 +55,10 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_WRITE_TIMEOUT", "http.write_timeout"),
     ("SCREENLIMIT_LISTEN_BACKLOG", "http.listen_backlog"),
     ("SCREENLIMIT_MAX_QUEUE_DELAY", "http.max_queue_delay"),
+    (
+        "SCREENLIMIT_REDIS_ALLOW_EVICTION",
+        "store.allow_eviction (true or false)",
+    ),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -268,6 +272,10 @@ pub struct StoreConfig {
     pub tls: TlsConfig,
     /// The data nodes' user and password.
     pub auth: AuthConfig,
+    /// Accept shards whose `maxmemory-policy` evicts keys (`allkeys-*`, `volatile-*`): when one
+    /// is full Redis deletes leases and tombstones and plays past the cap are admitted. Without
+    /// it such a shard stops the start (exit 2).
+    pub allow_eviction: bool,
 }
 
 /// `store.admission`.
@@ -512,6 +520,7 @@ impl Default for StoreConfig {
             cluster: None,
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
+            allow_eviction: false,
         }
     }
 }
@@ -720,6 +729,12 @@ impl Config {
             self.auth_token_file = Some(file.into());
         }
         parsed_env(&env, "SCREENLIMIT_THREADS", "threads", &mut self.threads)?;
+        parsed_env(
+            &env,
+            "SCREENLIMIT_REDIS_ALLOW_EVICTION",
+            "store.allow_eviction",
+            &mut self.store.allow_eviction,
+        )?;
         self.store.auth.apply_env(&env, "SCREENLIMIT_REDIS");
         if let Some(sentinel) = &mut self.store.sentinel {
             sentinel.auth.apply_env(&env, "SCREENLIMIT_SENTINEL");
@@ -1145,6 +1160,28 @@ mod tests {
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    #[test]
+    fn allow_eviction_is_off_by_default_and_comes_from_the_file_or_the_environment() {
+        let no_env = |_: &str| None;
+        assert!(!Config::load(None, no_env).unwrap().store.allow_eviction);
+        let config = Config::from_yaml("store: { allow_eviction: true }\n").unwrap();
+        assert!(config.store.allow_eviction);
+        let env = |name: &str| (name == "SCREENLIMIT_REDIS_ALLOW_EVICTION").then(|| "true".into());
+        assert!(Config::load(None, env).unwrap().store.allow_eviction);
+        let bad = |name: &str| (name == "SCREENLIMIT_REDIS_ALLOW_EVICTION").then(|| "yes".into());
+        let err = Config::load(None, bad).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    field: "store.allow_eviction",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use prometheus::{
 
 use crate::live::LiveStreams;
 use crate::overload::{Deadline, Overload, Route};
-use crate::store::StoreError;
 use crate::store::redis::{Admission, Priority, ShedReason};
+use crate::store::{ShardStateView, StoreError};
 
 /// Every decision the limiter reports, the values of the `decision` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +68,7 @@ pub struct Metrics {
     open_connections: IntGauge,
     in_flight: IntGauge,
     live_streams: IntGaugeVec,
+    shard_state: ShardGauges,
     admission: AdmissionMetrics,
 }
 
@@ -188,7 +189,7 @@ impl Metrics {
         let store_errors = IntCounterVec::new(
             Opts::new(
                 "store_errors_total",
-                "Store calls that failed, by shard and kind (timeout, circuit_open, backend, shed)",
+                "Store calls that failed, by shard and kind (timeout, circuit_open, backend, oom, read_only, shed)",
             ),
             &["shard", "kind"],
         )
@@ -282,7 +283,9 @@ impl Metrics {
             registry.register(metric).expect("metric registered once");
         }
         let admission = AdmissionMetrics::new(&registry);
+        let shard_state = ShardGauges::register(&registry);
         Metrics {
+            shard_state,
             registry,
             decisions,
             latency,
@@ -374,6 +377,11 @@ impl Metrics {
         }
     }
 
+    /// Each shard's memory and flags as last seen, for the shards there are now.
+    pub fn set_shard_states(&self, states: &[(usize, ShardStateView)]) {
+        self.shard_state.set(states);
+    }
+
     /// Brings the batch counters up to the store's running totals.
     pub fn sync_batches(&self, shard: usize, batches: u64, commands: u64) {
         let shard = shard.to_string();
@@ -408,6 +416,79 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// What a shard says about its own health (`store/redis/health.rs`): memory against its limit,
+/// an evicting policy, read-only, full. Alert on used / max before it is full (the operator's
+/// PrometheusRule does at 80 %).
+struct ShardGauges {
+    used_memory: IntGaugeVec,
+    max_memory: IntGaugeVec,
+    evicting: IntGaugeVec,
+    read_only: IntGaugeVec,
+    out_of_memory: IntGaugeVec,
+}
+
+impl ShardGauges {
+    fn register(registry: &Registry) -> Self {
+        let gauge = |name: &str, help: &str| {
+            let gauge = IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        };
+        ShardGauges {
+            used_memory: gauge(
+                "store_used_memory_bytes",
+                "A shard's used_memory (INFO memory, sampled every 5 s)",
+            ),
+            max_memory: gauge("store_maxmemory_bytes", "A shard's maxmemory (0: no limit)"),
+            evicting: gauge(
+                "store_evicting_policy",
+                "1 while a shard's maxmemory-policy evicts keys (accepted by store.allow_eviction): plays may be admitted past the cap when it is full",
+            ),
+            read_only: gauge(
+                "store_read_only",
+                "1 while a shard answers READONLY (a replica): its circuit is open",
+            ),
+            out_of_memory: gauge(
+                "store_out_of_memory",
+                "1 while a shard answers OOM: new state goes to the failure policy",
+            ),
+        }
+    }
+
+    fn set(&self, states: &[(usize, ShardStateView)]) {
+        for gauge in [
+            &self.used_memory,
+            &self.max_memory,
+            &self.evicting,
+            &self.read_only,
+            &self.out_of_memory,
+        ] {
+            gauge.reset();
+        }
+        for (shard, view) in states {
+            let shard = [shard.to_string()];
+            let set = |gauge: &IntGaugeVec, value: u64| {
+                gauge
+                    .with_label_values(&shard)
+                    .set(i64::try_from(value).unwrap_or(i64::MAX));
+            };
+            set(&self.read_only, u64::from(view.read_only));
+            set(&self.out_of_memory, u64::from(view.out_of_memory));
+            if let Some(memory) = &view.memory {
+                set(&self.used_memory, memory.used_bytes);
+                set(&self.max_memory, memory.max_bytes);
+                let evicting = memory
+                    .policy
+                    .as_deref()
+                    .is_some_and(crate::store::redis::health::is_evicting);
+                set(&self.evicting, u64::from(evicting));
+            }
+        }
     }
 }
 

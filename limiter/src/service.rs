@@ -526,9 +526,9 @@ impl StreamService {
     }
 
     /// Whether this instance can answer play-starts: always, unless the policy is `closed` and a
-    /// shard is down (then its accounts would get 503s).
+    /// shard is down or read-only (then its accounts would get 503s).
     pub fn ready(&self, health: &[ShardHealth]) -> bool {
-        self.policy != FailurePolicy::Closed || health.iter().all(|s| s.reachable)
+        self.policy != FailurePolicy::Closed || health.iter().all(|s| s.reachable && !s.read_only)
     }
 
     /// This instance, its shards and its decision counters.
@@ -579,6 +579,7 @@ impl StreamService {
 
     pub fn render_metrics(&self) -> String {
         self.metrics.set_circuits(&self.store.circuits());
+        self.metrics.set_shard_states(&self.store.shard_states());
         for (shard, batches, commands) in self.store.batch_totals() {
             self.metrics.sync_batches(shard, batches, commands);
         }

@@ -259,6 +259,9 @@ impl LeaseStore for MemoryStore {
             circuit: "closed",
             keys: Some(self.account_count() as u64),
             overloaded: false,
+            read_only: false,
+            out_of_memory: false,
+            memory: None,
         }]
     }
 }

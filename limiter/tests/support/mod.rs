@@ -80,6 +80,11 @@ impl RedisServer {
         server
     }
 
+    /// A server started with extra arguments (`--maxmemory-policy volatile-lru`, ...).
+    pub fn start_with(extra: &[&str]) -> Self {
+        Self::spawn_on_a_free_port(extra)
+    }
+
     /// A replica of the server on `primary_port`.
     pub fn start_replica_of(primary_port: u16) -> Self {
         Self::spawn_on_a_free_port(&["--replicaof", "127.0.0.1", &primary_port.to_string()])

@@ -38,6 +38,50 @@ pub struct ShardView {
     pub overloaded: bool,
     /// This instance's live streams on the shard (its share, on Redis).
     pub live: String,
+    /// Used of max memory, and the policy (`memory_text`).
+    pub memory: String,
+    /// Full, near full (80 %), evicting or read-only: shown as bad.
+    pub memory_alarm: bool,
+}
+
+/// A shard's memory in words: "1.2 MiB of 3.0 MiB (40 %), noeviction", with what is wrong first.
+fn memory_text(shard: &crate::limiter::Shard) -> (String, bool) {
+    let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0));
+    let mut alarms = Vec::new();
+    if shard.read_only {
+        alarms.push("read-only replica".to_owned());
+    }
+    if shard.out_of_memory {
+        alarms.push("full (OOM)".to_owned());
+    }
+    let Some(memory) = &shard.memory else {
+        let text = match alarms.is_empty() {
+            true => "—".to_owned(),
+            false => alarms.join(", "),
+        };
+        return (text, !alarms.is_empty());
+    };
+    let policy = memory.policy.as_deref().unwrap_or("policy unknown");
+    if memory.policy.as_deref().is_some_and(|p| p != "noeviction") {
+        alarms.push(format!("{policy} evicts"));
+    }
+    let used = match memory.max_bytes {
+        0 => format!("{} (no maxmemory), {policy}", mib(memory.used_bytes)),
+        max => {
+            let share = memory.used_bytes.saturating_mul(100) / max;
+            if share >= 80 {
+                alarms.push(format!("{share} % full"));
+            }
+            format!(
+                "{} of {} ({share} %), {policy}",
+                mib(memory.used_bytes),
+                mib(max)
+            )
+        }
+    };
+    let alarm = !alarms.is_empty();
+    alarms.push(used);
+    (alarms.join(" · "), alarm)
 }
 
 pub struct DecisionView {
@@ -166,7 +210,10 @@ impl InstanceView {
             shards: fleet
                 .shards
                 .into_iter()
-                .map(|s| ShardView {
+                .map(|s| (memory_text(&s), s))
+                .map(|((memory, memory_alarm), s)| ShardView {
+                    memory,
+                    memory_alarm,
                     shard: s.shard,
                     endpoint: s.endpoint,
                     reachable: s.reachable,
@@ -424,5 +471,51 @@ mod tests {
             older.contains(r#"every call reaches the shard">ok</td>"#),
             "{older}"
         );
+    }
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::memory_text;
+    use crate::limiter::{Shard, ShardMemory};
+
+    fn shard(used: u64, max: u64, policy: &str) -> Shard {
+        Shard {
+            shard: 0,
+            endpoint: "redis-0:6379".into(),
+            reachable: true,
+            circuit: "closed".into(),
+            keys: Some(1),
+            overloaded: false,
+            read_only: false,
+            out_of_memory: false,
+            memory: Some(ShardMemory {
+                used_bytes: used,
+                max_bytes: max,
+                policy: Some(policy.into()),
+            }),
+        }
+    }
+
+    #[test]
+    fn memory_says_how_full_and_alarms_from_80_percent_or_an_evicting_policy() {
+        let mib = 1024 * 1024;
+        assert_eq!(
+            memory_text(&shard(mib, 4 * mib, "noeviction")),
+            ("1.0 MiB of 4.0 MiB (25 %), noeviction".into(), false)
+        );
+        assert_eq!(
+            memory_text(&shard(7 * mib / 2, 4 * mib, "noeviction")),
+            (
+                "87 % full · 3.5 MiB of 4.0 MiB (87 %), noeviction".into(),
+                true
+            )
+        );
+        let (text, alarm) = memory_text(&shard(mib, 0, "volatile-lru"));
+        assert!(alarm && text.starts_with("volatile-lru evicts"), "{text}");
+        let mut replica = shard(mib, 4 * mib, "noeviction");
+        replica.read_only = true;
+        replica.memory = None;
+        assert_eq!(memory_text(&replica), ("read-only replica".into(), true));
     }
 }

@@ -10,6 +10,7 @@ mod batch;
 mod breaker;
 mod call;
 pub mod cluster;
+pub mod health;
 mod pace;
 mod record;
 pub mod ring;
@@ -27,7 +28,7 @@ use self::batch::{Job, Pushed, Targets};
 use self::call::{Call, LuaScript};
 use self::cluster::{Redirect, Topology};
 use self::shard::Shard;
-use super::{LeaseStore, ShardHealth, StoreError};
+use super::{LeaseStore, ShardHealth, ShardStateView, StoreError};
 use crate::ids::{Nonce, PlanTag, StreamRef};
 use crate::model::{
     AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
@@ -59,7 +60,11 @@ macro_rules! lease_script {
 
 /// `touch`: the account key's life renewed for a natively renewed lease (the helpers and its
 /// four calls; no prelude).
-const TOUCH_SCRIPT: &str = concat!(include_str!("lua/fast.lua"), include_str!("lua/touch.lua"));
+macro_rules! touch_script {
+    () => {
+        concat!(include_str!("lua/fast.lua"), include_str!("lua/touch.lua"))
+    };
+}
 
 /// What every script starts with on a Redis Cluster: it stops before any write while its slot
 /// migrates (see the file).
@@ -96,7 +101,11 @@ impl Scripts {
         let loaded: Vec<(&'static str, String)> = Self::sources()
             .into_iter()
             .map(|(name, source)| match cluster && name != "fleet_audit" {
-                true => (name, format!("{CLUSTER_GUARD}{source}")),
+                // The flags line must stay first: Redis reads it only there.
+                true => {
+                    let (flags, body) = source.split_once('\n').expect("a flags line");
+                    (name, format!("{flags}\n{CLUSTER_GUARD}{body}"))
+                }
                 false => (name, source.to_owned()),
             })
             .collect();
@@ -116,18 +125,47 @@ impl Scripts {
     }
 
     /// The source of every script by operation name (in the order of the fields), as loaded on
-    /// a server, for tools such as the benchmark.
+    /// a server, for tools such as the benchmark. Each starts with its flags (`#!lua`, Redis
+    /// 7): what adds state is refused by a full Redis before it runs (`OOM`); what frees state
+    /// or only renews it may run there (`allow-oom`); what only reads is `no-writes`. Without
+    /// the line Redis checks memory only at a script's first write, and `GETEX` (not marked
+    /// `deny-oom`) comes first in ours, so they wrote past `maxmemory`.
     pub fn sources() -> [(&'static str, &'static str); 9] {
         [
-            ("acquire", lease_script!(fast "acquire")),
-            ("touch", TOUCH_SCRIPT),
-            ("heartbeat", lease_script!("heartbeat")),
-            ("release", lease_script!(fast "release")),
-            ("force_stop", lease_script!("force_stop")),
-            ("list", lease_script!("list")),
-            ("set_override", lease_script!("set_override")),
-            ("session_event", include_str!("lua/session_event.lua")),
-            ("fleet_audit", include_str!("lua/fleet_audit.lua")),
+            ("acquire", concat!("#!lua\n", lease_script!(fast "acquire"))),
+            // A renewal adds no memory: a lease must outlive a full Redis.
+            ("touch", concat!("#!lua flags=allow-oom\n", touch_script!())),
+            // It may re-register a lost lease: new state.
+            ("heartbeat", concat!("#!lua\n", lease_script!("heartbeat"))),
+            (
+                "release",
+                concat!("#!lua flags=allow-oom\n", lease_script!(fast "release")),
+            ),
+            // Frees a slot (its audit entry is capped per account).
+            (
+                "force_stop",
+                concat!("#!lua flags=allow-oom\n", lease_script!("force_stop")),
+            ),
+            (
+                "list",
+                concat!("#!lua flags=no-writes\n", lease_script!("list")),
+            ),
+            (
+                "set_override",
+                concat!("#!lua\n", lease_script!("set_override")),
+            ),
+            (
+                "session_event",
+                concat!("#!lua\n", include_str!("lua/session_event.lua")),
+            ),
+            // Sent only after a script Redis ran (a force-stop's entry must not be lost); capped.
+            (
+                "fleet_audit",
+                concat!(
+                    "#!lua flags=allow-oom\n",
+                    include_str!("lua/fleet_audit.lua")
+                ),
+            ),
         ]
     }
 }
@@ -421,6 +459,21 @@ impl RedisStore {
             .collect()
     }
 
+    /// Each shard's health flags and last memory sample, without touching the network.
+    pub fn shard_states(&self) -> Vec<(usize, ShardStateView)> {
+        self.shards_now()
+            .iter()
+            .map(|s| {
+                let view = ShardStateView {
+                    read_only: s.state.read_only(),
+                    out_of_memory: s.state.out_of_memory(),
+                    memory: s.state.memory(),
+                };
+                (s.index, view)
+            })
+            .collect()
+    }
+
     /// Each shard's circuit: (shard, open).
     pub fn circuits(&self) -> Vec<(usize, bool)> {
         self.shards_now()
@@ -528,8 +581,11 @@ impl RedisStore {
                 Ok(Value::ServerError(error)) => error,
                 Ok(value) => return Ok((node.index, value)),
                 Err(error) => {
-                    // The node may be gone (a failover): the map is read again meanwhile.
-                    topology.stale();
+                    // The node may be gone (a failover): the map is read again meanwhile. A
+                    // full node is still the slot's primary.
+                    if !matches!(error, StoreError::Oom { .. }) {
+                        topology.stale();
+                    }
                     return Err(error);
                 }
             };
@@ -612,7 +668,7 @@ impl RedisStore {
             Pushed::Shed => return Err(StoreError::Shed { shard: shard.index }),
         }
         match tokio::time::timeout_at(until, reply).await {
-            Ok(Ok(answer)) => answer,
+            Ok(Ok(answer)) => answer.and_then(|reply| health::classify(shard, reply)),
             Ok(Err(_)) => Err(StoreError::Backend {
                 shard: shard.index,
                 message: "the batch was dropped".into(),
@@ -1209,6 +1265,9 @@ impl LeaseStore for RedisStore {
                 circuit: "open",
                 keys: None,
                 overloaded: false,
+                read_only: false,
+                out_of_memory: false,
+                memory: None,
             }];
         }
         let checks = shards.into_iter().map(|shard| async move {
@@ -1221,6 +1280,9 @@ impl LeaseStore for RedisStore {
                 circuit: shard.breaker.state(),
                 keys,
                 overloaded: shard.queue.admission(None).overloaded,
+                read_only: shard.state.read_only(),
+                out_of_memory: shard.state.out_of_memory(),
+                memory: shard.state.memory(),
             }
         });
         futures::future::join_all(checks).await
