@@ -180,7 +180,7 @@ async fn at_twice_the_stores_capacity_most_of_it_still_becomes_decisions() {
     println!("{report}");
     assert_eq!(failed, 0, "a spike must not fail a play: {report}");
     assert!(
-        decided_rate >= 0.75 * capacity,
+        decided_rate >= 0.7 * capacity,
         "the store's capacity must still become decisions under the spike: {report}"
     );
     assert!(
