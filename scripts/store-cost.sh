@@ -116,24 +116,28 @@ arms = [[norm(i) for i in re.findall(r'include_str!\((concat!\([^)]*\)|"[^"]*")\
 assert arms == [["fast", "common", "op"], ["fast", "op_fast", "common", "op"]], arms
 sources = re.search(r"pub fn sources\(\).*?\[(.*?)\]\s*\}", text, re.S)
 assert sources, "no Scripts::sources()"
-ops = re.findall(r'\("(\w+)", lease_script!\((fast )?"(\w+)"\)\)', sources.group(1))
+# Each lease script starts with its flags line (`#!lua flags=...`, what Redis reads before it
+# runs one: refused when full, allowed, read-only), as loaded on a server.
+ops = re.findall(r'\(\s*"(\w+)",\s*concat!\("(#!lua[^"\\]*)\\n",\s*lease_script!\((fast )?"(\w+)"\)\)',
+                 sources.group(1))
 assert ops, "Scripts::sources() lists nothing"
-for name, fast, op in ops:
+for name, flags, fast, op in ops:
     assert name == op, (name, op)
-    print(name, "fast" if fast else "plain")
+    print(name, "fast" if fast else "plain", flags.replace(" ", "_"))
 for need in ("acquire", "heartbeat", "release", "list"):
-    assert need in [name for name, _, _ in ops], need + " missing from Scripts::sources()"
+    assert need in [name for name, _, _, _ in ops], need + " missing from Scripts::sources()"
 PY
 src "$LUA/fast.lua" >"$WORK/fast.lua" || die "no fast.lua: not the lease-key layout"
 src "$LUA/common.lua" >"$WORK/common.lua"
 declare -A SHA
-while read -r op kind; do
+while read -r op kind flags; do
   src "$LUA/$op.lua" >"$WORK/$op.src"
+  echo "${flags//_/ }" >"$WORK/$op.flags"
   if [[ $kind == fast ]]; then
     src "$LUA/${op}_fast.lua" >"$WORK/$op.fast"
-    cat "$WORK/fast.lua" "$WORK/$op.fast" "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
+    cat "$WORK/$op.flags" "$WORK/fast.lua" "$WORK/$op.fast" "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
   else
-    cat "$WORK/fast.lua" "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
+    cat "$WORK/$op.flags" "$WORK/fast.lua" "$WORK/common.lua" "$WORK/$op.src" >"$WORK/$op.lua"
   fi
 done <"$WORK/ops"
 # The lease-key layout, as this script builds its keys and arguments. Each check names what
@@ -322,6 +326,10 @@ import random, sys
 
 mode, prefix, sha, ttl, keep = sys.argv[1:6]
 args = sys.argv[6:]
+# "mix-release" / "single-release": the same streams (the same random draws), each stopped by the
+# release script (sha is then release's): what stays is the account key with its tombstones.
+release = mode.endswith("-release")
+mode = mode.removesuffix("-release")
 rng = random.Random(20240601)
 KINDS = [  # type code, id prefix, hex digits (ids are 17-20 chars), device meta
     (0, "tv-", 14, "Living Room TV"),
@@ -349,7 +357,11 @@ def stream(key, a, s, device=None, nonce=None):
     profile, meta = b"profile-%d" % (s + 1), meta.encode()
     body = bytes([code, len(meta)]) + meta + bytes([len(profile)]) + profile + bytes([len(title)]) + title
     details = bulk(bytes([len(body)]) + body)  # record.rs encode_details
-    buf.append(head + bulk(key) + tail_timing + bulk(device) + bulk(nonce) + details + tail_rest)
+    if release:  # EVALSHA sha 1 key ttl keep device nonce
+        buf.append(b"*8\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % sha.encode() + bulk(key)
+                   + bulk(ttl.encode()) + bulk(keep.encode()) + bulk(device) + bulk(nonce))
+    else:
+        buf.append(head + bulk(key) + tail_timing + bulk(device) + bulk(nonce) + details + tail_rest)
     if len(buf) >= 10000:
         out.write(b"".join(buf)); buf.clear()
 
@@ -379,8 +391,11 @@ else:
 out.write(b"".join(buf))
 PY
 
-load() { # load DB MODE PREFIX ARGS... : pipes generated acquires into db DB, checks for errors
-  python3 "$WORK/gen.py" "$2" "$3" "${SHA[acquire]}" "$TTL_MS" "$KEEP_MS" "${@:4}" \
+load() { # load DB MODE PREFIX ARGS... : pipes generated acquires (releases for *-release modes)
+  # into db DB, checks for errors
+  local sha=${SHA[acquire]}
+  [[ $2 == *-release ]] && sha=${SHA[release]}
+  python3 "$WORK/gen.py" "$2" "$3" "$sha" "$TTL_MS" "$KEEP_MS" "${@:4}" \
     | rcn "$1" --pipe >"$WORK/pipe.out" 2>&1
   grep -q 'errors: 0,' "$WORK/pipe.out" || { cat "$WORK/pipe.out" >&2; die "load failed"; }
 }
@@ -627,10 +642,37 @@ mem_run() { # mem_run MODE N: loads N streams, counts and checks them, appends t
   log "$1: +$((after - before)) B = $(((after - before) / streams)) B/stream; deleting the lease keys freed" \
     "$((after - freed_after)) B ($(((after - freed_after) / streams)) B/stream)"
 }
+# What stopped streams leave (the sizing rule's second term): the same streams loaded, then each
+# stopped by the release script: no lease key is left, each account key holds its records as
+# tombstones (remembered 2 TTLs; the key lives 6 TTLs after its last write, so an account that
+# stopped watching costs this until then).
+printf 'run\tstreams\taccounts\tdbsize\tlive\ttombstones\n' >"$WORK/tomb.tsv"
+tomb_run() { # tomb_run MODE N
+  local before live after accounts streams rest
+  rc FLUSHALL >/dev/null
+  sleep 0.2
+  before=$(info_field memory used_memory)
+  load 0 "$1" acct- "$2"
+  settle
+  live=$(info_field memory used_memory)
+  load 0 "$1-release" acct- "$2"
+  settle
+  after=$(info_field memory used_memory)
+  read -r accounts streams rest <<<"$(count 0 'sl:{acct-*')"
+  ((streams == 0)) || die "$1: $streams live streams left after releasing them all"
+  dbsize=$(rc DBSIZE | first)
+  ((dbsize == accounts)) || die "$1: DBSIZE $dbsize, $accounts accounts: lease keys left"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$accounts" "$dbsize" "$((live - before))" \
+    "$((after - before))" >>"$WORK/tomb.tsv"
+  log "$1 stopped: $2 streams on $accounts accounts: +$((live - before)) B live, +$((after - before)) B as tombstones"
+}
 log "memory: household mix, $STREAMS streams"
 mem_run mix "$STREAMS"
 log "memory: one stream per account, $WORST_STREAMS streams"
 mem_run single "$WORST_STREAMS"
+log "memory: the same streams stopped (tombstones)"
+tomb_run mix "$STREAMS"
+tomb_run single "$WORST_STREAMS"
 rc FLUSHALL >/dev/null
 LOAD_END=$(loadavg)
 log "load average at end: $LOAD_END; $(($(date +%s) - SCRIPT_START)) s in all"
@@ -644,7 +686,7 @@ echo "STREAMS=$STREAMS WORST_STREAMS=$WORST_STREAMS BENCH_N=$BENCH_N REPEAT=$REP
 echo "Load average at start $LOAD_START, at end $LOAD_END."
 echo "Lua from $LUA_FROM; acquire ${SHA[acquire]:0:12}, heartbeat ${SHA[heartbeat]:0:12}, release ${SHA[release]:0:12}."
 echo
-python3 - "$WORK/runs.tsv" "$WORK/mem.tsv" <<'PY'
+python3 - "$WORK/runs.tsv" "$WORK/mem.tsv" "$WORK/tomb.tsv" <<'PY'
 import csv, statistics, sys
 SET = "SET, 60-byte value"
 def cpu_table(runs):
@@ -689,4 +731,11 @@ for m in csv.DictReader(open(sys.argv[2]), delimiter="\t"):
     print(f"| {label} | {s:,} | {int(m['accounts']):,} | {int(m['lease_keys']):,} | {keys:,} | {delta:,} |"
           f" **{delta / s:.1f}** | {vb / s:.1f} | {tb / s:.1f} | {(delta - vb - tb) / keys:.1f} |"
           f" {int(m['lease_freed']) / s:.1f} (of which dict entries {int(m['tables_freed']) / s:.1f}) | {m['secs']} s |")
+print()
+print("| stopped streams | streams | accounts (keys left) | bytes per live stream | **bytes per stopped stream (tombstone)** |")
+print("|---|---:|---:|---:|---:|")
+for t in csv.DictReader(open(sys.argv[3]), delimiter="\t"):
+    s = int(t["streams"])
+    label = {"mix": "household mix", "single": "one stream per account"}[t["run"]]
+    print(f"| {label} | {s:,} | {int(t['accounts']):,} | {int(t['live']) / s:.1f} | **{int(t['tombstones']) / s:.1f}** |")
 PY

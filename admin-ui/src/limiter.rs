@@ -206,6 +206,27 @@ pub struct Shard {
     pub reachable: bool,
     pub circuit: String,
     pub keys: Option<u64>,
+    /// Shedding what the shard cannot answer within the store deadline (absent from limiters
+    /// older than the field).
+    #[serde(default)]
+    pub overloaded: bool,
+    /// A replica answered (`READONLY`); an older limiter says nothing.
+    #[serde(default)]
+    pub read_only: bool,
+    /// It refuses new state (`OOM`).
+    #[serde(default)]
+    pub out_of_memory: bool,
+    #[serde(default)]
+    pub memory: Option<ShardMemory>,
+}
+
+/// A shard's memory as the limiter last sampled it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ShardMemory {
+    pub used_bytes: u64,
+    /// 0: no limit.
+    pub max_bytes: u64,
+    pub policy: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

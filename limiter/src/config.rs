@@ -57,6 +57,10 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_MAX_QUEUE_DELAY", "http.max_queue_delay"),
     ("SCREENLIMIT_DRAIN_PERIOD", "http.drain_period"),
     ("SCREENLIMIT_SHUTDOWN_TIMEOUT", "http.shutdown_timeout"),
+    (
+        "SCREENLIMIT_REDIS_ALLOW_EVICTION",
+        "store.allow_eviction (true or false)",
+    ),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -287,6 +291,10 @@ pub struct StoreConfig {
     /// they arrive while another is in flight). Counted within `timeout`.
     #[serde(with = "humantime_serde")]
     pub batch_window: Duration,
+    /// What each shard's queue admits: `adaptive` (what the shard, at the pace it shows, can
+    /// answer within `timeout`; the rest is decided at once by the failure policy) or `off`
+    /// (every call waits for the shard up to `timeout`).
+    pub admission: StoreAdmission,
     /// Sentinel-managed shards, instead of `redis_shards`.
     pub sentinel: Option<SentinelConfig>,
     /// A Redis Cluster, instead of `redis_shards` or `sentinel`: its primaries are the shards.
@@ -295,6 +303,19 @@ pub struct StoreConfig {
     pub tls: TlsConfig,
     /// The data nodes' user and password.
     pub auth: AuthConfig,
+    /// Accept shards whose `maxmemory-policy` evicts keys (`allkeys-*`, `volatile-*`): when one
+    /// is full Redis deletes leases and tombstones and plays past the cap are admitted. Without
+    /// it such a shard stops the start (exit 2).
+    pub allow_eviction: bool,
+}
+
+/// `store.admission`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreAdmission {
+    #[default]
+    Adaptive,
+    Off,
 }
 
 /// Shards whose master Redis Sentinel tracks; the limiter follows failovers by itself.
@@ -528,10 +549,12 @@ impl Default for StoreConfig {
             circuit_probe_interval: Duration::from_millis(500),
             circuit_failure_threshold: 3,
             batch_window: Duration::ZERO,
+            admission: StoreAdmission::Adaptive,
             sentinel: None,
             cluster: None,
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
+            allow_eviction: false,
         }
     }
 }
@@ -741,6 +764,12 @@ impl Config {
             self.auth_token_file = Some(file.into());
         }
         parsed_env(&env, "SCREENLIMIT_THREADS", "threads", &mut self.threads)?;
+        parsed_env(
+            &env,
+            "SCREENLIMIT_REDIS_ALLOW_EVICTION",
+            "store.allow_eviction",
+            &mut self.store.allow_eviction,
+        )?;
         self.store.auth.apply_env(&env, "SCREENLIMIT_REDIS");
         if let Some(sentinel) = &mut self.store.sentinel {
             sentinel.auth.apply_env(&env, "SCREENLIMIT_SENTINEL");
@@ -1203,6 +1232,28 @@ mod tests {
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    #[test]
+    fn allow_eviction_is_off_by_default_and_comes_from_the_file_or_the_environment() {
+        let no_env = |_: &str| None;
+        assert!(!Config::load(None, no_env).unwrap().store.allow_eviction);
+        let config = Config::from_yaml("store: { allow_eviction: true }\n").unwrap();
+        assert!(config.store.allow_eviction);
+        let env = |name: &str| (name == "SCREENLIMIT_REDIS_ALLOW_EVICTION").then(|| "true".into());
+        assert!(Config::load(None, env).unwrap().store.allow_eviction);
+        let bad = |name: &str| (name == "SCREENLIMIT_REDIS_ALLOW_EVICTION").then(|| "yes".into());
+        let err = Config::load(None, bad).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    field: "store.allow_eviction",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

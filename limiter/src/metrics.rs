@@ -7,7 +7,8 @@ use prometheus::{
 
 use crate::live::LiveStreams;
 use crate::overload::{Deadline, Overload, Route};
-use crate::store::StoreError;
+use crate::store::redis::{Admission, Priority, ShedReason};
+use crate::store::{ShardStateView, StoreError};
 
 /// Every decision the limiter reports, the values of the `decision` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +68,102 @@ pub struct Metrics {
     open_connections: IntGauge,
     in_flight: IntGauge,
     live_streams: IntGaugeVec,
+    shard_state: ShardGauges,
+    admission: AdmissionMetrics,
+}
+
+/// Each shard's admission (`store/redis/batch.rs`): what is queued, the bound, the pace, what was
+/// shed and why.
+struct AdmissionMetrics {
+    queued: IntGaugeVec,
+    bound: IntGaugeVec,
+    per_command: prometheus::GaugeVec,
+    overloaded: IntGaugeVec,
+    shed: IntCounterVec,
+}
+
+impl AdmissionMetrics {
+    fn new(registry: &Registry) -> Self {
+        let gauge = |name: &str, help: &str| {
+            let gauge = IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        };
+        let per_command = prometheus::GaugeVec::new(
+            Opts::new(
+                "store_per_command_seconds",
+                "What one command of a deep batch costs a shard, as this instance last measured it (its pace)",
+            ),
+            &["shard"],
+        )
+        .expect("valid metric");
+        let shed = IntCounterVec::new(
+            Opts::new(
+                "store_shed_total",
+                "Store calls not sent to an overloaded shard and decided by the failure policy, by priority (decision, renewal) and reason (bound: refused on arrival; late: its deadline would pass before its batch is answered; abandoned: its caller had stopped waiting)",
+            ),
+            &["shard", "priority", "reason"],
+        )
+        .expect("valid metric");
+        for metric in [
+            Box::new(per_command.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(shed.clone()),
+        ] {
+            registry.register(metric).expect("metric registered once");
+        }
+        AdmissionMetrics {
+            queued: gauge(
+                "store_queued",
+                "Store calls waiting for a shard or in its batch in flight",
+            ),
+            bound: gauge(
+                "store_queue_bound",
+                "How many calls may be ahead of a play-start at a shard so that it is answered within half the store deadline, at the shard's pace (absent until measured)",
+            ),
+            per_command,
+            overloaded: gauge(
+                "store_overloaded",
+                "1 while a shard is shedding what it cannot answer within the store deadline",
+            ),
+            shed,
+        }
+    }
+
+    fn sync(&self, shards: &[(usize, Admission)]) {
+        for gauge in [&self.queued, &self.bound, &self.overloaded] {
+            gauge.reset();
+        }
+        self.per_command.reset();
+        for (shard, admission) in shards {
+            let shard = shard.to_string();
+            let labels = [shard.as_str()];
+            let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+            self.queued
+                .with_label_values(&labels)
+                .set(count(admission.queued));
+            if let Some(bound) = admission.bound {
+                self.bound.with_label_values(&labels).set(count(bound));
+            }
+            if let Some(per_command) = admission.per_command {
+                self.per_command
+                    .with_label_values(&labels)
+                    .set(per_command.as_secs_f64());
+            }
+            self.overloaded
+                .with_label_values(&labels)
+                .set(i64::from(admission.overloaded));
+            for (priority, by_reason) in Priority::ALL.iter().zip(admission.shed) {
+                for (reason, total) in ShedReason::ALL.iter().zip(by_reason) {
+                    let counter =
+                        self.shed
+                            .with_label_values(&[&shard, priority.label(), reason.label()]);
+                    counter.inc_by(total.saturating_sub(counter.get()));
+                }
+            }
+        }
+    }
 }
 
 impl Metrics {
@@ -92,7 +189,7 @@ impl Metrics {
         let store_errors = IntCounterVec::new(
             Opts::new(
                 "store_errors_total",
-                "Store calls that failed, by shard and kind (timeout, circuit_open, backend)",
+                "Store calls that failed, by shard and kind (timeout, circuit_open, backend, oom, read_only, shed)",
             ),
             &["shard", "kind"],
         )
@@ -185,7 +282,10 @@ impl Metrics {
         ] {
             registry.register(metric).expect("metric registered once");
         }
+        let admission = AdmissionMetrics::new(&registry);
+        let shard_state = ShardGauges::register(&registry);
         Metrics {
+            shard_state,
             registry,
             decisions,
             latency,
@@ -200,7 +300,13 @@ impl Metrics {
             open_connections,
             in_flight,
             live_streams,
+            admission,
         }
+    }
+
+    /// Brings each shard's admission gauges and shed counters up to the store's state.
+    pub fn sync_admission(&self, shards: &[(usize, Admission)]) {
+        self.admission.sync(shards);
     }
 
     /// Brings the load counters and gauges up to `overload`'s atomics.
@@ -254,11 +360,7 @@ impl Metrics {
     }
 
     pub fn store_error(&self, error: &StoreError) {
-        let shard = match error {
-            StoreError::Timeout { shard }
-            | StoreError::CircuitOpen { shard }
-            | StoreError::Backend { shard, .. } => *shard,
-        };
+        let shard = error.shard();
         self.store_errors
             .with_label_values(&[&shard.to_string(), error.kind()])
             .inc();
@@ -273,6 +375,11 @@ impl Metrics {
                 .with_label_values(&[&shard.to_string()])
                 .set(i64::from(open));
         }
+    }
+
+    /// Each shard's memory and flags as last seen, for the shards there are now.
+    pub fn set_shard_states(&self, states: &[(usize, ShardStateView)]) {
+        self.shard_state.set(states);
     }
 
     /// Brings the batch counters up to the store's running totals.
@@ -309,6 +416,79 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// What a shard says about its own health (`store/redis/health.rs`): memory against its limit,
+/// an evicting policy, read-only, full. Alert on used / max before it is full (the operator's
+/// PrometheusRule does at 80 %).
+struct ShardGauges {
+    used_memory: IntGaugeVec,
+    max_memory: IntGaugeVec,
+    evicting: IntGaugeVec,
+    read_only: IntGaugeVec,
+    out_of_memory: IntGaugeVec,
+}
+
+impl ShardGauges {
+    fn register(registry: &Registry) -> Self {
+        let gauge = |name: &str, help: &str| {
+            let gauge = IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        };
+        ShardGauges {
+            used_memory: gauge(
+                "store_used_memory_bytes",
+                "A shard's used_memory (INFO memory, sampled every 5 s)",
+            ),
+            max_memory: gauge("store_maxmemory_bytes", "A shard's maxmemory (0: no limit)"),
+            evicting: gauge(
+                "store_evicting_policy",
+                "1 while a shard's maxmemory-policy evicts keys (accepted by store.allow_eviction): plays may be admitted past the cap when it is full",
+            ),
+            read_only: gauge(
+                "store_read_only",
+                "1 while a shard answers READONLY (a replica): its circuit is open",
+            ),
+            out_of_memory: gauge(
+                "store_out_of_memory",
+                "1 while a shard answers OOM: new state goes to the failure policy",
+            ),
+        }
+    }
+
+    fn set(&self, states: &[(usize, ShardStateView)]) {
+        for gauge in [
+            &self.used_memory,
+            &self.max_memory,
+            &self.evicting,
+            &self.read_only,
+            &self.out_of_memory,
+        ] {
+            gauge.reset();
+        }
+        for (shard, view) in states {
+            let shard = [shard.to_string()];
+            let set = |gauge: &IntGaugeVec, value: u64| {
+                gauge
+                    .with_label_values(&shard)
+                    .set(i64::try_from(value).unwrap_or(i64::MAX));
+            };
+            set(&self.read_only, u64::from(view.read_only));
+            set(&self.out_of_memory, u64::from(view.out_of_memory));
+            if let Some(memory) = &view.memory {
+                set(&self.used_memory, memory.used_bytes);
+                set(&self.max_memory, memory.max_bytes);
+                let evicting = memory
+                    .policy
+                    .as_deref()
+                    .is_some_and(crate::store::redis::health::is_evicting);
+                set(&self.evicting, u64::from(evicting));
+            }
+        }
     }
 }
 

@@ -533,10 +533,12 @@ impl StreamService {
     }
 
     /// Whether this instance can answer play-starts: always, unless it is draining before a
-    /// stop, or the policy is `closed` and a shard is down (then its accounts would get 503s).
+    /// stop, or the policy is `closed` and a shard is down or read-only (then its accounts would
+    /// get 503s).
     pub fn ready(&self, health: &[ShardHealth]) -> bool {
         !self.draining.is_draining()
-            && (self.policy() != FailurePolicy::Closed || health.iter().all(|s| s.reachable))
+            && (self.policy() != FailurePolicy::Closed
+                || health.iter().all(|s| s.reachable && !s.read_only))
     }
 
     /// This instance, its shards and its decision counters.
@@ -589,9 +591,11 @@ impl StreamService {
 
     pub fn render_metrics(&self) -> String {
         self.metrics.set_circuits(&self.store.circuits());
+        self.metrics.set_shard_states(&self.store.shard_states());
         for (shard, batches, commands) in self.store.batch_totals() {
             self.metrics.sync_batches(shard, batches, commands);
         }
+        self.metrics.sync_admission(&self.store.admission());
         self.metrics.sync_overload(&self.overload);
         self.metrics.set_live_streams(&self.live_streams());
         let mut text = self.metrics.render();

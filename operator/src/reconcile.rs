@@ -503,6 +503,13 @@ fn observe(
         external_redis: external,
         sentinel,
         monitoring: Default::default(),
+        redis_memory: (!external).then(|| {
+            let limit = build::redis_memory::memory_limit(sl);
+            match (limit, build::redis_memory::maxmemory(sl)) {
+                (Some(limit), Some(maxmemory)) => status::MemoryBound::Bounded { limit, maxmemory },
+                _ => status::MemoryBound::Unbounded,
+            }
+        }),
         config: None,
     }
 }

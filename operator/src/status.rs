@@ -10,6 +10,8 @@ use crate::validate::FieldError;
 pub const READY: &str = "Ready";
 pub const PROGRESSING: &str = "Progressing";
 pub const DEGRADED: &str = "Degraded";
+/// In managed mode: whether the shards run with a `maxmemory` (from their memory limit).
+pub const REDIS_MEMORY: &str = "RedisMemoryBounded";
 /// Present while `spec.monitoring` asks for something: whether the cluster serves it.
 pub const MONITORING: &str = "MonitoringAvailable";
 /// Whether every ready limiter pod runs the config revision last rendered.
@@ -45,6 +47,44 @@ pub struct Observed {
     pub monitoring: MonitoringOutcome,
     /// Which config revision the limiter pods run, when they were asked.
     pub config: Option<crate::config_rollout::ConfigRollout>,
+    /// Managed shards' memory bound: `None` in external mode.
+    pub redis_memory: Option<MemoryBound>,
+}
+
+/// What bounds a managed shard's memory.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MemoryBound {
+    /// `maxmemory` (bytes) from the container's memory limit (as written).
+    Bounded { limit: String, maxmemory: u64 },
+    /// No memory limit (or one that is not a byte quantity): Redis runs without `maxmemory`.
+    Unbounded,
+}
+
+/// `RedisMemoryBounded`, for managed shards.
+fn memory_condition(bound: &MemoryBound, generation: Option<i64>) -> Condition {
+    match bound {
+        MemoryBound::Bounded { limit, maxmemory } => condition(
+            REDIS_MEMORY,
+            true,
+            "MaxmemoryFromLimit",
+            format!(
+                "each shard runs with maxmemory {maxmemory} bytes ({} % of its memory limit {limit}) and noeviction: \
+                 a full shard refuses new plays (the failure policy decides) instead of being killed",
+                crate::build::redis_memory::MAXMEMORY_PERCENT
+            ),
+            generation,
+        ),
+        MemoryBound::Unbounded => condition(
+            REDIS_MEMORY,
+            false,
+            "NoMemoryLimit",
+            "spec.redis.resources.limits.memory is not set (or not a byte quantity): the shards run without maxmemory, \
+             grow until the kubelet kills them and lose every lease and tombstone at once; set a memory limit \
+             (maxmemory is derived from it; README, \"Sizing Redis\")"
+                .to_owned(),
+            generation,
+        ),
+    }
 }
 
 /// The outcome a status is computed from.
@@ -245,7 +285,9 @@ pub fn compute(
             let kept_monitoring = old
                 .into_iter()
                 .flat_map(|o| &o.conditions)
-                .filter(|c| c.type_ == MONITORING || c.type_ == CONFIG_APPLIED)
+                .filter(|c| {
+                    c.type_ == MONITORING || c.type_ == REDIS_MEMORY || c.type_ == CONFIG_APPLIED
+                })
                 .cloned();
             let mut conditions = vec![
                 condition(
@@ -361,6 +403,11 @@ pub fn compute(
                 ]
             };
             conditions.extend(monitoring_condition(&obs.monitoring, generation));
+            conditions.extend(
+                obs.redis_memory
+                    .as_ref()
+                    .map(|bound| memory_condition(bound, generation)),
+            );
             if let Some(config) = &obs.config {
                 status.config_revision = Some(config.revision.clone());
                 status.limiter_pods_on_config_revision = Some(config.on_revision);

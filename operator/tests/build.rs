@@ -756,3 +756,27 @@ fn autoscaling_renders_a_cpu_hpa_for_the_limiter_deployment_only_when_enabled() 
         Some(sl.spec.limiter.replicas)
     );
 }
+
+#[test]
+fn managed_shards_get_maxmemory_from_their_memory_limit_and_none_without_one() {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let redis_env = |sl| {
+        let desired = build(&sl).unwrap();
+        env_of(&pod_spec(&desired.stateful_sets[0]).containers[0])
+    };
+    for file in ["managed.yaml", "ha.yaml"] {
+        let mut sl = fixture(file);
+        assert_eq!(redis_env(sl.clone()).get("MAXMEMORY"), None, "{file}");
+        sl.spec.redis.resources = Some(ResourceRequirements {
+            limits: Some([("memory".to_owned(), Quantity("4Gi".to_owned()))].into()),
+            ..ResourceRequirements::default()
+        });
+        // 70 % of the limit: room for fragmentation, replica buffers and a resync's fork.
+        assert_eq!(
+            redis_env(sl).get("MAXMEMORY").map(String::as_str),
+            Some("3006477040"),
+            "{file}"
+        );
+    }
+}

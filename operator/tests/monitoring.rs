@@ -46,7 +46,7 @@ fn the_alerts_load_and_fire_on_their_trouble_only() {
     )
     .unwrap();
     let checked = promtool(dir.path(), &["check", "rules", "rules.yaml"]);
-    assert!(checked.contains("SUCCESS: 6 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
 
     let tests = format!(
         r#"rule_files: [rules.yaml]
@@ -130,6 +130,27 @@ tests:
               runbook_url: {errors}
   - interval: 1m
     input_series:
+      - series: 'screenlimit_store_used_memory_bytes{{{SCOPE},shard="0",pod="a"}}'
+        values: '700x5 850x20'
+      - series: 'screenlimit_store_maxmemory_bytes{{{SCOPE},shard="0",pod="a"}}'
+        values: '1000x25'
+      - series: 'screenlimit_store_used_memory_bytes{{{SCOPE},shard="1",pod="a"}}'
+        values: '900x25'
+      - series: 'screenlimit_store_maxmemory_bytes{{{SCOPE},shard="1",pod="a"}}'
+        values: '0x25'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: ScreenlimitShardMemoryHigh
+        exp_alerts: []
+      - eval_time: 20m
+        alertname: ScreenlimitShardMemoryHigh
+        exp_alerts:
+          - exp_labels: {{ severity: warning, shard: "0" }}
+            exp_annotations:
+              summary: Store shard 0 of video uses 85% of its maxmemory; when full, its new plays go to the failure policy
+              runbook_url: {memory}
+  - interval: 1m
+    input_series:
       - series: 'screenlimit_decisions_total{{{SCOPE},decision="allowed"}}'
         values: '0+100x1470'
       - series: 'screenlimit_decisions_total{{{SCOPE},decision="denied"}}'
@@ -164,6 +185,7 @@ tests:
         circuit = runbook("ScreenlimitShardCircuitOpen"),
         slow = runbook("ScreenlimitPlayStartSlow"),
         errors = runbook("ScreenlimitStoreErrors"),
+        memory = runbook("ScreenlimitShardMemoryHigh"),
         denials = runbook("ScreenlimitDenialsUnusual"),
         operator = runbook("ScreenlimitOperatorReconcileFailing"),
     );

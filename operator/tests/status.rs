@@ -66,3 +66,45 @@ fn monitoring_available_follows_what_was_asked_and_served() {
     assert_eq!(c.message, "ServiceMonitor and PrometheusRule applied");
     assert_eq!(c.last_transition_time, "t3");
 }
+
+#[test]
+fn managed_shards_without_a_memory_limit_are_named_in_a_condition() {
+    use screenlimit_operator::status::{MemoryBound, REDIS_MEMORY};
+    let with = |bound: Option<MemoryBound>| {
+        let assessment = Assessment::Observed(Observed {
+            redis_memory: bound,
+            ..Observed::default()
+        });
+        compute(None, Some(1), &assessment, None, "t0")
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == REDIS_MEMORY)
+    };
+    assert!(with(None).is_none(), "external mode: no condition");
+    let unbounded = with(Some(MemoryBound::Unbounded)).unwrap();
+    assert_eq!(
+        (unbounded.status.as_str(), unbounded.reason.as_str()),
+        ("False", "NoMemoryLimit")
+    );
+    assert!(
+        unbounded
+            .message
+            .contains("spec.redis.resources.limits.memory"),
+        "{}",
+        unbounded.message
+    );
+    let bounded = with(Some(MemoryBound::Bounded {
+        limit: "4Gi".into(),
+        maxmemory: 3_006_477_040,
+    }))
+    .unwrap();
+    assert_eq!(
+        (bounded.status.as_str(), bounded.reason.as_str()),
+        ("True", "MaxmemoryFromLimit")
+    );
+    assert!(
+        bounded.message.contains("3006477040"),
+        "{}",
+        bounded.message
+    );
+}

@@ -39,6 +39,31 @@ fn cluster_with_secrets(
     (cluster, auth)
 }
 
+/// `sl` with a memory limit on its Redis pods (the operator derives `maxmemory` from it).
+fn with_memory_limit(mut sl: StreamLimiter, limit: &str) -> StreamLimiter {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    sl.spec.redis.resources = Some(ResourceRequirements {
+        limits: Some([("memory".to_owned(), Quantity(limit.to_owned()))].into()),
+        ..ResourceRequirements::default()
+    });
+    sl
+}
+
+/// The pod's Redis runs with `maxmemory` (70 % of its 64Mi limit) and `noeviction`: a full
+/// shard refuses new plays instead of growing until the kubelet kills it.
+fn assert_memory_bounded(pod: &Pod) {
+    let maxmemory = cli_ok(pod, &["-p", "6379", "config", "get", "maxmemory"]);
+    assert_eq!(
+        maxmemory,
+        format!("maxmemory\n{}", (64u64 << 20) / 100 * 70),
+        "{}",
+        pod.name
+    );
+    let policy = cli_ok(pod, &["-p", "6379", "config", "get", "maxmemory-policy"]);
+    assert_eq!(policy, "maxmemory-policy\nnoeviction", "{}", pod.name);
+}
+
 /// A data node wants a password; the limiter's ACL user can run what the limiter runs on its
 /// own keys, and nothing else.
 fn assert_locked_down(pod: &Pod, limiter_password: &str, tag: &str) {
@@ -107,7 +132,7 @@ fn certificates() -> BTreeMap<String, String> {
 #[test]
 fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() {
     require_root();
-    let sl = fixture("ha.yaml");
+    let sl = with_memory_limit(fixture("ha.yaml"), "64Mi");
     let desired = build(&sl).expect("build");
     let sets = &desired.stateful_sets;
     let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
@@ -141,6 +166,9 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
     // Bootstrap: pod 0 is the primary, pod 1 its replica, every Sentinel agrees.
     assert_eq!(role(&shard[0])[0], "master", "{}", shard[0].log());
     wait_replica_of(&shard[1], &shard[0]);
+    for pod in &shard {
+        assert_memory_bounded(pod);
+    }
     wait_primary_everywhere(&sentinels, "demo-shard-0", &shard[0]);
     wait_replica_of(&other_shard[1], &other_shard[0]);
     wait_primary_everywhere(&sentinels, "demo-shard-1", &other_shard[0]);
@@ -248,12 +276,13 @@ fn sentinel_managed_shards_start_fail_over_and_restart_as_their_pods_run_them() 
 #[test]
 fn a_shard_without_replicas_starts_with_passwords_and_the_limiter_acl() {
     require_root();
-    let sl = fixture("managed.yaml");
+    let sl = with_memory_limit(fixture("managed.yaml"), "64Mi");
     let desired = build(&sl).expect("build");
     let (mut cluster, auth) = cluster_with_secrets(&sl, &desired);
     let mut pod = cluster.stateful_pod(named(&desired.stateful_sets, "demo-redis-0"), 0);
     pod.start();
     pod.wait_ready(START);
+    assert_memory_bounded(&pod);
     assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "c");
     restart(&mut pod);
     assert_locked_down(&pod, &auth[LIMITER_PASSWORD_KEY], "d");

@@ -21,6 +21,23 @@ pub enum StoreError {
     CircuitOpen { shard: usize },
     #[error("shard {shard} failed: {message}")]
     Backend { shard: usize, message: String },
+    /// Not sent: the shard is answering all it can, and this call would not have been answered
+    /// within the store deadline (`store.admission`).
+    #[error(
+        "shard {shard} is overloaded: this call could not be answered within the store deadline, so it was not sent"
+    )]
+    Shed { shard: usize },
+    /// The shard is at its `maxmemory` and refuses what would add state (README, "Sizing Redis").
+    #[error(
+        "shard {shard} is full (OOM: used memory above maxmemory) and refuses new state; free memory or raise its maxmemory"
+    )]
+    Oom { shard: usize },
+    /// The shard's address now reaches a replica (`READONLY`): its circuit opens until it is a
+    /// primary again.
+    #[error(
+        "shard {shard} is a read-only replica (READONLY); point the shard at its primary, or let Sentinel find it"
+    )]
+    ReadOnly { shard: usize },
 }
 
 impl StoreError {
@@ -30,6 +47,21 @@ impl StoreError {
             StoreError::Timeout { .. } => "timeout",
             StoreError::CircuitOpen { .. } => "circuit_open",
             StoreError::Backend { .. } => "backend",
+            StoreError::Oom { .. } => "oom",
+            StoreError::ReadOnly { .. } => "read_only",
+            StoreError::Shed { .. } => "shed",
+        }
+    }
+
+    /// The shard the error is about (`usize::MAX` when none could be named).
+    pub fn shard(&self) -> usize {
+        match self {
+            StoreError::Timeout { shard }
+            | StoreError::CircuitOpen { shard }
+            | StoreError::Backend { shard, .. }
+            | StoreError::Oom { shard }
+            | StoreError::ReadOnly { shard }
+            | StoreError::Shed { shard } => *shard,
         }
     }
 }
@@ -46,6 +78,33 @@ pub struct ShardHealth {
     /// Keys the shard holds (about one per account with leases or recent tombstones), when
     /// reachable.
     pub keys: Option<u64>,
+    /// Whether this instance is shedding the shard's calls now: the shard answers all it can,
+    /// and what it could not answer within the store deadline is decided by the failure policy.
+    pub overloaded: bool,
+    /// The shard answered `READONLY` (a replica): its circuit stays open until it is a primary.
+    pub read_only: bool,
+    /// The shard answers `OOM`: what adds state goes to the failure policy.
+    pub out_of_memory: bool,
+    /// Its memory as last sampled (every 5 s), when it lets `INFO memory` be read.
+    pub memory: Option<ShardMemory>,
+}
+
+/// A shard's memory against its limit (`INFO memory`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct ShardMemory {
+    pub used_bytes: u64,
+    /// `maxmemory`; 0: no limit (the shard grows until its host runs out).
+    pub max_bytes: u64,
+    /// `maxmemory-policy`, when the server shows it.
+    pub policy: Option<String>,
+}
+
+/// A shard's flags and memory as last seen, for the metrics (no network).
+#[derive(Debug, Clone, Default)]
+pub struct ShardStateView {
+    pub read_only: bool,
+    pub out_of_memory: bool,
+    pub memory: Option<ShardMemory>,
 }
 
 pub trait LeaseStore: Send + Sync + 'static {
@@ -146,6 +205,7 @@ impl AnyStore {
                     shards,
                     deadline: config.timeout,
                     batch_window: config.batch_window,
+                    admission: config.admission == crate::config::StoreAdmission::Adaptive,
                     failure_threshold: config.circuit_failure_threshold,
                     probe_interval: config.circuit_probe_interval,
                     access: redis::access::Access::resolve(config)?,
@@ -193,12 +253,28 @@ impl AnyStore {
         }
     }
 
+    /// Per shard, its flags and memory as last seen (none on the embedded store).
+    pub fn shard_states(&self) -> Vec<(usize, ShardStateView)> {
+        match self {
+            AnyStore::Memory(_) => Vec::new(),
+            AnyStore::Redis(store) => store.shard_states(),
+        }
+    }
+
     /// Per shard, batches sent and the commands in them: (shard, batches, commands). The
     /// embedded store has none.
     pub fn batch_totals(&self) -> Vec<(usize, u64, u64)> {
         match self {
             AnyStore::Memory(_) => Vec::new(),
             AnyStore::Redis(store) => store.batch_totals(),
+        }
+    }
+
+    /// Per shard, what its queue admits and what it shed (none on the embedded store).
+    pub fn admission(&self) -> Vec<(usize, redis::Admission)> {
+        match self {
+            AnyStore::Memory(_) => Vec::new(),
+            AnyStore::Redis(store) => store.admission(),
         }
     }
 }

@@ -13,6 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 pub mod cluster;
+pub mod cpu_quota;
 pub mod tls;
 
 pub const SECRET: &str = "conformance-test-stream-id-secret";
@@ -77,6 +78,11 @@ impl RedisServer {
             std::thread::sleep(Duration::from_millis(50));
         }
         server
+    }
+
+    /// A server started with extra arguments (`--maxmemory-policy volatile-lru`, ...).
+    pub fn start_with(extra: &[&str]) -> Self {
+        Self::spawn_on_a_free_port(extra)
     }
 
     /// A replica of the server on `primary_port`.
@@ -182,6 +188,10 @@ impl RedisServer {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server running").id()
     }
 
     /// SIGSTOP (`true`) or SIGCONT (`false`): a store that hangs instead of failing fast.

@@ -8,6 +8,7 @@ pub mod limiter_config;
 pub mod monitoring;
 pub mod network_policy;
 pub mod redis;
+pub mod redis_memory;
 pub mod secret;
 pub mod sentinel;
 

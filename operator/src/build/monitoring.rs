@@ -225,6 +225,21 @@ pub fn rule_groups(namespace: &str, job: &str, t: &Thresholds) -> Value {
             ),
         },
         Alert {
+            // Before it is full: a full shard sends its accounts' new plays to the failure
+            // policy (README, "Sizing Redis"). Shards without maxmemory are left out (0).
+            name: "ScreenlimitShardMemoryHigh",
+            severity: "warning",
+            after: "10m",
+            expr: format!(
+                "max by (shard) (screenlimit_store_used_memory_bytes{{{scope}}}) / \
+                 max by (shard) (screenlimit_store_maxmemory_bytes{{{scope}}} > 0) > 0.8"
+            ),
+            summary: format!(
+                "Store shard {{{{ $labels.shard }}}} of {namespace} uses {{{{ $value | humanizePercentage }}}} \
+                 of its maxmemory; when full, its new plays go to the failure policy"
+            ),
+        },
+        Alert {
             name: "ScreenlimitPlayStartSlow",
             severity: "warning",
             after: "10m",

@@ -140,6 +140,11 @@ pub fn stateful_set(
             "redis-standalone".to_owned(),
         ]);
     }
+    if let Some(bytes) = super::redis_memory::maxmemory(sl) {
+        // The start scripts write it as `maxmemory`; without it (no limit) Redis is unbounded
+        // and the status says so (`RedisMemoryBounded`).
+        vars.push(env("MAXMEMORY", bytes.to_string()));
+    }
     vars.extend(redis_env(names, ha));
     vars.extend(tls_env(sl));
     container.env = Some(vars);

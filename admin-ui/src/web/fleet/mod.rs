@@ -34,8 +34,54 @@ pub struct ShardView {
     pub reachable: bool,
     pub circuit: String,
     pub keys: String,
+    /// Whether this instance sheds the shard's calls now (the shard answers all it can).
+    pub overloaded: bool,
     /// This instance's live streams on the shard (its share, on Redis).
     pub live: String,
+    /// Used of max memory, and the policy (`memory_text`).
+    pub memory: String,
+    /// Full, near full (80 %), evicting or read-only: shown as bad.
+    pub memory_alarm: bool,
+}
+
+/// A shard's memory in words: "1.2 MiB of 3.0 MiB (40 %), noeviction", with what is wrong first.
+fn memory_text(shard: &crate::limiter::Shard) -> (String, bool) {
+    let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0));
+    let mut alarms = Vec::new();
+    if shard.read_only {
+        alarms.push("read-only replica".to_owned());
+    }
+    if shard.out_of_memory {
+        alarms.push("full (OOM)".to_owned());
+    }
+    let Some(memory) = &shard.memory else {
+        let text = match alarms.is_empty() {
+            true => "—".to_owned(),
+            false => alarms.join(", "),
+        };
+        return (text, !alarms.is_empty());
+    };
+    let policy = memory.policy.as_deref().unwrap_or("policy unknown");
+    if memory.policy.as_deref().is_some_and(|p| p != "noeviction") {
+        alarms.push(format!("{policy} evicts"));
+    }
+    let used = match memory.max_bytes {
+        0 => format!("{} (no maxmemory), {policy}", mib(memory.used_bytes)),
+        max => {
+            let share = memory.used_bytes.saturating_mul(100) / max;
+            if share >= 80 {
+                alarms.push(format!("{share} % full"));
+            }
+            format!(
+                "{} of {} ({share} %), {policy}",
+                mib(memory.used_bytes),
+                mib(max)
+            )
+        }
+    };
+    let alarm = !alarms.is_empty();
+    alarms.push(used);
+    (alarms.join(" · "), alarm)
 }
 
 pub struct DecisionView {
@@ -164,12 +210,16 @@ impl InstanceView {
             shards: fleet
                 .shards
                 .into_iter()
-                .map(|s| ShardView {
+                .map(|s| (memory_text(&s), s))
+                .map(|((memory, memory_alarm), s)| ShardView {
+                    memory,
+                    memory_alarm,
                     shard: s.shard,
                     endpoint: s.endpoint,
                     reachable: s.reachable,
                     circuit: s.circuit,
                     keys: s.keys.map_or_else(|| "—".into(), |k| k.to_string()),
+                    overloaded: s.overloaded,
                     live: live
                         .as_ref()
                         .and_then(|l| l.shards.get(s.shard).map(|v| live_text(l, *v)))
@@ -317,12 +367,17 @@ async fn gather(state: &AppState) -> FleetView {
             }
         })
         .collect();
+    view_of(instances, &state.fleet_samples.history(now))
+}
+
+/// The fleet view of the instances' answers and the charts' history.
+fn view_of(instances: Vec<InstanceView>, history: &history::Buckets) -> FleetView {
     let (live_total, live_how, live_shards) = live_over(&instances);
     FleetView {
         live_total,
         live_how,
         live_shards,
-        charts: charts(&state.fleet_samples.history(now)),
+        charts: charts(history),
         history_minutes: history::HISTORY.as_secs() / 60,
         reachable: instances.iter().filter(|i| i.error.is_none()).count(),
         shards: instances.iter().map(|i| i.shards.len()).max().unwrap_or(0),
@@ -367,4 +422,100 @@ async fn panel(State(state): State<AppState>, _ctx: Ctx) -> Response {
         fleet: gather(&state).await,
     }
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The panel as drawn for one instance that sent `fleet` (a `/v1/fleet` document).
+    fn panel_for(fleet: serde_json::Value) -> String {
+        let fleet: Fleet = serde_json::from_value(fleet).expect("a fleet document");
+        let instances = vec![InstanceView::new("http://limiter-0", fleet, None)];
+        let history = vec![None; history::BUCKETS];
+        FleetPanel {
+            fleet: view_of(instances, &history),
+        }
+        .render()
+        .expect("the panel renders")
+    }
+
+    fn fleet_with_shard(overloaded: Option<bool>) -> serde_json::Value {
+        let mut shard = serde_json::json!({
+            "shard": 0, "endpoint": "redis://10.0.0.1:6379", "reachable": true,
+            "circuit": "closed", "keys": 12
+        });
+        if let Some(overloaded) = overloaded {
+            shard["overloaded"] = overloaded.into();
+        }
+        serde_json::json!({
+            "instance": { "version": "0.1.0", "uptime_sec": 5, "backend": "redis" },
+            "failure_policy": "open",
+            "shards": [shard],
+        })
+    }
+
+    #[test]
+    fn a_shard_that_sheds_is_shown_shedding() {
+        let panel = panel_for(fleet_with_shard(Some(true)));
+        assert!(panel.contains("<th>Load</th>"), "{panel}");
+        assert!(
+            panel.contains(r#"<td class="bad" title="the shard answers all it can; what it cannot answer within the store deadline is decided by the failure policy">shedding</td>"#),
+            "{panel}"
+        );
+        let calm = panel_for(fleet_with_shard(Some(false)));
+        assert!(!calm.contains(">shedding<"), "{calm}");
+        // A limiter older than the field: not shedding, as far as it says.
+        let older = panel_for(fleet_with_shard(None));
+        assert!(
+            older.contains(r#"every call reaches the shard">ok</td>"#),
+            "{older}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod memory_tests {
+    use super::memory_text;
+    use crate::limiter::{Shard, ShardMemory};
+
+    fn shard(used: u64, max: u64, policy: &str) -> Shard {
+        Shard {
+            shard: 0,
+            endpoint: "redis-0:6379".into(),
+            reachable: true,
+            circuit: "closed".into(),
+            keys: Some(1),
+            overloaded: false,
+            read_only: false,
+            out_of_memory: false,
+            memory: Some(ShardMemory {
+                used_bytes: used,
+                max_bytes: max,
+                policy: Some(policy.into()),
+            }),
+        }
+    }
+
+    #[test]
+    fn memory_says_how_full_and_alarms_from_80_percent_or_an_evicting_policy() {
+        let mib = 1024 * 1024;
+        assert_eq!(
+            memory_text(&shard(mib, 4 * mib, "noeviction")),
+            ("1.0 MiB of 4.0 MiB (25 %), noeviction".into(), false)
+        );
+        assert_eq!(
+            memory_text(&shard(7 * mib / 2, 4 * mib, "noeviction")),
+            (
+                "87 % full · 3.5 MiB of 4.0 MiB (87 %), noeviction".into(),
+                true
+            )
+        );
+        let (text, alarm) = memory_text(&shard(mib, 0, "volatile-lru"));
+        assert!(alarm && text.starts_with("volatile-lru evicts"), "{text}");
+        let mut replica = shard(mib, 4 * mib, "noeviction");
+        replica.read_only = true;
+        replica.memory = None;
+        assert_eq!(memory_text(&replica), ("read-only replica".into(), true));
+    }
 }

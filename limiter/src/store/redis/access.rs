@@ -22,7 +22,7 @@ use crate::config::{ConfigError, StoreConfig};
 /// The smallest ACL a data node needs to grant the limiter's user (README, "Redis ACL for the
 /// limiter"): its own keys (`sl:*`), no channels, and only the commands it and its scripts run.
 pub const LIMITER_ACL_RULES: &str = "on resetkeys ~sl:* resetchannels -@all +ping +evalsha \
-     +script|load +role +dbsize +cluster|shards +asking +get +getex +set +setrange +incr +del +pexpire +pexpiretime +time +lpush \
+     +script|load +role +dbsize +info +cluster|shards +asking +get +getex +set +setrange +incr +del +pexpire +pexpiretime +time +lpush \
      +ltrim +lrange";
 
 /// `store.tls`: what a `rediss://` connection trusts and shows.
@@ -90,6 +90,9 @@ pub struct Access {
     client_identity: Option<(Vec<u8>, Vec<u8>)>,
     data: Credentials,
     sentinel: Credentials,
+    /// `store.allow_eviction`: a shard whose `maxmemory-policy` evicts keys is accepted (see
+    /// `health::first_look`).
+    pub allow_eviction: bool,
 }
 
 impl std::fmt::Debug for Access {
@@ -232,6 +235,7 @@ impl Access {
             client_identity,
             data: credentials(&store.auth, "store.auth.password_file")?,
             sentinel,
+            allow_eviction: store.allow_eviction,
         })
     }
 

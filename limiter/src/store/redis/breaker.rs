@@ -33,6 +33,11 @@ impl Breaker {
         failures >= self.threshold && !self.open.swap(true, Ordering::Relaxed)
     }
 
+    /// Opens the circuit now, whatever the count (the shard said it cannot serve: `READONLY`).
+    pub fn trip(&self) {
+        self.open.store(true, Ordering::Relaxed);
+    }
+
     /// The probe got an answer: let traffic through again.
     pub fn close(&self) {
         self.consecutive_failures.store(0, Ordering::Relaxed);

@@ -17,6 +17,7 @@ use redis::aio::ConnectionManager;
 use tokio::sync::{Notify, watch};
 
 use super::access::{self, Access, Contact};
+use super::health;
 use super::shard::{self, Shard};
 use crate::config::ConfigError;
 
@@ -388,6 +389,12 @@ impl Topology {
                 }
                 Contact::Fine => {}
             }
+            // A seed may be a replica (any node will do), but its policy must not evict.
+            let rules = health::StartRules {
+                primary_required: false,
+                allow_eviction: self.factory.access.allow_eviction,
+            };
+            health::first_look(connection.clone(), &at, rules, deadline).await?;
             let mut connection = connection.clone();
             let command = redis::cmd("CLUSTER").arg("SHARDS").clone();
             let read =

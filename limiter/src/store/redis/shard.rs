@@ -13,6 +13,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use super::access::{self, Access, Contact};
 use super::batch::ShardQueue;
 use super::breaker::Breaker;
+use super::health::{self, ShardState, StartRules};
 use crate::config::ConfigError;
 
 /// How a shard's master is found.
@@ -53,6 +54,8 @@ pub struct Shard {
     pub breaker: Breaker,
     /// Commands waiting for the shard's next batch.
     pub queue: ShardQueue,
+    /// Full, read-only, its memory (`health.rs`).
+    pub state: ShardState,
     config: ConnectionManagerConfig,
     access: Arc<Access>,
 }
@@ -95,6 +98,7 @@ impl Shard {
             current: RwLock::new(Some(current)),
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
+            state: ShardState::default(),
             config,
             access: access.clone(),
         })
@@ -125,6 +129,7 @@ impl Shard {
             current: RwLock::new(Some(current)),
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
+            state: ShardState::default(),
             config,
             access: access.clone(),
         })
@@ -157,6 +162,7 @@ impl Shard {
             current: RwLock::new(None),
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
+            state: ShardState::default(),
             config,
             access: access.clone(),
         })
@@ -239,6 +245,7 @@ impl Shard {
             to = endpoint,
             "shard master changed (Sentinel)"
         );
+        self.state.primary_confirmed();
         self.breaker.close();
         true
     }
@@ -266,7 +273,11 @@ impl Shard {
                 return Ok(Contact::Down("no connection".into()));
             };
             let at = format!("shard {} ({})", self.index, self.endpoint());
-            return load_scripts(connection, sources, &at, deadline).await;
+            let rules = StartRules {
+                primary_required: matches!(self.locator, Locator::Fixed),
+                allow_eviction: self.access.allow_eviction,
+            };
+            return self.look(connection, sources, &at, rules, deadline).await;
         };
         let mut named = None;
         for (i, sentinel) in sentinels.iter().enumerate() {
@@ -295,13 +306,39 @@ impl Shard {
                 field: "store.sentinel.addresses",
                 message: format!("{at}: {e}"),
             })?;
+        let rules = StartRules {
+            primary_required: false, // Sentinel names only masters, and follows failovers
+            allow_eviction: self.access.allow_eviction,
+        };
         match tokio::time::timeout(deadline, client.get_multiplexed_async_connection()).await {
-            Ok(Ok(connection)) => load_scripts(connection, sources, &at, deadline).await,
+            Ok(Ok(connection)) => self.look(connection, sources, &at, rules, deadline).await,
             Ok(Err(e)) => access::judge(&e, &at, "store.auth"),
             Err(_) => Ok(Contact::Down(format!(
                 "{at}: no answer within {deadline:?}"
             ))),
         }
+    }
+}
+
+impl Shard {
+    /// The scripts loaded, then the shard's role and memory policy judged (`health.rs`).
+    async fn look<C>(
+        &self,
+        connection: C,
+        sources: &[(&'static str, String)],
+        at: &str,
+        rules: StartRules,
+        deadline: Duration,
+    ) -> Result<Contact, ConfigError>
+    where
+        C: redis::aio::ConnectionLike + Send + Clone,
+    {
+        let contact = load_scripts(connection.clone(), sources, at, deadline).await?;
+        if let Contact::Fine = contact {
+            let sample = health::first_look(connection, at, rules, deadline).await?;
+            health::record_first_look(self, sample);
+        }
+        Ok(contact)
     }
 }
 
@@ -378,6 +415,34 @@ pub async fn key_count(shard: &Shard, deadline: Duration) -> Option<u64> {
 
 /// Follows the shard's master (Sentinel shards, every `sentinel_poll`) and closes an open
 /// circuit once the shard answers (every `probe_interval`). Stops when the shard is dropped.
+/// One line when the shard starts shedding and one when it stops, with the counts: never a
+/// line per shed command.
+fn log_episode(shard: &Shard) {
+    let Some(episode) = shard.queue.tick() else {
+        return;
+    };
+    let now = shard.queue.admission(None);
+    let shed: u64 = now.shed.iter().flatten().sum();
+    let per_command_us = now.per_command.map(|d| d.as_micros() as u64);
+    match episode {
+        super::batch::Episode::Started => tracing::warn!(
+            shard = shard.index,
+            endpoint = %shard.endpoint(),
+            queued = now.queued,
+            per_command_us,
+            shed_total = shed,
+            "store shard overloaded: calls it cannot answer within the store deadline are decided by the failure policy without it"
+        ),
+        super::batch::Episode::Ended { lasted } => tracing::info!(
+            shard = shard.index,
+            endpoint = %shard.endpoint(),
+            lasted_ms = lasted.as_millis() as u64,
+            shed_total = shed,
+            "store shard no longer overloaded"
+        ),
+    }
+}
+
 pub fn spawn_maintenance(
     shard: Weak<Shard>,
     probe_interval: Duration,
@@ -389,6 +454,7 @@ pub fn spawn_maintenance(
     tokio::spawn(async move {
         let mut since_probe = Duration::ZERO;
         let mut since_poll = sentinel_poll; // ask Sentinel at once
+        let mut since_sample = Duration::ZERO; // the first contact has just read it
         loop {
             let Some(shard) = shard.upgrade() else { return };
             if shard.is_sentinel() && since_poll >= sentinel_poll {
@@ -397,16 +463,25 @@ pub fn spawn_maintenance(
             }
             if shard.breaker.is_open() && since_probe >= probe_interval {
                 since_probe = Duration::ZERO;
-                if key_count(&shard, deadline).await.is_some() {
+                let was_read_only = shard.state.read_only();
+                if health::probe(&shard, deadline).await {
                     shard.breaker.close();
-                    tracing::info!(shard = shard.index, endpoint = %shard.endpoint(), "store circuit closed: shard answers again");
+                    if !was_read_only {
+                        tracing::info!(shard = shard.index, endpoint = %shard.endpoint(), "store circuit closed: shard answers again");
+                    }
                 }
+            }
+            log_episode(&shard);
+            if since_sample >= health::SAMPLE_INTERVAL {
+                since_sample = Duration::ZERO;
+                health::sample(&shard, deadline, shard.access.allow_eviction).await;
             }
             drop(shard);
             tokio::time::sleep(tick).await;
             // Saturating: a cluster node has no Sentinel to poll (its poll interval is MAX).
             since_probe = since_probe.saturating_add(tick);
             since_poll = since_poll.saturating_add(tick);
+            since_sample = since_sample.saturating_add(tick);
         }
     });
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Starts the one Redis pod of a shard without replicas (screenlimit-operator; run as `sh -c`
 # from the StatefulSet's command, no ConfigMap needed).
-# Env from Secret <name>-redis-auth: REDIS_PASSWORD (the default user; also as REDISCLI_AUTH for
+# Env: MAXMEMORY (bytes; only with a memory limit); from Secret <name>-redis-auth: REDIS_PASSWORD (the default user; also as REDISCLI_AUTH for
 # the probes), LIMITER_PASSWORD (the ACL user LIMITER_USER with the rules LIMITER_ACL); TLS_DIR
 # when the pod serves TLS (tls.crt, tls.key, ca.crt from the user's Secret).
 # The passwords go only into /data/redis.conf (mode 0600, in the pod's emptyDir), never into a
@@ -39,5 +39,10 @@ appendonly no
 protected-mode no
 maxmemory-policy noeviction
 CONF
+# A full shard refuses new plays (the limiter's failure policy decides) instead of growing until
+# the kubelet kills it: MAXMEMORY is 70 % of the container's memory limit, set by the operator.
+if [ -n "${MAXMEMORY:-}" ]; then
+  echo "maxmemory $MAXMEMORY" >> "$next"
+fi
 mv -f "$next" "$conf"
 exec redis-server "$conf"

@@ -5,7 +5,7 @@
 # is a primary either does pod 0 start as the primary (the bootstrap). The operator never picks a
 # primary after that.
 # Env: NAMESPACE, SHARD (StatefulSet = headless Service), MASTER_NAME, SENTINEL_SERVICE,
-#      MAX_SENTINELS, MAX_PODS; from Secret <name>-redis-auth: REDIS_PASSWORD (the default user:
+#      MAX_SENTINELS, MAX_PODS, MAXMEMORY (bytes; only with a memory limit); from Secret <name>-redis-auth: REDIS_PASSWORD (the default user:
 #      replication, Sentinel, these scripts; also as REDISCLI_AUTH), LIMITER_PASSWORD (the ACL
 #      user LIMITER_USER with the rules LIMITER_ACL), SENTINEL_PASSWORD; TLS_DIR when the pods
 #      serve TLS (tls.crt, tls.key, ca.crt from the user's Secret).
@@ -99,6 +99,11 @@ maxmemory-policy noeviction
 replica-announce-ip $self
 replica-announce-port 6379
 CONF
+# A full shard refuses new plays (the limiter's failure policy decides) instead of growing until
+# the kubelet kills it: MAXMEMORY is 70 % of the container's memory limit, set by the operator.
+if [ -n "${MAXMEMORY:-}" ]; then
+  echo "maxmemory $MAXMEMORY" >> "$next"
+fi
 if [ "$master" != "$self" ]; then
   echo "replicaof $master 6379" >> "$next"
   echo "starting as a replica of $master"
