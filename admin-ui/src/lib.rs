@@ -11,10 +11,12 @@
 //!   the guard middleware, embedded static assets (htmx pinned).
 //! - [`view`]: times and labels as people read them.
 //! - [`dev`]: `--dev`, an in-process limiter on the embedded store beside the dashboard.
+//! - [`drain`]: the stop in a rollout: unready, `Connection: close`, then no more accepting.
 
 pub mod auth;
 pub mod config;
 pub mod dev;
+pub mod drain;
 pub mod ids;
 pub mod limiter;
 pub mod view;
@@ -38,6 +40,16 @@ pub async fn serve(
     .with_graceful_shutdown(shutdown)
     .await?;
     Ok(())
+}
+
+/// Serves the dashboard on `listener` until SIGTERM or Ctrl-C, then drains (see [`drain`]).
+pub async fn serve_until_drained(
+    listener: TcpListener,
+    settings: config::Settings,
+    drain: drain::DrainSettings,
+) -> anyhow::Result<()> {
+    let state = web::AppState::new(settings)?;
+    drain::serve(listener, web::app(state), drain).await
 }
 
 /// Binds `addr` with a message that names the flag when it fails.

@@ -13,6 +13,7 @@ use screenlimit_admin_ui::auth::Role;
 use screenlimit_admin_ui::auth::throttle::ThrottleRules;
 use screenlimit_admin_ui::auth::users::{Users, hash_password};
 use screenlimit_admin_ui::config::{AuthMode, Settings, default_signin_concurrency};
+use screenlimit_admin_ui::drain::DrainSettings;
 use screenlimit_admin_ui::web::client;
 
 /// screenlimit's support dashboard: an account's live devices, force-stop, audit, fleet health.
@@ -147,6 +148,14 @@ struct Cli {
     /// How long a sign-in waits for a verification slot before it is answered 503.
     #[arg(long, env = "SCREENLIMIT_ADMIN_SIGNIN_QUEUE_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration)]
     signin_queue_timeout: Duration,
+    /// After SIGTERM, how long the dashboard keeps answering (with /readyz 503 and
+    /// `Connection: close`) before it stops accepting: the time the Service's endpoints take to
+    /// drop it (0s: stop at once; at most 5m).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_DRAIN_PERIOD", default_value = "5s", value_parser = humantime::parse_duration)]
+    drain_period: Duration,
+    /// After the drain period, how long requests in flight get to finish (100ms to 10m).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    shutdown_timeout: Duration,
     /// Log format.
     #[arg(long, env = "SCREENLIMIT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -302,9 +311,24 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
     })
 }
 
-async fn shutdown_signal() {
-    screenlimit_limiter::lifecycle::shutdown_signal().await;
-    tracing::info!("shutdown signal received");
+/// The drain flags, checked by the limiter's own bounds for the same settings.
+fn drain_settings(cli: &Cli) -> anyhow::Result<DrainSettings> {
+    use screenlimit_limiter::config::{MAX_DRAIN_PERIOD, SHUTDOWN_TIMEOUT_RANGE};
+    anyhow::ensure!(
+        cli.drain_period <= MAX_DRAIN_PERIOD,
+        "--drain-period {} must be at most {}",
+        humantime::format_duration(cli.drain_period),
+        humantime::format_duration(MAX_DRAIN_PERIOD)
+    );
+    anyhow::ensure!(
+        SHUTDOWN_TIMEOUT_RANGE.contains(&cli.shutdown_timeout),
+        "--shutdown-timeout {} must be between 100ms and 10m",
+        humantime::format_duration(cli.shutdown_timeout)
+    );
+    Ok(DrainSettings {
+        period: cli.drain_period,
+        shutdown_timeout: cli.shutdown_timeout,
+    })
 }
 
 async fn run(mut cli: Cli) -> anyhow::Result<()> {
@@ -325,6 +349,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<()> {
         banner = Some((limiter.url(), password));
     }
     let settings = settings_from(&cli, dev_users)?;
+    let drain = drain_settings(&cli)?;
     let listener = screenlimit_admin_ui::bind(cli.listen, "--listen").await?;
     let dashboard = format!("http://{}", listener.local_addr()?);
     tracing::info!(
@@ -344,7 +369,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<()> {
              \x20   -d '{{\"account_id\":\"acct-42\",\"device_id\":\"living-room-tv\",\"plan\":\"standard\",\"device_type\":\"tv\",\"device_meta\":\"Living Room TV\"}}'\n"
         );
     }
-    screenlimit_admin_ui::serve(listener, settings, shutdown_signal()).await
+    screenlimit_admin_ui::serve_until_drained(listener, settings, drain).await
 }
 
 #[tokio::main]

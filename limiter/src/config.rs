@@ -59,6 +59,8 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
         "SCREENLIMIT_REDIS_ALLOW_EVICTION",
         "store.allow_eviction (true or false)",
     ),
+    ("SCREENLIMIT_DRAIN_PERIOD", "http.drain_period"),
+    ("SCREENLIMIT_SHUTDOWN_TIMEOUT", "http.shutdown_timeout"),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -91,6 +93,16 @@ pub struct Config {
     pub threads: usize,
     /// Connection deadlines and the bounds of one instance.
     pub http: HttpConfig,
+    /// A label for this version of the file, reported in `/v1/fleet` and
+    /// `screenlimit_config_info` (the operator writes one per rendered config, and reads it back
+    /// to tell when every instance runs it). 1-64 characters of A-Z a-z 0-9 . _ : -.
+    pub revision: Option<String>,
+    /// The file this config was read from: `reload.rs` watches it.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+    /// `listen` given by the `--listen` flag, which wins over the file on a reload too.
+    #[serde(skip)]
+    pub listen_flag: Option<SocketAddr>,
 }
 
 /// What one instance takes on: deadlines on every connection, and bounds on connections and on
@@ -132,6 +144,16 @@ pub struct HttpConfig {
     /// store: a burst a slow instance takes a while to work through must not admit past the cap.
     #[serde(with = "humantime_serde")]
     pub max_queue_delay: Duration,
+    /// After SIGTERM, how long the instance keeps accepting and answering (with `/readyz` 503
+    /// and `Connection: close` on every answer) before it stops accepting: the time the load
+    /// balancers and the Service's endpoints take to stop sending it new requests. `0s`: stop
+    /// accepting at once.
+    #[serde(with = "humantime_serde")]
+    pub drain_period: Duration,
+    /// After the drain period, how long requests in flight get to finish before the process
+    /// exits anyway.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -146,6 +168,8 @@ impl Default for HttpConfig {
             max_connections: 10_000,
             max_in_flight: 4_096,
             max_queue_delay: Duration::ZERO,
+            drain_period: Duration::from_secs(5),
+            shutdown_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -155,6 +179,13 @@ pub const HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=(1 << 20)
 
 /// Bounds of `http.listen_backlog` (the kernel caps it at `net.core.somaxconn` anyway).
 pub const LISTEN_BACKLOG_RANGE: std::ops::RangeInclusive<u32> = 16..=65_535;
+
+/// Longest `http.drain_period`: a pod's grace period must cover it.
+pub const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(300);
+
+/// Bounds of `http.shutdown_timeout`.
+pub const SHUTDOWN_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_secs(600);
 
 /// Most `threads` a config may ask for.
 pub const MAX_THREADS: usize = 256;
@@ -493,6 +524,9 @@ impl Default for Config {
             plan_source: PlanSourceConfig::default(),
             threads: 0,
             http: HttpConfig::default(),
+            revision: None,
+            file: None,
+            listen_flag: None,
         }
     }
 }
@@ -598,6 +632,7 @@ impl Config {
             Some(path) => Self::from_file(path)?,
             None => Config::default(),
         };
+        config.file = path.map(Path::to_owned);
         config.apply_env(env)?;
         config.validate()?;
         Ok(config)
@@ -789,6 +824,16 @@ impl Config {
             "http.max_queue_delay",
             &mut self.http.max_queue_delay,
         )?;
+        duration(
+            "SCREENLIMIT_DRAIN_PERIOD",
+            "http.drain_period",
+            &mut self.http.drain_period,
+        )?;
+        duration(
+            "SCREENLIMIT_SHUTDOWN_TIMEOUT",
+            "http.shutdown_timeout",
+            &mut self.http.shutdown_timeout,
+        )?;
         Ok(())
     }
 
@@ -835,6 +880,25 @@ impl Config {
                 format!(
                     "{} must be 0s (off) or between 1ms and 10s",
                     humantime::format_duration(http.max_queue_delay)
+                ),
+            ));
+        }
+        if http.drain_period > MAX_DRAIN_PERIOD {
+            return Err(invalid(
+                "http.drain_period",
+                format!(
+                    "{} must be at most {} (0s: stop accepting at once)",
+                    humantime::format_duration(http.drain_period),
+                    humantime::format_duration(MAX_DRAIN_PERIOD)
+                ),
+            ));
+        }
+        if !SHUTDOWN_TIMEOUT_RANGE.contains(&http.shutdown_timeout) {
+            return Err(invalid(
+                "http.shutdown_timeout",
+                format!(
+                    "{} must be between 100ms and 10m",
+                    humantime::format_duration(http.shutdown_timeout)
                 ),
             ));
         }
@@ -942,6 +1006,14 @@ impl Config {
         crate::store::redis::access::validate(&self.store)?;
         self.validate_plan_source()?;
         self.validate_http()?;
+        if let Some(revision) = &self.revision
+            && crate::ids::validate_token(revision).is_err()
+        {
+            return Err(invalid(
+                "revision",
+                format!("{revision:?} must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
+            ));
+        }
         if self.max_body_bytes < 512 {
             return Err(invalid("max_body_bytes", "must be at least 512"));
         }
@@ -1408,6 +1480,25 @@ stream_id_secret: "0123456789abcdef0123"
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn drain_settings_are_bounded_with_the_field_named() {
+        let config = Config::from_yaml("http: { drain_period: 0s, shutdown_timeout: 1s }").unwrap();
+        config.validate().unwrap();
+        for (yaml, field) in [
+            ("http: { drain_period: 6m }", "http.drain_period"),
+            ("http: { shutdown_timeout: 10ms }", "http.shutdown_timeout"),
+        ] {
+            let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Invalid { field: f, .. } if f == field),
+                "{yaml}: {err}"
+            );
+        }
+        let env = |name: &str| (name == "SCREENLIMIT_DRAIN_PERIOD").then(|| "750ms".to_owned());
+        let config = Config::load(None, env).unwrap();
+        assert_eq!(config.http.drain_period, Duration::from_millis(750));
     }
 
     #[test]

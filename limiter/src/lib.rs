@@ -11,7 +11,9 @@
 //! - [`metrics`]: Prometheus metrics.
 //! - [`live`]: live streams per shard (counted, or estimated from heartbeats).
 //! - [`overload`]: the bounds on connections and requests in flight, and load shedding.
-//! - [`server`]: wiring, connection deadlines and graceful shutdown.
+//! - [`rules`]: the part of the config that may change live, one swappable snapshot.
+//! - [`reload`]: the config file watched, checked and its live part put in force.
+//! - [`server`]: wiring, connection deadlines and graceful shutdown (a drain on SIGTERM).
 
 pub mod api;
 pub mod config;
@@ -22,6 +24,8 @@ pub mod metrics;
 pub mod model;
 pub mod overload;
 pub mod plans;
+pub mod reload;
+pub mod rules;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         Ok(mut config) => {
             if let Some(listen) = cli.listen {
                 config.listen = listen;
+                config.listen_flag = Some(listen);
             }
             config
         }

@@ -14,6 +14,7 @@ use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::config::{Config, PlanSourceConfig, PlanSourceKind, UnknownAccountPolicy};
 use crate::model::Plan;
+use crate::rules::LiveRules;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanError {
@@ -65,6 +66,19 @@ impl PlanBook {
         self.plans.get(name)
     }
 
+    /// The caps book the Redis acquire script reads when a play names no plan: per plan with
+    /// device caps, its name's length, its name, its six caps (`caps_of` in `fast.lua`).
+    pub fn caps_book(&self) -> Vec<u8> {
+        let mut book = Vec::new();
+        for plan in self.plans().filter(|p| p.device_caps.0 != [0; 6]) {
+            let name = plan.name.as_bytes();
+            book.push(u8::try_from(name.len()).expect("plan names are at most 64 bytes"));
+            book.extend_from_slice(name);
+            book.extend_from_slice(&plan.device_caps.0);
+        }
+        book
+    }
+
     pub fn limits(&self) -> BTreeMap<String, u32> {
         self.plans
             .iter()
@@ -73,33 +87,26 @@ impl PlanBook {
     }
 }
 
+/// Both read the plans in force from the shared rules (`rules.rs`), which a reload may swap.
 pub enum PlanSource {
-    Request(PlanBook),
+    Request(LiveRules),
     Postgres(Arc<PostgresPlans>),
 }
 
 impl PlanSource {
     /// Builds the configured source; `postgres` starts its pool and notification listener.
     /// Must run inside a Tokio runtime.
-    pub fn from_config(config: &Config) -> anyhow::Result<PlanSource> {
-        let book = PlanBook::from_config(config);
+    pub fn from_config(config: &Config, rules: LiveRules) -> anyhow::Result<PlanSource> {
         match config.plan_source.kind {
-            PlanSourceKind::Request => Ok(PlanSource::Request(book)),
+            PlanSourceKind::Request => Ok(PlanSource::Request(rules)),
             PlanSourceKind::Postgres => {
                 let url = config.resolve_plan_db_url()?.unwrap_or_default();
                 Ok(PlanSource::Postgres(PostgresPlans::start(
                     &url,
                     &config.plan_source,
-                    book,
+                    rules,
                 )?))
             }
-        }
-    }
-
-    pub fn book(&self) -> &PlanBook {
-        match self {
-            PlanSource::Request(book) => book,
-            PlanSource::Postgres(pg) => &pg.book,
         }
     }
 
@@ -109,8 +116,8 @@ impl PlanSource {
         requested: Option<&str>,
     ) -> Result<Resolved, PlanError> {
         match self {
-            PlanSource::Request(book) => match requested {
-                Some(name) => match book.get(name) {
+            PlanSource::Request(rules) => match requested {
+                Some(name) => match rules.load().book.get(name) {
                     Some(plan) => Ok(Resolved {
                         plan: Some(plan.clone()),
                         degraded: false,
@@ -139,7 +146,7 @@ impl PlanSource {
             PlanSource::Postgres(pg) => match pg.cache.get(account_id).await {
                 Some(entry) => pg.decide(account_id, entry.name.as_deref(), false),
                 None => Ok(Resolved {
-                    plan: Some(pg.fallback.clone()),
+                    plan: Some(pg.rules.load().fallback.clone()),
                     degraded: true,
                 }),
             },
@@ -168,15 +175,15 @@ pub struct PostgresPlans {
     ttl: Duration,
     timeout: Duration,
     unknown_account: UnknownAccountPolicy,
-    fallback: Plan,
-    book: PlanBook,
+    /// The plans, default and fallback in force.
+    rules: LiveRules,
 }
 
 impl PostgresPlans {
     pub fn start(
         url: &str,
         config: &PlanSourceConfig,
-        book: PlanBook,
+        rules: LiveRules,
     ) -> anyhow::Result<Arc<Self>> {
         let pg_config = tokio_postgres::Config::from_str(url).map_err(|e| {
             anyhow::anyhow!("plan_source.postgres_url is not a valid connection string: {e}")
@@ -192,12 +199,6 @@ impl PostgresPlans {
             .max_size(config.pool_size)
             .build()
             .map_err(|e| anyhow::anyhow!("plan database pool: {e}"))?;
-        let fallback = config
-            .fallback_plan
-            .as_deref()
-            .and_then(|n| book.get(n))
-            .unwrap_or(&book.default)
-            .clone();
         let plans = Arc::new(PostgresPlans {
             pool,
             query: config.query.clone(),
@@ -210,8 +211,7 @@ impl PostgresPlans {
             ttl: config.cache_ttl,
             timeout: config.timeout,
             unknown_account: config.unknown_account,
-            fallback,
-            book,
+            rules,
         });
         spawn_listener(
             url.to_owned(),
@@ -289,7 +289,7 @@ impl PostgresPlans {
                 self.decide(account_id, stale.name.as_deref(), false)
             }
             (Err(_), None) => Ok(Resolved {
-                plan: Some(self.fallback.clone()),
+                plan: Some(self.rules.load().fallback.clone()),
                 degraded: true,
             }),
         }
@@ -301,12 +301,13 @@ impl PostgresPlans {
         name: Option<&str>,
         degraded: bool,
     ) -> Result<Resolved, PlanError> {
+        let rules = self.rules.load();
         let plan = match name {
             None if self.unknown_account == UnknownAccountPolicy::Deny => {
                 return Err(PlanError::UnknownAccount);
             }
-            None => self.book.default.clone(),
-            Some(name) => match self.book.get(name) {
+            None => rules.book.default.clone(),
+            Some(name) => match rules.book.get(name) {
                 Some(plan) => plan.clone(),
                 None => {
                     tracing::error!(
@@ -315,7 +316,7 @@ impl PostgresPlans {
                         "the database names a plan the config lacks; using the fallback"
                     );
                     return Ok(Resolved {
-                        plan: Some(self.fallback.clone()),
+                        plan: Some(rules.fallback.clone()),
                         degraded: true,
                     });
                 }

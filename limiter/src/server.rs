@@ -5,7 +5,9 @@
 //! serves each of its connections to the end, on its own thread: no work stealing. Store calls
 //! of all lanes for one shard share that shard's queue and connection, so that they share round
 //! trips to Redis (see `store/redis/batch.rs`). Lane 0 is the thread that called [`run`]; it also accepts, runs the background tasks (shard
-//! maintenance, plan listener, sweeper) and handles the shutdown signal.
+//! maintenance, plan listener, sweeper) and handles the shutdown signal: a drain of
+//! `http.drain_period` (`lifecycle.rs`), then no more accepting, in-flight requests finished
+//! within `http.shutdown_timeout`, exit.
 
 mod connection;
 
@@ -40,6 +42,7 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     let auth_token = config.resolve_auth_token()?;
     let service = Arc::new(StreamService::from_config(&config)?);
     service.check_store_access().await?;
+    crate::reload::spawn(service.clone(), config.clone());
     let router = crate::api::router(service.clone(), config.max_body_bytes, auth_token.clone());
     let listener = listen(config.listen, config.http.listen_backlog)
         .map_err(|e| anyhow::anyhow!("cannot listen on {} (`listen`): {e}", config.listen))?;
@@ -65,11 +68,10 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
         let (http, max_body) = (config.http.clone(), config.max_body_bytes);
         let thread = std::thread::Builder::new()
             .name(format!("screenlimit-lane-{lane}"))
-            .spawn(move || -> anyhow::Result<()> {
+            .spawn(move || -> anyhow::Result<usize> {
                 lane_runtime()?.block_on(async move {
                     warm_up(service.clone());
-                    serve_lane(incoming, service, router, &http, max_body, stopping).await;
-                    Ok(())
+                    Ok(serve_lane(incoming, service, router, &http, max_body, stopping).await)
                 })
             })
             .map_err(|e| anyhow::anyhow!("cannot start lane thread {lane}: {e}"))?;
@@ -90,13 +92,14 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
             overload.tick();
         }
     });
+    let (draining, drain_period) = (service.draining.clone(), config.http.drain_period);
     let signal = tokio::spawn(async move {
-        crate::lifecycle::shutdown_signal().await;
-        tracing::info!("shutdown signal received; finishing in-flight requests");
+        crate::lifecycle::drain_on_signal(&draining, drain_period, "screenlimit limiter").await;
         let _ = stop.send(true);
     });
+    let draining = service.draining.clone();
     warm_up(service.clone());
-    serve_lane(
+    let cut = serve_lane(
         own,
         service,
         router,
@@ -116,11 +119,15 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
                 t.join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("a lane thread panicked")))
             })
-            .collect::<anyhow::Result<Vec<()>>>()
+            .collect::<anyhow::Result<Vec<usize>>>()
     })
     .await?;
-    joined?;
-    tracing::info!("screenlimit limiter stopped");
+    let cut = cut + joined?.into_iter().sum::<usize>();
+    tracing::info!(
+        drained_ms = draining.elapsed().map(|d| d.as_millis() as u64),
+        connections_cut = cut,
+        "screenlimit limiter stopped (drain over)"
+    );
     Ok(())
 }
 
@@ -206,7 +213,8 @@ fn is_connection_error(error: &std::io::Error) -> bool {
 }
 
 /// Serves the connections handed to this lane until the stop signal, then finishes in-flight
-/// requests (idle connections are closed at once) and returns when every connection is done.
+/// requests (idle connections are closed at once) and returns when every connection is done,
+/// or at `http.shutdown_timeout`; returns how many were still open then (and are cut).
 async fn serve_lane(
     mut incoming: mpsc::UnboundedReceiver<Incoming>,
     service: Arc<StreamService>,
@@ -214,7 +222,7 @@ async fn serve_lane(
     http: &HttpConfig,
     max_body_bytes: usize,
     mut stopping: watch::Receiver<bool>,
-) {
+) -> usize {
     let lane = connection::Lane::new(service, router, http, max_body_bytes);
     // The probe wakes the lane every 5 ms: only when the queue delay is used.
     let probe = (!http.max_queue_delay.is_zero()).then(|| tokio::spawn(lane.probe()));
@@ -243,9 +251,12 @@ async fn serve_lane(
             drop((slot, open));
         });
     }
+    let still_open = open.downgrade();
     drop(open);
-    let _ = all_closed.recv().await;
+    // What is still in flight after `http.shutdown_timeout` is cut when the lane's runtime drops.
+    let _ = tokio::time::timeout(http.shutdown_timeout, all_closed.recv()).await;
     if let Some(probe) = probe {
         probe.abort();
     }
+    still_open.strong_count()
 }

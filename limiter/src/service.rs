@@ -15,6 +15,7 @@ use crate::model::{
     SessionEventCmd, Timing,
 };
 use crate::plans::{PlanError, PlanSource};
+use crate::rules::{LiveRules, Rules};
 use crate::store::memory::MemoryStore;
 use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
 
@@ -114,6 +115,8 @@ pub struct FleetView {
     pub default_plan: String,
     pub lease_ttl_sec: f64,
     pub heartbeat_interval_sec: f64,
+    /// The config this instance runs: its generation, revision and reload outcomes.
+    pub config: crate::reload::ConfigView,
     pub shards: Vec<crate::store::ShardHealth>,
     /// Decision counters since this instance started; sample twice for rates.
     pub decisions: std::collections::BTreeMap<String, u64>,
@@ -133,17 +136,21 @@ pub struct StreamService {
     store: AnyStore,
     /// This instance's own store, used under `local_cap` when the shared store fails.
     local: Arc<MemoryStore>,
-    policy: FailurePolicy,
     codec: StreamIdCodec,
     plans: PlanSource,
-    pub timing: Timing,
-    pub heartbeat_interval: Duration,
+    /// Plans, lease timing, heartbeat interval and failure policy in force; `reload.rs` swaps
+    /// them when the config file changes.
+    pub rules: LiveRules,
+    /// What the config reloads did: the generation in force, refusals, pending restarts.
+    pub reload: Arc<crate::reload::ReloadStatus>,
     pub metrics: Arc<Metrics>,
     /// The bounds on connections and requests in flight, and what was shed.
     pub overload: Arc<crate::overload::Overload>,
     /// Heartbeats answered "keep playing", per shard: the live-stream estimate on Redis.
     heartbeats: HeartbeatRate,
     started: Instant,
+    /// Set when a shutdown signal starts the drain: `/readyz` answers 503.
+    pub draining: crate::lifecycle::Draining,
 }
 
 impl From<PlanError> for ServiceError {
@@ -158,12 +165,11 @@ impl From<PlanError> for ServiceError {
 impl StreamService {
     /// Builds the service from a validated config. Must run inside a Tokio runtime.
     pub fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let plans = PlanSource::from_config(config)?;
-        let default_plan = plans.book().default.clone();
-        let timing = Timing::from_ttl(config.lease.ttl);
-        let local = Arc::new(MemoryStore::new(default_plan.clone(), timing));
+        let rules = LiveRules::new(Rules::from_config(config, 1));
+        let plans = PlanSource::from_config(config, rules.clone())?;
+        let local = Arc::new(MemoryStore::with_rules(rules.clone()));
         local.spawn_sweeper(config.lease.ttl);
-        let store = AnyStore::from_config(&config.store, local.clone(), plans.book(), timing)?;
+        let store = AnyStore::from_config(&config.store, local.clone(), rules.clone())?;
         let heartbeats = HeartbeatRate::new(
             store.shard_indices(),
             config.lease.heartbeat_interval,
@@ -176,15 +182,15 @@ impl StreamService {
         Ok(StreamService {
             store,
             local,
-            policy: config.failure_policy,
             codec,
             plans,
-            timing,
-            heartbeat_interval: config.lease.heartbeat_interval,
+            reload: Arc::new(crate::reload::ReloadStatus::new(&rules.load())),
+            rules,
             metrics: Arc::new(Metrics::new()),
             overload: Arc::new(crate::overload::Overload::new(&config.http)),
             heartbeats,
             started: Instant::now(),
+            draining: Default::default(),
         })
     }
 
@@ -220,12 +226,12 @@ impl StreamService {
         let error = match why {
             NoAnswer::Store(error) => {
                 self.metrics.store_error(&error);
-                tracing::debug!(%error, policy = ?self.policy, "store call failed; applying the failure policy");
+                tracing::debug!(%error, policy = ?self.policy(), "store call failed; applying the failure policy");
                 ServiceError::StoreUnavailable(error)
             }
             NoAnswer::Shed => ServiceError::Overloaded,
         };
-        match self.policy {
+        match self.policy() {
             FailurePolicy::Closed => Err(error),
             FailurePolicy::Open | FailurePolicy::LocalCap => Ok(()),
         }
@@ -267,7 +273,7 @@ impl StreamService {
             Ok(outcome) => (Some(outcome), resolved.degraded),
             Err(why) => {
                 self.on_no_answer(why)?;
-                match self.policy {
+                match self.policy() {
                     FailurePolicy::LocalCap => (Some(self.local_acquire(&cmd).await), true),
                     _ => (None, true),
                 }
@@ -303,7 +309,8 @@ impl StreamService {
             // Fail open: the stream id is real, so once the store is back the stream's next
             // heartbeat re-registers it (under the plan the id carries) and the cap applies again.
             None => {
-                let plan = cmd.plan.as_ref().unwrap_or(&self.plans.book().default);
+                let rules = self.rules.load();
+                let plan = cmd.plan.as_ref().unwrap_or(&rules.book.default);
                 PlayDecision::Granted {
                     stream_id: self.codec.encode(&cmd.account_id, &stream(plan.tag())),
                     limit: plan.limit,
@@ -346,7 +353,7 @@ impl StreamService {
             },
             Err(why) => {
                 self.on_no_answer(why)?;
-                let outcome = match self.policy {
+                let outcome = match self.policy() {
                     FailurePolicy::LocalCap => self
                         .local
                         .heartbeat(account_id, &stream)
@@ -388,7 +395,7 @@ impl StreamService {
     ) -> Result<bool, ServiceError> {
         let started = Instant::now();
         let stream = self.verify(account_id, stream_id)?;
-        if self.policy == FailurePolicy::LocalCap && matches!(self.store, AnyStore::Redis(_)) {
+        if self.policy() == FailurePolicy::LocalCap && matches!(self.store, AnyStore::Redis(_)) {
             // The local store may hold the stream from an earlier outage; free it there too.
             let _: ReleaseOutcome = self
                 .local
@@ -525,14 +532,18 @@ impl StreamService {
         self.store.health().await
     }
 
-    /// Whether this instance can answer play-starts: always, unless the policy is `closed` and a
-    /// shard is down or read-only (then its accounts would get 503s).
+    /// Whether this instance can answer play-starts: always, unless it is draining before a
+    /// stop, or the policy is `closed` and a shard is down or read-only (then its accounts would
+    /// get 503s).
     pub fn ready(&self, health: &[ShardHealth]) -> bool {
-        self.policy != FailurePolicy::Closed || health.iter().all(|s| s.reachable && !s.read_only)
+        !self.draining.is_draining()
+            && (self.policy() != FailurePolicy::Closed
+                || health.iter().all(|s| s.reachable && !s.read_only))
     }
 
     /// This instance, its shards and its decision counters.
     pub async fn fleet(&self) -> FleetView {
+        let rules = self.rules.load_full();
         FleetView {
             instance: InstanceInfo {
                 version: env!("CARGO_PKG_VERSION").into(),
@@ -542,11 +553,12 @@ impl StreamService {
                     AnyStore::Redis(_) => "redis".into(),
                 },
             },
-            failure_policy: self.policy.label().into(),
-            plans: self.plans.book().limits(),
-            default_plan: self.plans.book().default.name.clone(),
-            lease_ttl_sec: self.timing.ttl_ms as f64 / 1000.0,
-            heartbeat_interval_sec: self.heartbeat_interval.as_secs_f64(),
+            failure_policy: rules.policy.label().into(),
+            plans: rules.book.limits(),
+            default_plan: rules.book.default.name.clone(),
+            lease_ttl_sec: rules.timing.ttl_ms as f64 / 1000.0,
+            heartbeat_interval_sec: rules.heartbeat_interval.as_secs_f64(),
+            config: self.reload.view(&rules),
             shards: self.health().await,
             decisions: self
                 .metrics
@@ -586,17 +598,29 @@ impl StreamService {
         self.metrics.sync_admission(&self.store.admission());
         self.metrics.sync_overload(&self.overload);
         self.metrics.set_live_streams(&self.live_streams());
-        self.metrics.render()
+        let mut text = self.metrics.render();
+        text.push_str(&self.reload.render());
+        text
     }
 
     pub fn policy(&self) -> FailurePolicy {
-        self.policy
+        self.rules.load().policy
+    }
+
+    /// The lease timing in force (a reload may change it for the leases written after it).
+    pub fn timing(&self) -> Timing {
+        self.rules.load().timing
+    }
+
+    /// The heartbeat interval in force, told to every player at play-start.
+    pub fn heartbeat_interval(&self) -> Duration {
+        self.rules.load().heartbeat_interval
     }
 
     /// The plan names a play-start may give, or `None` when the plan database decides.
     pub fn requestable_plans(&self) -> Option<Vec<String>> {
         match &self.plans {
-            PlanSource::Request(book) => Some(book.limits().into_keys().collect()),
+            PlanSource::Request(rules) => Some(rules.load().book.limits().into_keys().collect()),
             PlanSource::Postgres(_) => None,
         }
     }

@@ -759,6 +759,25 @@ pub struct LimiterHttpSpec {
     #[serde(default = "default_max_queue_delay")]
     #[schemars(range(min = 0, max = 10000))]
     pub max_queue_delay_millis: i32,
+    /// After SIGTERM, how long a limiter pod keeps answering, unready and with
+    /// `Connection: close` on every answer, before it stops accepting: the time the Service's
+    /// endpoints (kube-proxy, ingress controllers, gateways) take to stop sending it requests.
+    /// The pods' `terminationGracePeriodSeconds` is this + `shutdownTimeoutSeconds` + 5.
+    #[serde(default = "default_drain_period")]
+    #[schemars(range(min = 0, max = 300))]
+    pub drain_period_seconds: i32,
+    /// After the drain period, how long requests in flight get to finish before the pod exits.
+    #[serde(default = "default_shutdown_timeout")]
+    #[schemars(range(min = 1, max = 600))]
+    pub shutdown_timeout_seconds: i32,
+}
+
+impl LimiterHttpSpec {
+    /// The limiter pods' grace period: the drain, the in-flight requests' time, and a margin
+    /// for the process to exit before the kubelet's SIGKILL.
+    pub fn termination_grace_period_seconds(&self) -> i64 {
+        i64::from(self.drain_period_seconds) + i64::from(self.shutdown_timeout_seconds) + 5
+    }
 }
 
 /// The limiter's HorizontalPodAutoscaler. CPU utilization is measured against the pods' CPU
@@ -870,9 +889,17 @@ pub struct StreamLimiterStatus {
     /// Sentinel pods ready (managed shards with replicas only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentinel_ready_replicas: Option<i32>,
-    /// Hash of the rendered limiter config now rolled out.
+    /// Hash of the part of the limiter config that rolls the pods, now rolled out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_hash: Option<String>,
+    /// The revision of the limiter config last rendered (a hash of its live part: plans,
+    /// caps, lease timing, failure policy), which the pods take in without a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_revision: Option<String>,
+    /// Ready limiter pods that report running `configRevision` (condition `ConfigApplied`
+    /// turns true when they all do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limiter_pods_on_config_revision: Option<i32>,
 }
 
 /// Readiness of one managed shard.
@@ -989,6 +1016,12 @@ fn default_listen_backlog() -> i32 {
 fn default_max_queue_delay() -> i32 {
     0
 }
+fn default_drain_period() -> i32 {
+    5
+}
+fn default_shutdown_timeout() -> i32 {
+    10
+}
 fn default_max_replicas() -> i32 {
     10
 }
@@ -1091,6 +1124,8 @@ impl Default for LimiterHttpSpec {
             write_timeout_millis: default_write_timeout(),
             listen_backlog: default_listen_backlog(),
             max_queue_delay_millis: default_max_queue_delay(),
+            drain_period_seconds: default_drain_period(),
+            shutdown_timeout_seconds: default_shutdown_timeout(),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! [`http`] (metrics and health), [`metrics`].
 
 pub mod build;
+pub mod config_rollout;
 pub mod controller;
 pub mod crd;
 pub mod error;

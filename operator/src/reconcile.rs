@@ -205,6 +205,9 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
 
     // Status, from what was read before this round's writes (their effects trigger the next).
     let mut observed = observe(sl, &names, &stateful_sets, &deployments, drift);
+    observed.config = Some(
+        crate::config_rollout::observe(&ctx.client, &ns, &names, &desired.config_revision).await,
+    );
     // Wanted but not served: look again soon, the Prometheus Operator may be on its way.
     let monitoring_missing = !monitoring.missing.is_empty();
     observed.monitoring = monitoring;
@@ -505,6 +508,7 @@ fn observe(
                 _ => status::MemoryBound::Unbounded,
             }
         }),
+        config: None,
     }
 }
 

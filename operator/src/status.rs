@@ -14,6 +14,8 @@ pub const DEGRADED: &str = "Degraded";
 pub const REDIS_MEMORY: &str = "RedisMemoryBounded";
 /// Present while `spec.monitoring` asks for something: whether the cluster serves it.
 pub const MONITORING: &str = "MonitoringAvailable";
+/// Whether every ready limiter pod runs the config revision last rendered.
+pub const CONFIG_APPLIED: &str = "ConfigApplied";
 
 /// What became of `spec.monitoring`: the kinds it asks for, and those the cluster does not
 /// serve (so they were not created).
@@ -45,6 +47,8 @@ pub struct Observed {
     pub monitoring: MonitoringOutcome,
     /// Managed shards' memory bound: `None` in external mode.
     pub redis_memory: Option<MemoryBound>,
+    /// Which config revision the limiter pods run, when they were asked.
+    pub config: Option<crate::config_rollout::ConfigRollout>,
 }
 
 /// What bounds a managed shard's memory.
@@ -216,6 +220,39 @@ fn monitoring_condition(m: &MonitoringOutcome, generation: Option<i64>) -> Optio
     })
 }
 
+/// `ConfigApplied`: whether every ready limiter pod runs the rendered config revision.
+fn config_condition(
+    config: &crate::config_rollout::ConfigRollout,
+    generation: Option<i64>,
+) -> Condition {
+    let (on, ready, revision) = (config.on_revision, config.ready_pods, &config.revision);
+    if config.complete() {
+        return condition(
+            CONFIG_APPLIED,
+            true,
+            "AllPodsOnRevision",
+            format!("every ready limiter pod ({ready}) runs config revision {revision}"),
+            generation,
+        );
+    }
+    let unknown = match config.unknown {
+        0 => String::new(),
+        n => format!(
+            "; {n} could not be asked for /metrics through the API server's pod proxy (RBAC pods/proxy, NetworkPolicies)"
+        ),
+    };
+    condition(
+        CONFIG_APPLIED,
+        false,
+        "PodsOnOlderRevision",
+        format!(
+            "{on}/{ready} ready limiter pods run config revision {revision}{unknown}; a changed ConfigMap reaches running pods \
+             within the kubelet's sync period (about a minute), then the limiter applies it within a second"
+        ),
+        generation,
+    )
+}
+
 /// The new status. `now` is an RFC 3339 time used only for conditions whose status changed.
 pub fn compute(
     old: Option<&StreamLimiterStatus>,
@@ -242,11 +279,15 @@ pub fn compute(
                 status.limiter_ready_replicas = old.limiter_ready_replicas;
                 status.sentinel_ready_replicas = old.sentinel_ready_replicas;
                 status.config_hash = old.config_hash.clone();
+                status.config_revision = old.config_revision.clone();
+                status.limiter_pods_on_config_revision = old.limiter_pods_on_config_revision;
             }
             let kept_monitoring = old
                 .into_iter()
                 .flat_map(|o| &o.conditions)
-                .filter(|c| c.type_ == MONITORING || c.type_ == REDIS_MEMORY)
+                .filter(|c| {
+                    c.type_ == MONITORING || c.type_ == REDIS_MEMORY || c.type_ == CONFIG_APPLIED
+                })
                 .cloned();
             let mut conditions = vec![
                 condition(
@@ -367,6 +408,11 @@ pub fn compute(
                     .as_ref()
                     .map(|bound| memory_condition(bound, generation)),
             );
+            if let Some(config) = &obs.config {
+                status.config_revision = Some(config.revision.clone());
+                status.limiter_pods_on_config_revision = Some(config.on_revision);
+                conditions.push(config_condition(config, generation));
+            }
             conditions
         }
     };

@@ -330,6 +330,16 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             http.max_queue_delay_millis,
             0..=10_000,
         ),
+        (
+            "spec.limiter.http.drainPeriodSeconds",
+            http.drain_period_seconds,
+            0..=300,
+        ),
+        (
+            "spec.limiter.http.shutdownTimeoutSeconds",
+            http.shutdown_timeout_seconds,
+            1..=600,
+        ),
     ] {
         if !range.contains(&value) {
             errors.push(err(

@@ -268,6 +268,16 @@ fn admin_ui_is_rendered_only_when_enabled() {
         env["SCREENLIMIT_ADMIN_TRUSTED_PROXIES"], "10.0.0.0/8,fd00::/8",
         "the ingress's X-Forwarded-For is believed, so throttling sees each client"
     );
+    // The dashboard drains on SIGTERM: unready through /readyz, and time to do it.
+    let probe = c
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    assert_eq!(probe.path.as_deref(), Some("/readyz"));
+    assert_eq!(pod.termination_grace_period_seconds, Some(20));
 
     let mut sl = fixture("admin-ui.yaml");
     sl.spec.admin_ui.enabled = false;
@@ -277,16 +287,31 @@ fn admin_ui_is_rendered_only_when_enabled() {
 }
 
 #[test]
-fn config_hash_changes_when_plans_change_and_only_then() {
+fn a_plan_change_reaches_the_pods_live_and_a_store_change_rolls_them() {
     let mut sl = fixture("managed.yaml");
     let before = build(&sl).unwrap();
     sl.spec.limiter.replicas = 7; // not part of the config
     assert_eq!(build(&sl).unwrap().config_hash, before.config_hash);
+    // Plans, the lease timing and the failure policy change in the running pods: the file (and
+    // its revision) changes, the pod template does not.
     sl.spec.plans.push(Plan::new("family", 6));
-    let after = build(&sl).unwrap();
-    assert_ne!(after.config_hash, before.config_hash);
-    assert_eq!(pod_annotation(&after), after.config_hash);
-    assert_ne!(pod_annotation(&after), pod_annotation(&before));
+    sl.spec.lease.heartbeat_interval_seconds += 1;
+    sl.spec.failure_policy.mode = screenlimit_operator::crd::FailureMode::Closed;
+    let live = build(&sl).unwrap();
+    assert_eq!(live.config_hash, before.config_hash);
+    assert_eq!(pod_annotation(&live), pod_annotation(&before));
+    assert_ne!(live.limiter_config, before.limiter_config);
+    assert_ne!(live.config_revision, before.config_revision);
+    assert!(
+        limiter_yaml(&live).contains(&format!("revision: {}", live.config_revision)),
+        "the file carries its revision"
+    );
+    // What the limiter reads only at start rolls the pods.
+    sl.spec.failure_policy.store_timeout_millis += 5;
+    let rolled = build(&sl).unwrap();
+    assert_ne!(rolled.config_hash, before.config_hash);
+    assert_eq!(pod_annotation(&rolled), rolled.config_hash);
+    assert_eq!(rolled.config_revision, live.config_revision);
 }
 
 #[test]
@@ -605,14 +630,19 @@ fn plan_source_mounts_the_secret_key_and_renders_the_file_path() {
 }
 
 #[test]
-fn config_hash_follows_device_caps_plan_source_and_the_secret_reference() {
+fn config_hash_follows_the_plan_source_and_the_secret_reference_not_device_caps() {
     let base = fixture("ha.yaml");
     let hash = |sl: &screenlimit_operator::crd::StreamLimiter| build(sl).unwrap().config_hash;
     let before = hash(&base);
 
+    // A device cap changes live: the file, not the pods.
     let mut caps = base.clone();
     caps.spec.plans[1].device_caps.as_mut().unwrap().tv = Some(1);
-    assert_ne!(hash(&caps), before, "a device cap");
+    assert_eq!(hash(&caps), before, "a device cap");
+    assert_ne!(
+        build(&caps).unwrap().config_revision,
+        build(&base).unwrap().config_revision
+    );
 
     let mut cache = base.clone();
     cache.spec.plan_source.cache.ttl_seconds = 60;

@@ -82,7 +82,8 @@ fn the_file_has_exactly_the_expected_keys() {
             "stream_id_secret_file",
             "auth_token_file",
             "max_body_bytes",
-            "http"
+            "http",
+            "revision"
         ]
     );
     assert_eq!(
@@ -96,7 +97,9 @@ fn the_file_has_exactly_the_expected_keys() {
             "max_in_flight",
             "write_timeout",
             "listen_backlog",
-            "max_queue_delay"
+            "max_queue_delay",
+            "drain_period",
+            "shutdown_timeout"
         ]
     );
     let store = keys_of(&value["store"]);
@@ -379,6 +382,8 @@ fn the_http_knobs_reach_the_limiter_config() {
     assert_eq!(config.http.write_timeout, defaults.write_timeout);
     assert_eq!(config.http.listen_backlog, defaults.listen_backlog);
     assert_eq!(config.http.max_queue_delay, defaults.max_queue_delay);
+    assert_eq!(config.http.drain_period, defaults.drain_period);
+    assert_eq!(config.http.shutdown_timeout, defaults.shutdown_timeout);
     let mut sl = fixture("managed.yaml");
     let http = &mut sl.spec.limiter.http;
     http.header_read_timeout_millis = 1500;
@@ -390,7 +395,30 @@ fn the_http_knobs_reach_the_limiter_config() {
     http.write_timeout_millis = 700;
     http.listen_backlog = 1000;
     http.max_queue_delay_millis = 20;
-    let text = build(&sl).unwrap().limiter_config;
+    http.drain_period_seconds = 12;
+    http.shutdown_timeout_seconds = 30;
+    let desired = build(&sl).unwrap();
+    let limiter = desired
+        .deployments
+        .iter()
+        .find(|d| {
+            d.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.ends_with("-limiter"))
+        })
+        .unwrap();
+    let pod = limiter
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    // The drain and the in-flight requests' time fit in the pods' grace period.
+    assert_eq!(pod.termination_grace_period_seconds, Some(12 + 30 + 5));
+    let text = desired.limiter_config;
     let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     config.validate().unwrap();
     assert_eq!(config.http.header_read_timeout, Duration::from_millis(1500));
@@ -402,6 +430,8 @@ fn the_http_knobs_reach_the_limiter_config() {
     assert_eq!(config.http.write_timeout, Duration::from_millis(700));
     assert_eq!(config.http.listen_backlog, 1000);
     assert_eq!(config.http.max_queue_delay, Duration::from_millis(20));
+    assert_eq!(config.http.drain_period, Duration::from_secs(12));
+    assert_eq!(config.http.shutdown_timeout, Duration::from_secs(30));
 }
 
 /// `external.yaml` on a Redis Cluster: its nodes inline, or from a Secret.

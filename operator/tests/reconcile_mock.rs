@@ -46,6 +46,8 @@ struct Scenario {
     monitoring_served: Option<Vec<&'static str>>,
     /// Discovery runs before the reconcile, as the operator does at start.
     discover_first: bool,
+    /// What each limiter pod's `/metrics` answers through the pod proxy, by pod name.
+    pod_metrics: Vec<(&'static str, String)>,
 }
 
 fn status_body(code: u16, reason: &str) -> Value {
@@ -75,6 +77,17 @@ fn respond(scenario: &Scenario, call: &Call) -> (StatusCode, Value) {
                            "verbs": ["get", "list", "watch", "create", "patch", "delete"]})).collect::<Vec<_>>()}),
             ),
         },
+        Method::GET if call.path.ends_with("/proxy/metrics") => {
+            let pod = call.path.split('/').nth(6).unwrap_or_default();
+            let pod = pod.split(':').next().unwrap_or_default();
+            match scenario.pod_metrics.iter().find(|(name, _)| *name == pod) {
+                Some((_, text)) => (StatusCode::OK, Value::String(text.clone())),
+                None => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    status_body(503, "ServiceUnavailable"),
+                ),
+            }
+        }
         Method::GET => {
             let plural = call.path.rsplit('/').next().unwrap();
             let items: Vec<Value> = scenario
@@ -130,10 +143,15 @@ async fn run(
             };
             let (status, reply) = respond(&scenario, &call);
             recorded.lock().unwrap().push(call);
+            // A text reply (a pod's /metrics through the proxy) goes as it is.
+            let (content_type, bytes) = match reply {
+                Value::String(text) => ("text/plain; version=0.0.4", text.into_bytes()),
+                json => ("application/json", serde_json::to_vec(&json).unwrap()),
+            };
             let response = Response::builder()
                 .status(status)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                .header("content-type", content_type)
+                .body(Body::from(bytes))
                 .unwrap();
             send.send_response(response);
         }
@@ -245,6 +263,7 @@ async fn first_reconcile_applies_everything_with_one_field_manager_then_patches_
             format!("PATCH {apps}/deployments/demo-limiter"),
             format!("PATCH {apps}/statefulsets/demo-redis-0"),
             format!("PATCH {apps}/statefulsets/demo-redis-1"),
+            format!("GET {ns}/pods"),
             "PATCH /apis/screenlimit.io/v1alpha1/namespaces/video/streamlimiters/demo/status"
                 .to_owned(),
         ]
@@ -726,7 +745,7 @@ async fn monitoring_kinds_served_are_applied_owned_and_reported() {
     let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
     result.unwrap();
     let made = api_calls(&calls);
-    let tail: Vec<&str> = made[made.len() - 6..].iter().map(String::as_str).collect();
+    let tail: Vec<&str> = made[made.len() - 7..].iter().map(String::as_str).collect();
     assert_eq!(
         tail,
         [
@@ -735,6 +754,7 @@ async fn monitoring_kinds_served_are_applied_owned_and_reported() {
             &format!("PATCH {MONITORING}/servicemonitors/demo-limiter"),
             &format!("GET {MONITORING}/prometheusrules"),
             &format!("PATCH {MONITORING}/prometheusrules/demo-limiter"),
+            "GET /api/v1/namespaces/video/pods",
             "PATCH /apis/screenlimit.io/v1alpha1/namespaces/video/streamlimiters/demo/status",
         ],
         "discovered when wanted, applied after the other children, before the status: {made:?}"
@@ -934,5 +954,88 @@ async fn monitoring_switched_off_is_pruned() {
             .iter()
             .any(|c| c["type"] == "MonitoringAvailable"),
         "{status}"
+    );
+}
+
+/// A limiter pod as the API server lists it.
+fn limiter_pod(name: &str, ready: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "video"},
+           "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+}
+
+fn info_metric(revision: &str) -> String {
+    format!(
+        "# TYPE screenlimit_config_info gauge\nscreenlimit_config_info{{revision=\"{revision}\"}} 1\n"
+    )
+}
+
+#[tokio::test]
+async fn the_status_says_when_every_ready_limiter_pod_runs_the_rendered_config_revision() {
+    let sl = fixture("managed.yaml");
+    let revision = screenlimit_operator::build::build(&sl)
+        .unwrap()
+        .config_revision;
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.lists = vec![
+        ("pods", limiter_pod("demo-limiter-a", true)),
+        ("pods", limiter_pod("demo-limiter-b", true)),
+        ("pods", limiter_pod("demo-limiter-c", false)),
+    ];
+    // One pod has taken in the new file; the other still runs the one before.
+    scenario.pod_metrics = vec![
+        ("demo-limiter-a", info_metric(&revision)),
+        ("demo-limiter-b", info_metric("0ld0ld0ld0ld0ld0")),
+    ];
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl.clone())), scenario.clone()).await;
+    result.unwrap();
+    let asked: Vec<String> = calls
+        .iter()
+        .filter(|c| c.path.ends_with("/proxy/metrics"))
+        .map(|c| c.path.clone())
+        .collect();
+    assert_eq!(asked.len(), 2, "only ready pods are asked: {asked:?}");
+    assert!(
+        asked.contains(
+            &"/api/v1/namespaces/video/pods/demo-limiter-a:8080/proxy/metrics".to_owned()
+        )
+    );
+    let status = status_patch(&calls);
+    assert_eq!(status["configRevision"], revision.as_str());
+    assert_eq!(status["limiterPodsOnConfigRevision"], 1);
+    let applied = condition(&status, "ConfigApplied");
+    assert_eq!(
+        (applied["status"].as_str(), applied["reason"].as_str()),
+        (Some("False"), Some("PodsOnOlderRevision"))
+    );
+    assert!(
+        applied["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("1/2 ready limiter pods")
+    );
+
+    // Both ready pods on the revision (the third is still not ready): applied.
+    scenario.pod_metrics[1].1 = info_metric(&revision);
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl.clone())), scenario.clone()).await;
+    result.unwrap();
+    let status = status_patch(&calls);
+    assert_eq!(status["limiterPodsOnConfigRevision"], 2);
+    let applied = condition(&status, "ConfigApplied");
+    assert_eq!(
+        (applied["status"].as_str(), applied["reason"].as_str()),
+        (Some("True"), Some("AllPodsOnRevision"))
+    );
+
+    // A pod that cannot be asked is not counted as done, and the message says why it may be.
+    scenario.pod_metrics.pop();
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let status = status_patch(&calls);
+    let applied = condition(&status, "ConfigApplied");
+    assert_eq!(applied["status"], "False");
+    assert!(
+        applied["message"].as_str().unwrap().contains("pods/proxy"),
+        "{applied}"
     );
 }

@@ -66,4 +66,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# The status's ConfigApplied: the limiter pods are listed, and each ready one's /metrics is read
+# through the API server's pod proxy (the config revision it runs).
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["pods/proxy"]
+  verbs: ["get"]
 {{- end -}}

@@ -20,6 +20,9 @@ pub async fn healthz() -> impl IntoResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Readiness {
     pub ready: bool,
+    /// The instance received its shutdown signal and drains (`http.drain_period`): it still
+    /// answers, but must leave the load balancers' rotation.
+    pub draining: bool,
     /// The failure policy: when it is `open` or `local_cap` the instance stays ready while a
     /// shard is down, because it can still answer every play-start.
     pub failure_policy: String,
@@ -35,7 +38,7 @@ pub struct Readiness {
     get, path = "/readyz", tag = "ops",
     responses(
         (status = 200, description = "Ready", body = Readiness),
-        (status = 503, description = "Not ready: the policy is `closed` and a shard is unreachable", body = Readiness),
+        (status = 503, description = "Not ready: draining before a stop, or the policy is `closed` and a shard is unreachable", body = Readiness),
     )
 )]
 pub async fn readyz(State(service): State<AppState>) -> impl IntoResponse {
@@ -43,6 +46,7 @@ pub async fn readyz(State(service): State<AppState>) -> impl IntoResponse {
     let ready = service.ready(&shards);
     let body = Readiness {
         ready,
+        draining: service.draining.is_draining(),
         failure_policy: service.policy().label().into(),
         shards,
         load: service.overload.view(),

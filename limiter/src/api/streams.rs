@@ -37,7 +37,7 @@ fn admit(admission: Option<Extension<Admission>>) -> (Load, Option<RequestSlot>)
 }
 
 fn ttl_sec(service: &StreamService) -> f64 {
-    service.timing.ttl_ms as f64 / 1000.0
+    service.timing().ttl_ms as f64 / 1000.0
 }
 
 /// Start a play: take a slot for the account, or learn which devices hold them all.
@@ -76,7 +76,7 @@ pub async fn play_start(
             Ok(Json(PlayStartResponse {
                 stream_id,
                 lease_ttl_sec: ttl_sec(&service),
-                heartbeat_interval_sec: service.heartbeat_interval.as_secs_f64(),
+                heartbeat_interval_sec: service.heartbeat_interval().as_secs_f64(),
                 limit,
                 active_count,
                 degraded,
@@ -90,7 +90,7 @@ pub async fn play_start(
         } => {
             let active: Vec<StreamInfo> = active
                 .into_iter()
-                .map(|s| StreamInfo::new(s, service.timing.ttl_ms))
+                .map(|s| StreamInfo::new(s, service.timing().ttl_ms))
                 .collect();
             Err(limit_reached(limit, rule).with("active", json!(active)))
         }
@@ -226,7 +226,7 @@ pub async fn list(
 ) -> Result<Json<AccountStreamsResponse>, ApiError> {
     check_account_id(&account_id)?;
     let streams = service.list(&account_id).await?;
-    let ttl_ms = service.timing.ttl_ms;
+    let ttl_ms = service.timing().ttl_ms;
     Ok(Json(AccountStreamsResponse {
         account_id,
         plan: streams.plan,

@@ -20,6 +20,8 @@
 //!   `http.max_queue_delay` behind). Other calls take their place here, once their body is in
 //!   (read here, within its deadline and `max_body_bytes`), before the router; beyond the bound
 //!   they are answered 503 `overloaded`.
+//! - **Drain**: while the process drains before a stop (`lifecycle.rs`), every answer carries
+//!   `Connection: close`, so that a kept-alive client opens its next connection elsewhere.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -57,6 +59,7 @@ pub struct Lane(Arc<LaneShared>);
 struct LaneShared {
     router: Router,
     overload: Arc<Overload>,
+    draining: crate::lifecycle::Draining,
     /// How far behind this lane is (its probe runs on the lane: see [`Lane::probe`]).
     lag: Arc<LaneLag>,
     builder: http1::Builder,
@@ -93,6 +96,7 @@ impl Lane {
         Lane(Arc::new(LaneShared {
             router,
             overload: service.overload.clone(),
+            draining: service.draining.clone(),
             lag: LaneLag::new(),
             builder,
             idle: http.idle_timeout,
@@ -197,6 +201,12 @@ async fn handle(
     if state.body_timed_out.swap(false, Ordering::Relaxed) {
         lane.overload.timed_out(Deadline::Body);
         response = ApiError::request_timeout().into_response();
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    if lane.draining.is_draining() {
+        // hyper closes the connection once this answer is written.
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));

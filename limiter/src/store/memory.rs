@@ -17,13 +17,14 @@ use crate::model::{
     ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, LimitOverride, Millis, OverrideCmd, Plan,
     ReleaseOutcome, SessionEventCmd, Timing,
 };
+use crate::rules::{LiveRules, Rules};
 
 const STRIPES: usize = 64;
 
 pub struct MemoryStore {
     stripes: Vec<Mutex<HashMap<String, AccountState>>>,
-    default_plan: Plan,
-    timing: Timing,
+    /// The default plan and lease timing in force: a reload may change them (`rules.rs`).
+    rules: LiveRules,
     /// Newest first, at most `AUDIT_RECENT` entries.
     audit: Mutex<VecDeque<AuditEntry>>,
     /// Dashboard users' session generations (only users who signed out have one; 0 otherwise).
@@ -55,10 +56,15 @@ fn now_ms() -> Millis {
 
 impl MemoryStore {
     pub fn new(default_plan: Plan, timing: Timing) -> Self {
+        let book = crate::plans::PlanBook::new(default_plan, []);
+        Self::with_rules(LiveRules::new(Rules::fixed(&book, timing)))
+    }
+
+    /// A store that reads its default plan and timing from `rules`.
+    pub fn with_rules(rules: LiveRules) -> Self {
         MemoryStore {
             stripes: (0..STRIPES).map(|_| Mutex::new(HashMap::new())).collect(),
-            default_plan,
-            timing,
+            rules,
             audit: Mutex::new(VecDeque::new()),
             sessions: Mutex::new(HashMap::new()),
         }
@@ -87,7 +93,11 @@ impl MemoryStore {
         for stripe in &self.stripes {
             let mut map = stripe.lock().unwrap_or_else(|e| e.into_inner());
             let before = map.len();
-            map.retain(|_, state| state.forget_at(self.timing).is_some_and(|t| t > now));
+            map.retain(|_, state| {
+                state
+                    .forget_at(self.rules.load().timing)
+                    .is_some_and(|t| t > now)
+            });
             dropped += before - map.len();
         }
         dropped
@@ -121,7 +131,7 @@ impl MemoryStore {
         account_id: &str,
         op: impl FnOnce(&mut AccountState, Millis) -> T,
     ) -> T {
-        self.with_account_or(account_id, &self.default_plan, op)
+        self.with_account_or(account_id, &self.rules.load().book.default, op)
     }
 
     /// Adds an entry to the audit log. Called under the account's stripe lock, so the entry is
@@ -149,9 +159,9 @@ impl MemoryStore {
             map.insert(account_id.to_owned(), AccountState::new(fresh_plan.clone()));
         }
         let state = map.get_mut(account_id).expect("inserted above");
-        state.prune(now, self.timing);
+        state.prune(now, self.rules.load().timing);
         let out = op(state, now);
-        if state.forget_at(self.timing).is_none() {
+        if state.forget_at(self.rules.load().timing).is_none() {
             map.remove(account_id);
         }
         out
@@ -161,7 +171,7 @@ impl MemoryStore {
 impl LeaseStore for MemoryStore {
     async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
         Ok(self.with_account(&cmd.account_id, |state, now| {
-            state.acquire(cmd, now, self.timing)
+            state.acquire(cmd, now, self.rules.load().timing)
         }))
     }
 
@@ -174,10 +184,10 @@ impl LeaseStore for MemoryStore {
         let fresh_plan = if stream.plan.limit > 0 {
             Plan::from(&stream.plan)
         } else {
-            self.default_plan.clone()
+            self.rules.load().book.default.clone()
         };
         Ok(self.with_account_or(account_id, &fresh_plan, |state, now| {
-            state.heartbeat(stream, now, self.timing)
+            state.heartbeat(stream, now, self.rules.load().timing)
         }))
     }
 
@@ -187,14 +197,14 @@ impl LeaseStore for MemoryStore {
         stream: &StreamRef,
     ) -> Result<ReleaseOutcome, StoreError> {
         Ok(self.with_account(account_id, |state, now| {
-            state.release(stream, now, self.timing)
+            state.release(stream, now, self.rules.load().timing)
         }))
     }
 
     async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
         Ok(self.with_account(&cmd.account_id, |state, now| {
             let device_meta = state.device_meta(&cmd.stream.device_id);
-            let outcome = state.force_stop(&cmd.stream, now, self.timing);
+            let outcome = state.force_stop(&cmd.stream, now, self.rules.load().timing);
             if outcome == ForceStopOutcome::Stopped {
                 self.record(audit_entry(cmd, now, device_meta));
             }

@@ -182,8 +182,7 @@ impl AnyStore {
     pub fn from_config(
         config: &crate::config::StoreConfig,
         local: std::sync::Arc<memory::MemoryStore>,
-        plans: &crate::plans::PlanBook,
-        timing: crate::model::Timing,
+        rules: crate::rules::LiveRules,
     ) -> anyhow::Result<AnyStore> {
         use crate::config::Backend;
         use redis::{RedisOptions, RedisStore, ShardSpec};
@@ -212,7 +211,7 @@ impl AnyStore {
                     access: redis::access::Access::resolve(config)?,
                 };
                 AnyStore::Redis(
-                    RedisStore::new(&options, plans, timing).map_err(anyhow::Error::msg)?,
+                    RedisStore::with_rules(&options, rules).map_err(anyhow::Error::msg)?,
                 )
             }
         })

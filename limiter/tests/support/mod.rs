@@ -389,6 +389,8 @@ impl LimiterProcess {
             .arg("--config")
             .arg(&config_path)
             .env("RUST_LOG", "warn")
+            // A stop does not wait out a drain, unless the test sets its own.
+            .env("SCREENLIMIT_DRAIN_PERIOD", "0s")
             .envs(env.iter().copied())
             .stdout(std::fs::File::create(&stdout_path).unwrap())
             .stderr(std::fs::File::create(&stderr_path).unwrap())
@@ -436,6 +438,25 @@ impl LimiterProcess {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         self.child.wait().unwrap()
+    }
+}
+
+impl LimiterProcess {
+    /// Sends SIGTERM without waiting: the drain begins.
+    pub fn send_sigterm(&self) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+
+    /// The exit status, once the process has exited; `None` while it runs.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, PodTemplateSpec, SecretVolumeSource, Service, ServiceSpec, Volume,
+    Container, PodSpec, PodTemplateSpec, SecretVolumeSource, Service, ServiceSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -18,6 +18,8 @@ use crate::names::{ADMIN_UI_PORT, Component, LIMITER_PORT, Names};
 pub const ADMIN_AUTH_DIR: &str = "/etc/screenlimit/admin-auth";
 /// Where the limiter's bearer token is mounted in admin UI pods.
 pub const LIMITER_TOKEN_DIR: &str = "/etc/screenlimit/limiter-auth";
+/// The dashboard pods' grace period: its drain (5 s) + its shutdown timeout (10 s) + 5 s.
+pub const ADMIN_UI_GRACE_SECONDS: i64 = 20;
 
 pub fn service(names: &Names, ns: &str, owner: &OwnerReference) -> Service {
     Service {
@@ -92,7 +94,9 @@ pub fn deployment(
         image: Some(ui.image.clone()),
         env: Some(vars),
         ports: Some(vec![port("http", ADMIN_UI_PORT)]),
-        readiness_probe: Some(http_probe("/healthz", "http", 10, 3)),
+        // `/readyz` turns 503 when the dashboard drains on SIGTERM (its defaults: 5 s of drain,
+        // 10 s for requests in flight).
+        readiness_probe: Some(http_probe("/readyz", "http", 10, 3)),
         liveness_probe: Some(http_probe("/healthz", "http", 20, 3)),
         resources: resources(&ui.resources),
         security_context: Some(container_security(NONROOT_UID)),
@@ -114,7 +118,10 @@ pub fn deployment(
                     labels: Some(names.labels(Component::AdminUi)),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(pod_spec(container, NONROOT_UID, volumes)),
+                spec: Some(PodSpec {
+                    termination_grace_period_seconds: Some(ADMIN_UI_GRACE_SECONDS),
+                    ..pod_spec(container, NONROOT_UID, volumes)
+                }),
             },
             ..DeploymentSpec::default()
         }),

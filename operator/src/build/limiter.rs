@@ -11,8 +11,8 @@ use k8s_openapi::api::autoscaling::v2::{
     MetricTarget, ResourceMetricSource,
 };
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodTemplateSpec,
-    SecretKeySelector, Service, ServiceSpec, Volume,
+    ConfigMap, ConfigMapVolumeSource, Container, EnvVar, EnvVarSource, KeyToPath, PodSpec,
+    PodTemplateSpec, SecretKeySelector, Service, ServiceSpec, Volume,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -222,7 +222,14 @@ pub fn deployment(
                     )])),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(pod_spec(container, NONROOT_UID, volumes)),
+                spec: Some(PodSpec {
+                    // The limiter drains on SIGTERM (no preStop needed: it keeps answering
+                    // itself): the kubelet must not cut that short.
+                    termination_grace_period_seconds: Some(
+                        spec.limiter.http.termination_grace_period_seconds(),
+                    ),
+                    ..pod_spec(container, NONROOT_UID, volumes)
+                }),
             },
             ..DeploymentSpec::default()
         }),

@@ -46,6 +46,48 @@ struct LimiterConfigFile<'a> {
     auth_token_file: Option<String>,
     max_body_bytes: u32,
     http: Http,
+    /// The hash of the live part (`live_part`): the limiter reports the revision it runs, so
+    /// the status can tell when every pod runs this file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<String>,
+}
+
+/// What the limiter changes without a restart when the mounted file changes (its `rules.rs`):
+/// plans with their device caps, the default and fallback plans, the lease timing, the failure
+/// policy. Everything else in the file rolls the pods.
+#[derive(Serialize, Debug)]
+struct LivePart<'a> {
+    plans: &'a BTreeMap<&'a str, PlanRule>,
+    default_plan: &'a str,
+    lease: &'a Lease,
+    failure_policy: &'static str,
+    fallback_plan: Option<&'a str>,
+}
+
+impl<'a> LimiterConfigFile<'a> {
+    fn live_part(&self) -> LivePart<'_> {
+        LivePart {
+            plans: &self.plans,
+            default_plan: self.default_plan,
+            lease: &self.lease,
+            failure_policy: self.failure_policy,
+            fallback_plan: self.plan_source.fallback_plan,
+        }
+    }
+
+    /// The file without its live part: what the pod template's hash covers.
+    fn restart_part(mut self) -> String {
+        self.plans.clear();
+        self.default_plan = "";
+        self.lease = Lease {
+            heartbeat_interval: String::new(),
+            ttl: String::new(),
+        };
+        self.failure_policy = "";
+        self.plan_source.fallback_plan = None;
+        self.revision = None;
+        serde_yaml_ng::to_string(&self).expect("the limiter config always serializes")
+    }
 }
 
 /// The limiter's `http` section: connection deadlines and per-pod bounds.
@@ -60,6 +102,8 @@ struct Http {
     write_timeout: String,
     listen_backlog: i32,
     max_queue_delay: String,
+    drain_period: String,
+    shutdown_timeout: String,
 }
 
 /// The short form `basic: 1`, or `standard: {max_streams: 2, device_caps: {mobile: 1}}`.
@@ -284,10 +328,32 @@ fn plan_source(sl: &StreamLimiter) -> PlanSource<'_> {
     }
 }
 
-/// Renders `limiter.yaml`.
+/// Renders `limiter.yaml`, with its `revision`.
 pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
+    let mut file = file(sl, names, namespace);
+    file.revision = Some(revision(sl, names, namespace));
+    let yaml = serde_yaml_ng::to_string(&file).expect("the limiter config always serializes");
+    format!(
+        "# Rendered by screenlimit-operator from StreamLimiter {}; edits are overwritten.\n{yaml}",
+        names.instance()
+    )
+}
+
+/// The revision the rendered file carries: a short hash of its live part.
+pub fn revision(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
+    let file = file(sl, names, namespace);
+    let live = serde_yaml_ng::to_string(&file.live_part()).expect("the live part serializes");
+    config_hash(&live, &[])
+}
+
+/// The rendered file without the part the limiter changes live: a change here rolls the pods.
+pub fn restart_part(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
+    file(sl, names, namespace).restart_part()
+}
+
+fn file<'a>(sl: &'a StreamLimiter, names: &Names, namespace: &str) -> LimiterConfigFile<'a> {
     let spec = &sl.spec;
-    let file = LimiterConfigFile {
+    LimiterConfigFile {
         listen: format!("0.0.0.0:{LIMITER_PORT}"),
         plans: spec
             .plans
@@ -341,17 +407,16 @@ pub fn render(sl: &StreamLimiter, names: &Names, namespace: &str) -> String {
                 write_timeout: format!("{}ms", http.write_timeout_millis),
                 listen_backlog: http.listen_backlog,
                 max_queue_delay: format!("{}ms", http.max_queue_delay_millis),
+                drain_period: format!("{}s", http.drain_period_seconds),
+                shutdown_timeout: format!("{}s", http.shutdown_timeout_seconds),
             }
         },
-    };
-    let yaml = serde_yaml_ng::to_string(&file).expect("the limiter config always serializes");
-    format!(
-        "# Rendered by screenlimit-operator from StreamLimiter {}; edits are overwritten.\n{yaml}",
-        names.instance()
-    )
+        revision: None,
+    }
 }
 
-/// Short hash of everything that should roll the limiter pods when it changes.
+/// Short hash of `config` and `extra`: of everything that should roll the limiter pods when it
+/// changes (the file's restart part and the Secrets it names), or of the live part.
 pub fn config_hash(config: &str, extra: &[&str]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(config.as_bytes());

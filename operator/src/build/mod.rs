@@ -39,8 +39,12 @@ pub struct Desired {
     pub stream_id_secret: Option<String>,
     /// The managed Redis credentials Secret to create if absent; `None` with external Redis.
     pub redis_auth_secret: Option<String>,
-    /// Hash of the limiter config (also in the limiter pod template).
+    /// Hash of the part of the limiter config that needs a restart, and of the Secrets it names
+    /// (in the limiter pod template: a change rolls the pods).
     pub config_hash: String,
+    /// The `revision` of the rendered limiter config (a hash of its live part): the limiter
+    /// pods report the one they run.
+    pub config_revision: String,
     /// The rendered `limiter.yaml`.
     pub limiter_config: String,
 }
@@ -92,7 +96,10 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
         hash_inputs.push(format!("redis-tls:{tls}"));
     }
     let refs: Vec<&str> = hash_inputs.iter().map(String::as_str).collect();
-    let config_hash = limiter_config::config_hash(&limiter_config, &refs);
+    // Plans, caps, lease timing and the failure policy change live in the running pods (the
+    // limiter watches its mounted file): only the rest rolls them.
+    let restart_part = limiter_config::restart_part(sl, &names, &ns);
+    let config_hash = limiter_config::config_hash(&restart_part, &refs);
 
     let mut services = Vec::new();
     let mut stateful_sets = Vec::new();
@@ -142,6 +149,7 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
             .then(|| names.stream_id_secret()),
         redis_auth_secret: access::managed(sl).then(|| names.redis_auth_secret()),
         config_hash,
+        config_revision: limiter_config::revision(sl, &names, &ns),
         limiter_config,
     })
 }

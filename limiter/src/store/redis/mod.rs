@@ -33,9 +33,10 @@ use crate::ids::{Nonce, PlanTag, StreamRef};
 use crate::model::{
     AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
     AuditKind, DenyRule, DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, Lease,
-    LimitOverride, OverrideCmd, Plan, ReleaseOutcome, SessionEventCmd, Timing,
+    LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, Timing,
 };
 use crate::plans::PlanBook;
+use crate::rules::{LiveRules, Rules};
 
 /// A script is the shared helpers (`fast.lua`), the prelude and one operation; acquire and
 /// release put a fast path between the helpers and the prelude, which returns before the prelude
@@ -218,10 +219,9 @@ pub struct RedisStore {
     /// The store itself, for the task that sends a batch (it must outlive any one request).
     me: Weak<RedisStore>,
     scripts: Scripts,
-    default_plan: Plan,
-    /// The device caps of every configured plan that has some, for plays that name no plan.
-    caps_book: Vec<u8>,
-    timing: Timing,
+    /// The default plan, the caps book (for plays that name no plan) and the lease timing in
+    /// force: a reload may change them (`rules.rs`).
+    rules: LiveRules,
     deadline: Duration,
     batch_window: Duration,
     /// What each shard's queue admits (`store.admission`), `None` when off.
@@ -298,6 +298,11 @@ impl RedisStore {
         plans: &PlanBook,
         timing: Timing,
     ) -> Result<Arc<Self>, String> {
+        Self::with_rules(options, LiveRules::new(Rules::fixed(plans, timing)))
+    }
+
+    /// Like [`RedisStore::new`], reading the default plan, caps and timing from `rules`.
+    pub fn with_rules(options: &RedisOptions, rules: LiveRules) -> Result<Arc<Self>, String> {
         let (deadline, threshold) = (options.deadline, options.failure_threshold);
         let access = Arc::new(options.access.clone());
         let (shards, sentinel_poll) = match &options.shards {
@@ -345,8 +350,7 @@ impl RedisStore {
                     Shards::Cluster(topology),
                     Scripts::for_cluster(),
                     options,
-                    plans,
-                    timing,
+                    rules,
                 ));
             }
         };
@@ -362,8 +366,7 @@ impl RedisStore {
             Shards::Ring(shards),
             Scripts::new(),
             options,
-            plans,
-            timing,
+            rules,
         ))
     }
 
@@ -371,16 +374,13 @@ impl RedisStore {
         shards: Shards,
         scripts: Scripts,
         options: &RedisOptions,
-        plans: &PlanBook,
-        timing: Timing,
+        rules: LiveRules,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| RedisStore {
             me: me.clone(),
             shards,
             scripts,
-            default_plan: plans.default.clone(),
-            caps_book: caps_book(plans),
-            timing,
+            rules,
             deadline: options.deadline,
             batch_window: options.batch_window,
             admission: options
@@ -908,7 +908,10 @@ impl RedisStore {
     async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<bool, StoreError> {
         let lease = lease_key(account_id, &stream.nonce);
         let mut command = redis::cmd("GETEX");
-        command.arg(&lease).arg("PX").arg(self.timing.ttl_ms);
+        command
+            .arg(&lease)
+            .arg("PX")
+            .arg(self.rules.load().timing.ttl_ms);
         let renewal = self
             .send(Target::Tag(account_id), command, Priority::Renewal)
             .await?;
@@ -918,22 +921,24 @@ impl RedisStore {
                 .and_then(|text| text.parse::<u64>().ok()),
             _ => return Ok(false),
         };
-        if account_until.is_some_and(|until| until >= now_ms() + 2 * self.timing.ttl_ms) {
+        if account_until
+            .is_some_and(|until| until >= now_ms() + 2 * self.rules.load().timing.ttl_ms)
+        {
             return Ok(true);
         }
         let mut call = self
             .scripts
             .touch
             .call(&[account_key(account_id).into_bytes(), lease]);
-        call.arg(self.timing.revocation_ms);
+        call.arg(self.rules.load().timing.revocation_ms);
         let touched: u64 = self.run_as(account_id, call, Priority::Renewal).await?;
         Ok(touched == 1)
     }
 
     fn timing_args<'a>(&self, invocation: &'a mut Call) -> &'a mut Call {
         invocation
-            .arg(self.timing.ttl_ms)
-            .arg(self.timing.revocation_ms)
+            .arg(self.rules.load().timing.ttl_ms)
+            .arg(self.rules.load().timing.revocation_ms)
     }
 }
 
@@ -970,19 +975,6 @@ fn text(value: &Value) -> Result<String, StoreError> {
     String::from_utf8(bytes(value)?.to_vec()).map_err(|_| malformed("expected UTF-8"))
 }
 
-/// The caps book the acquire script reads when a play names no plan: per plan with device
-/// caps, its name's length, its name, its six caps (`caps_of` in `fast.lua`).
-fn caps_book(plans: &PlanBook) -> Vec<u8> {
-    let mut book = Vec::new();
-    for plan in plans.plans().filter(|p| p.device_caps.0 != [0; 6]) {
-        let name = plan.name.as_bytes();
-        book.push(u8::try_from(name.len()).expect("plan names are at most 64 bytes"));
-        book.extend_from_slice(name);
-        book.extend_from_slice(&plan.device_caps.0);
-    }
-    book
-}
-
 /// Decodes the raw live records a script returns.
 fn leases(records: &[Value]) -> Result<Vec<Lease>, StoreError> {
     records
@@ -1000,8 +992,8 @@ impl LeaseStore for RedisStore {
             None => invocation.arg("").arg(0),
         };
         invocation
-            .arg(&self.default_plan.name)
-            .arg(self.default_plan.limit)
+            .arg(&self.rules.load().book.default.name)
+            .arg(self.rules.load().book.default.limit)
             .arg(&cmd.device.id)
             .arg(&cmd.nonce[..])
             .arg(record::encode_details(&cmd.device));
@@ -1013,7 +1005,7 @@ impl LeaseStore for RedisStore {
         // default, for a new account) is found in the caps book inside the script.
         match &cmd.plan {
             Some(plan) => invocation.arg(&plan.device_caps.0[..]).arg(""),
-            None => invocation.arg("").arg(&self.caps_book[..]),
+            None => invocation.arg("").arg(&self.rules.load().caps_book[..]),
         };
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         match reply.as_slice() {
@@ -1064,7 +1056,7 @@ impl LeaseStore for RedisStore {
         let plan = if stream.plan.limit > 0 {
             &stream.plan
         } else {
-            &self.default_plan.tag()
+            &self.rules.load().book.default.tag()
         };
         self.timing_args(&mut invocation)
             .arg(&plan.name)
@@ -1159,9 +1151,9 @@ impl LeaseStore for RedisStore {
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
         let mut invocation = self.scripts.list.call(&[account_key(account_id)]);
         invocation
-            .arg(self.timing.ttl_ms)
-            .arg(&self.default_plan.name)
-            .arg(self.default_plan.limit);
+            .arg(self.rules.load().timing.ttl_ms)
+            .arg(&self.rules.load().book.default.name)
+            .arg(self.rules.load().book.default.limit);
         let reply: Vec<Value> = self.run(account_id, invocation).await?;
         match reply.as_slice() {
             [
@@ -1197,8 +1189,8 @@ impl LeaseStore for RedisStore {
         ]);
         let (limit, duration_ms) = cmd.grant.map_or((0, 0), |g| (g.limit, g.duration_ms));
         self.timing_args(&mut invocation)
-            .arg(&self.default_plan.name)
-            .arg(self.default_plan.limit)
+            .arg(&self.rules.load().book.default.name)
+            .arg(self.rules.load().book.default.limit)
             .arg(limit)
             .arg(duration_ms)
             .arg(&cmd.account_id)

@@ -1,0 +1,102 @@
+//! The part of the config a running limiter may change without a restart (`reload.rs` swaps
+//! it): plans, the default and fallback plans, device caps, lease timing, the heartbeat interval
+//! and the failure policy. One immutable snapshot behind an atomic pointer: the service, the
+//! plan source and both stores read the one in force (a load is a few nanoseconds, no lock), and
+//! a reload replaces it whole, so no call sees half of one config and half of another.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, Guard};
+
+use crate::config::{Config, FailurePolicy};
+use crate::model::{Plan, Timing};
+use crate::plans::PlanBook;
+
+/// The rules in force.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// 1 at start, one more for each config applied since.
+    pub generation: u64,
+    /// The config's `revision` (the operator writes one per rendered config), if it has one.
+    pub revision: Option<String>,
+    pub book: PlanBook,
+    /// The plan used when the plan database cannot answer (`plan_source.fallback_plan`, else the
+    /// default plan).
+    pub fallback: Plan,
+    /// Lease TTL and revocation memory, for leases written from now on.
+    pub timing: Timing,
+    pub heartbeat_interval: Duration,
+    pub policy: FailurePolicy,
+    /// The device caps of every plan that has some, as the acquire scripts read them.
+    pub caps_book: Vec<u8>,
+}
+
+impl Rules {
+    /// The rules of a validated config.
+    pub fn from_config(config: &Config, generation: u64) -> Rules {
+        let book = PlanBook::from_config(config);
+        let fallback = config
+            .plan_source
+            .fallback_plan
+            .as_deref()
+            .and_then(|name| book.get(name))
+            .unwrap_or(&book.default)
+            .clone();
+        Rules {
+            generation,
+            revision: config.revision.clone(),
+            caps_book: book.caps_book(),
+            fallback,
+            book,
+            timing: Timing::from_ttl(config.lease.ttl),
+            heartbeat_interval: config.lease.heartbeat_interval,
+            policy: config.failure_policy,
+        }
+    }
+
+    /// Rules that never change, for a store built on its own (tests, benchmarks).
+    pub fn fixed(book: &PlanBook, timing: Timing) -> Rules {
+        Rules {
+            generation: 1,
+            revision: None,
+            caps_book: book.caps_book(),
+            fallback: book.default.clone(),
+            book: book.clone(),
+            timing,
+            heartbeat_interval: Duration::from_millis(timing.ttl_ms / 2),
+            policy: FailurePolicy::Open,
+        }
+    }
+}
+
+/// The shared, swappable snapshot.
+#[derive(Clone)]
+pub struct LiveRules(Arc<ArcSwap<Rules>>);
+
+impl LiveRules {
+    pub fn new(rules: Rules) -> LiveRules {
+        LiveRules(Arc::new(ArcSwap::from_pointee(rules)))
+    }
+
+    /// The rules in force; hold the guard only for the call at hand.
+    pub fn load(&self) -> Guard<Arc<Rules>> {
+        self.0.load()
+    }
+
+    /// The rules in force, to keep beyond one call.
+    pub fn load_full(&self) -> Arc<Rules> {
+        self.0.load_full()
+    }
+
+    /// Puts `rules` in force for every call that starts from now on.
+    pub fn replace(&self, rules: Rules) {
+        self.0.store(Arc::new(rules));
+    }
+}
+
+impl std::fmt::Debug for LiveRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LiveRules").field(&self.load()).finish()
+    }
+}
