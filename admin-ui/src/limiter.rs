@@ -206,6 +206,10 @@ pub struct Shard {
     pub reachable: bool,
     pub circuit: String,
     pub keys: Option<u64>,
+    /// Shedding what the shard cannot answer within the store deadline (absent from limiters
+    /// older than the field).
+    #[serde(default)]
+    pub overloaded: bool,
     /// A replica answered (`READONLY`); an older limiter says nothing.
     #[serde(default)]
     pub read_only: bool,

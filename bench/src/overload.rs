@@ -3,9 +3,12 @@
 //! multiple is offered for `--step` over many more connections than cores, latency counted from
 //! when each play was due. Reported per multiple: the answered p50/p99 (shed answers included),
 //! the share shed (`degraded` answers and 503 `overloaded`), 5xx and transport errors, and what
-//! the store saw (`EVALSHA` calls per second). With `--limiter-cpus` the spawned limiter runs
-//! under a CPU quota, as a Kubernetes CPU limit would hold it, so that a loadgen on the same
-//! machine can offer it five times what it serves.
+//! the store saw (`EVALSHA` calls per second, Redis main-thread CPU per second) and how many
+//! answers were real decisions (granted or denied by the store, not by the failure policy).
+//! With `--limiter-cpus` the spawned limiter runs under a CPU quota, as a Kubernetes CPU limit
+//! would hold it, so that a loadgen on the same machine can offer it five times what it serves;
+//! with `--redis-cpus` the spawned Redis does (store-bound: the shard is the bottleneck, as in a
+//! launch spike on a busy shard).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +47,12 @@ pub struct OverloadArgs {
     /// CPUs the spawned limiter may use (cgroup v1 `cpu` quota on a 10 ms period); 0: no limit.
     #[arg(long, default_value_t = 0.0)]
     pub limiter_cpus: f64,
+    /// CPUs the spawned Redis may use (cgroup v1 `cpu` quota); 0: no limit.
+    #[arg(long, default_value_t = 0.0)]
+    pub redis_cpus: f64,
+    /// `store.admission` of the spawned limiter (`adaptive`, the default, or `off`).
+    #[arg(long)]
+    pub admission: Option<String>,
     /// `http.max_queue_delay` of the spawned limiter (0s: off).
     #[arg(long, value_parser = dur)]
     pub max_queue_delay: Option<Duration>,
@@ -61,7 +70,7 @@ struct CpuQuota(std::path::PathBuf);
 impl CpuQuota {
     fn apply(pid: u32, cpus: f64) -> anyhow::Result<Self> {
         let dir = std::path::PathBuf::from(format!(
-            "/sys/fs/cgroup/cpu/screenlimit-loadgen-{}",
+            "/sys/fs/cgroup/cpu/screenlimit-loadgen-{}-{pid}",
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).with_context(|| {
@@ -70,12 +79,13 @@ impl CpuQuota {
                 dir.display()
             )
         })?;
-        const PERIOD_US: u64 = 10_000;
-        std::fs::write(dir.join("cpu.cfs_period_us"), PERIOD_US.to_string())?;
-        let quota = ((cpus * PERIOD_US as f64) as u64).max(1_000);
+        // A 10 ms period, longer where the kernel's least quota (1 ms) needs it.
+        let period_us = (1_000.0 / cpus).max(10_000.0) as u64;
+        std::fs::write(dir.join("cpu.cfs_period_us"), period_us.to_string())?;
+        let quota = ((cpus * period_us as f64) as u64).max(1_000);
         std::fs::write(dir.join("cpu.cfs_quota_us"), quota.to_string())?;
         std::fs::write(dir.join("cgroup.procs"), pid.to_string())
-            .context("move the limiter into its cgroup")?;
+            .context("move the process into its cgroup")?;
         Ok(CpuQuota(dir))
     }
 }
@@ -108,6 +118,11 @@ fn play_body(tag: &str, accounts: usize) -> String {
     format!(
         r#"{{"account_id":"ov-{tag}-{account}","device_id":"dev-{device}","device_type":"tv","plan":"premium"}}"#
     )
+}
+
+/// Whether an outcome was decided by the store (not by the failure policy).
+fn decided(outcome: &str) -> bool {
+    matches!(outcome, "granted" | "denied")
 }
 
 /// Closed loop at `concurrency` for `window`: granted play-starts per second.
@@ -147,6 +162,10 @@ async fn measure_capacity(
 
 fn evalsha_calls(redis: &mut Option<RedisStats>) -> Option<u64> {
     redis.as_mut()?.command("evalsha").ok().map(|c| c.calls)
+}
+
+fn redis_main_cpu(redis: &mut Option<RedisStats>) -> Option<f64> {
+    redis.as_mut()?.main_thread_cpu_seconds().ok()
 }
 
 /// Offers `rate` play-starts per second for `window`, each on its own task (open loop).
@@ -189,24 +208,28 @@ async fn offer(
 
 pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
     let common = &args.common;
-    let (stack, _quota) = if common.spawn {
+    let (stack, _quotas) = if common.spawn {
         let mut setup =
             LimiterSetup::new(common.heartbeat_interval, common.ttl, common.store_timeout);
         setup.threads = common.limiter_threads;
         setup.batch_window = common.batch_window;
+        setup.admission = args.admission.clone();
         if let Some(delay) = args.max_queue_delay {
             setup.extra_yaml = format!("http: {{ max_queue_delay: {}ms }}\n", delay.as_millis());
         }
         let stack = tokio::task::spawn_blocking(move || Stack::spawn(1, &setup)).await??;
-        let quota = match (args.limiter_cpus > 0.0, stack.limiter_pids().first()) {
-            (true, Some(&pid)) => Some(CpuQuota::apply(pid, args.limiter_cpus)?),
-            _ => None,
-        };
-        (stack, quota)
+        let mut quotas = Vec::new();
+        if let (true, Some(&pid)) = (args.limiter_cpus > 0.0, stack.limiter_pids().first()) {
+            quotas.push(CpuQuota::apply(pid, args.limiter_cpus)?);
+        }
+        if let (true, Some(pid)) = (args.redis_cpus > 0.0, stack.redis_pid()) {
+            quotas.push(CpuQuota::apply(pid, args.redis_cpus)?);
+        }
+        (stack, quotas)
     } else {
         (
             Stack::external(common.urls.clone(), common.redis.clone()),
-            None,
+            Vec::new(),
         )
     };
     let http = Arc::new(HttpClient::new(&stack.urls, common.connections)?);
@@ -214,6 +237,8 @@ pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
     let mut report = Report::new("overload");
     report.figure("connections", common.connections);
     report.figure("limiter_cpus", args.limiter_cpus);
+    report.figure("redis_cpus", args.redis_cpus);
+    report.figure("admission", args.admission.as_deref().unwrap_or("adaptive"));
     report.figure(
         "max_queue_delay_ms",
         args.max_queue_delay.map(|d| d.as_millis() as u64),
@@ -231,8 +256,9 @@ pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
         // The op name is the multiple: the report's table then has a row per step.
         let op: &'static str = Box::leak(format!("play_start {multiple}x").into_boxed_str());
         let rate = capacity * multiple;
-        let (calls_before, cpu_before, at) = (
+        let (calls_before, redis_cpu_before, cpu_before, at) = (
             evalsha_calls(&mut redis),
+            redis_main_cpu(&mut redis),
             stack.limiter_cpu(),
             Instant::now(),
         );
@@ -241,15 +267,24 @@ pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
         let store_calls_per_sec = evalsha_calls(&mut redis)
             .zip(calls_before)
             .map(|(after, before)| round2((after - before) as f64 / secs));
+        let redis_cpu_per_sec = redis_main_cpu(&mut redis)
+            .zip(redis_cpu_before)
+            .map(|(after, before)| round2((after - before) / secs));
         steps.push(json!({
             "multiple": multiple,
             "offered_per_sec": round2(rate),
             "store_evalsha_per_sec": store_calls_per_sec,
+            "redis_main_cpu_per_sec": redis_cpu_per_sec,
             "limiter_cpu_per_sec": round2((stack.limiter_cpu() - cpu_before) / secs),
         }));
     }
     rec.fill(&mut report, args.step.as_secs_f64());
-    for (step, op) in steps.iter_mut().zip(&report.ops) {
+    for (step, multiple) in steps.iter_mut().zip(&args.multiples) {
+        // The report's rows are sorted by name ("10x" before "2x"): find each step's own.
+        let name = format!("play_start {multiple}x");
+        let Some(op) = report.ops.iter().find(|op| op.op == name) else {
+            continue;
+        };
         let count = op.count.max(1) as f64;
         let share = |labels: &[&str]| {
             let n: u64 = labels
@@ -258,6 +293,15 @@ pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
                 .sum::<u64>();
             round2(100.0 * n as f64 / count)
         };
+        let decisions: u64 = op
+            .outcomes
+            .iter()
+            .filter(|(label, _)| decided(label))
+            .map(|(_, n)| n)
+            .sum();
+        let decided_per_sec = decisions as f64 / args.step.as_secs_f64();
+        step["decided_per_sec"] = json!(round2(decided_per_sec));
+        step["decided_of_capacity_percent"] = json!(round2(100.0 * decided_per_sec / capacity));
         step["answered_p50_ms"] = json!(round2(op.p50_ms));
         step["answered_p99_ms"] = json!(round2(op.p99_ms));
         step["shed_percent"] = json!(share(&["shed (200 degraded)", "shed (503)"]));

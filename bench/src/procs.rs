@@ -262,6 +262,8 @@ pub struct LimiterSetup {
     pub threads: usize,
     /// Extra top-level YAML (e.g. a `plan_source` block).
     pub extra_yaml: String,
+    /// `store.admission` (None: the limiter's default, `adaptive`).
+    pub admission: Option<String>,
 }
 
 impl LimiterSetup {
@@ -274,6 +276,7 @@ impl LimiterSetup {
             batch_window: None,
             threads: 0,
             extra_yaml: String::new(),
+            admission: None,
         }
     }
 }
@@ -303,7 +306,7 @@ impl LimiterProc {
              plans: {{ basic: 1, standard: 2, premium: 4 }}\n\
              default_plan: basic\n\
              lease: {{ heartbeat_interval: {}, ttl: {} }}\n\
-             store: {{ backend: redis, redis_shards: [\"{redis_url}\"], timeout: {}{} }}\n\
+             store: {{ backend: redis, redis_shards: [\"{redis_url}\"], timeout: {}{}{} }}\n\
              stream_id_secret: \"{STREAM_ID_SECRET}\"\n{}{}",
             ms(setup.heartbeat_interval),
             ms(setup.ttl),
@@ -311,6 +314,11 @@ impl LimiterProc {
             setup
                 .batch_window
                 .map(|w| format!(", batch_window: {}", us(w)))
+                .unwrap_or_default(),
+            setup
+                .admission
+                .as_ref()
+                .map(|a| format!(", admission: {a}"))
                 .unwrap_or_default(),
             if setup.threads > 0 {
                 format!("threads: {}\n", setup.threads)
@@ -397,6 +405,11 @@ impl Stack {
             .iter()
             .filter_map(|l| process_cpu_seconds(l.proc.pid()))
             .sum()
+    }
+
+    /// The spawned Redis's pid (none when the store is external).
+    pub fn redis_pid(&self) -> Option<u32> {
+        self.redis.as_ref().map(|r| r.proc.pid())
     }
 
     pub fn limiter_pids(&self) -> Vec<u32> {

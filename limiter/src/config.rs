@@ -260,6 +260,10 @@ pub struct StoreConfig {
     /// they arrive while another is in flight). Counted within `timeout`.
     #[serde(with = "humantime_serde")]
     pub batch_window: Duration,
+    /// What each shard's queue admits: `adaptive` (what the shard, at the pace it shows, can
+    /// answer within `timeout`; the rest is decided at once by the failure policy) or `off`
+    /// (every call waits for the shard up to `timeout`).
+    pub admission: StoreAdmission,
     /// Sentinel-managed shards, instead of `redis_shards`.
     pub sentinel: Option<SentinelConfig>,
     /// A Redis Cluster, instead of `redis_shards` or `sentinel`: its primaries are the shards.
@@ -272,6 +276,15 @@ pub struct StoreConfig {
     /// is full Redis deletes leases and tombstones and plays past the cap are admitted. Without
     /// it such a shard stops the start (exit 2).
     pub allow_eviction: bool,
+}
+
+/// `store.admission`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreAdmission {
+    #[default]
+    Adaptive,
+    Off,
 }
 
 /// Shards whose master Redis Sentinel tracks; the limiter follows failovers by itself.
@@ -502,6 +515,7 @@ impl Default for StoreConfig {
             circuit_probe_interval: Duration::from_millis(500),
             circuit_failure_threshold: 3,
             batch_window: Duration::ZERO,
+            admission: StoreAdmission::Adaptive,
             sentinel: None,
             cluster: None,
             tls: TlsConfig::default(),

@@ -7,6 +7,7 @@ use prometheus::{
 
 use crate::live::LiveStreams;
 use crate::overload::{Deadline, Overload, Route};
+use crate::store::redis::{Admission, Priority, ShedReason};
 use crate::store::{ShardStateView, StoreError};
 
 /// Every decision the limiter reports, the values of the `decision` label.
@@ -68,6 +69,101 @@ pub struct Metrics {
     in_flight: IntGauge,
     live_streams: IntGaugeVec,
     shard_state: ShardGauges,
+    admission: AdmissionMetrics,
+}
+
+/// Each shard's admission (`store/redis/batch.rs`): what is queued, the bound, the pace, what was
+/// shed and why.
+struct AdmissionMetrics {
+    queued: IntGaugeVec,
+    bound: IntGaugeVec,
+    per_command: prometheus::GaugeVec,
+    overloaded: IntGaugeVec,
+    shed: IntCounterVec,
+}
+
+impl AdmissionMetrics {
+    fn new(registry: &Registry) -> Self {
+        let gauge = |name: &str, help: &str| {
+            let gauge = IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid metric");
+            registry
+                .register(Box::new(gauge.clone()))
+                .expect("metric registered once");
+            gauge
+        };
+        let per_command = prometheus::GaugeVec::new(
+            Opts::new(
+                "store_per_command_seconds",
+                "What one command of a deep batch costs a shard, as this instance last measured it (its pace)",
+            ),
+            &["shard"],
+        )
+        .expect("valid metric");
+        let shed = IntCounterVec::new(
+            Opts::new(
+                "store_shed_total",
+                "Store calls not sent to an overloaded shard and decided by the failure policy, by priority (decision, renewal) and reason (bound: refused on arrival; late: its deadline would pass before its batch is answered; abandoned: its caller had stopped waiting)",
+            ),
+            &["shard", "priority", "reason"],
+        )
+        .expect("valid metric");
+        for metric in [
+            Box::new(per_command.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(shed.clone()),
+        ] {
+            registry.register(metric).expect("metric registered once");
+        }
+        AdmissionMetrics {
+            queued: gauge(
+                "store_queued",
+                "Store calls waiting for a shard or in its batch in flight",
+            ),
+            bound: gauge(
+                "store_queue_bound",
+                "How many calls may be ahead of a play-start at a shard so that it is answered within half the store deadline, at the shard's pace (absent until measured)",
+            ),
+            per_command,
+            overloaded: gauge(
+                "store_overloaded",
+                "1 while a shard is shedding what it cannot answer within the store deadline",
+            ),
+            shed,
+        }
+    }
+
+    fn sync(&self, shards: &[(usize, Admission)]) {
+        for gauge in [&self.queued, &self.bound, &self.overloaded] {
+            gauge.reset();
+        }
+        self.per_command.reset();
+        for (shard, admission) in shards {
+            let shard = shard.to_string();
+            let labels = [shard.as_str()];
+            let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+            self.queued
+                .with_label_values(&labels)
+                .set(count(admission.queued));
+            if let Some(bound) = admission.bound {
+                self.bound.with_label_values(&labels).set(count(bound));
+            }
+            if let Some(per_command) = admission.per_command {
+                self.per_command
+                    .with_label_values(&labels)
+                    .set(per_command.as_secs_f64());
+            }
+            self.overloaded
+                .with_label_values(&labels)
+                .set(i64::from(admission.overloaded));
+            for (priority, by_reason) in Priority::ALL.iter().zip(admission.shed) {
+                for (reason, total) in ShedReason::ALL.iter().zip(by_reason) {
+                    let counter =
+                        self.shed
+                            .with_label_values(&[&shard, priority.label(), reason.label()]);
+                    counter.inc_by(total.saturating_sub(counter.get()));
+                }
+            }
+        }
+    }
 }
 
 impl Metrics {
@@ -93,7 +189,7 @@ impl Metrics {
         let store_errors = IntCounterVec::new(
             Opts::new(
                 "store_errors_total",
-                "Store calls that failed, by shard and kind (timeout, circuit_open, backend, oom, read_only)",
+                "Store calls that failed, by shard and kind (timeout, circuit_open, backend, shed, oom, read_only)",
             ),
             &["shard", "kind"],
         )
@@ -187,6 +283,7 @@ impl Metrics {
             registry.register(metric).expect("metric registered once");
         }
         let shard_state = ShardGauges::register(&registry);
+        let admission = AdmissionMetrics::new(&registry);
         Metrics {
             shard_state,
             registry,
@@ -203,7 +300,13 @@ impl Metrics {
             open_connections,
             in_flight,
             live_streams,
+            admission,
         }
+    }
+
+    /// Brings each shard's admission gauges and shed counters up to the store's state.
+    pub fn sync_admission(&self, shards: &[(usize, Admission)]) {
+        self.admission.sync(shards);
     }
 
     /// Brings the load counters and gauges up to `overload`'s atomics.
@@ -257,13 +360,7 @@ impl Metrics {
     }
 
     pub fn store_error(&self, error: &StoreError) {
-        let shard = match error {
-            StoreError::Timeout { shard }
-            | StoreError::CircuitOpen { shard }
-            | StoreError::Oom { shard }
-            | StoreError::ReadOnly { shard }
-            | StoreError::Backend { shard, .. } => *shard,
-        };
+        let shard = error.shard();
         self.store_errors
             .with_label_values(&[&shard.to_string(), error.kind()])
             .inc();

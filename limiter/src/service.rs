@@ -583,6 +583,7 @@ impl StreamService {
         for (shard, batches, commands) in self.store.batch_totals() {
             self.metrics.sync_batches(shard, batches, commands);
         }
+        self.metrics.sync_admission(&self.store.admission());
         self.metrics.sync_overload(&self.overload);
         self.metrics.set_live_streams(&self.live_streams());
         self.metrics.render()

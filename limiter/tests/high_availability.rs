@@ -299,6 +299,7 @@ async fn ten_thousand_crashed_clients_free_every_slot_within_the_ttl() {
         shards: ShardSpec::Urls(servers.iter().map(RedisServer::url).collect()),
         deadline: Duration::from_secs(2),
         batch_window: Duration::ZERO,
+        admission: true,
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
         access: Default::default(),

@@ -28,6 +28,7 @@ fn store_with_window(servers: &[&RedisServer], ttl: Duration, window: Duration) 
         shards: ShardSpec::Urls(servers.iter().map(|s| s.url()).collect()),
         deadline: Duration::from_secs(2),
         batch_window: window,
+        admission: true,
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
         access: Default::default(),

@@ -258,6 +258,7 @@ impl LeaseStore for MemoryStore {
             reachable: true,
             circuit: "closed",
             keys: Some(self.account_count() as u64),
+            overloaded: false,
             read_only: false,
             out_of_memory: false,
             memory: None,

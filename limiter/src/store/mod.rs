@@ -32,6 +32,12 @@ pub enum StoreError {
         "shard {shard} is a read-only replica (READONLY); point the shard at its primary, or let Sentinel find it"
     )]
     ReadOnly { shard: usize },
+    /// Not sent: the shard is answering all it can, and this call would not have been answered
+    /// within the store deadline (`store.admission`).
+    #[error(
+        "shard {shard} is overloaded: this call could not be answered within the store deadline, so it was not sent"
+    )]
+    Shed { shard: usize },
 }
 
 impl StoreError {
@@ -43,6 +49,19 @@ impl StoreError {
             StoreError::Backend { .. } => "backend",
             StoreError::Oom { .. } => "oom",
             StoreError::ReadOnly { .. } => "read_only",
+            StoreError::Shed { .. } => "shed",
+        }
+    }
+
+    /// The shard the error is about (`usize::MAX` when none could be named).
+    pub fn shard(&self) -> usize {
+        match self {
+            StoreError::Timeout { shard }
+            | StoreError::CircuitOpen { shard }
+            | StoreError::Backend { shard, .. }
+            | StoreError::Shed { shard }
+            | StoreError::Oom { shard }
+            | StoreError::ReadOnly { shard } => *shard,
         }
     }
 }
@@ -59,6 +78,9 @@ pub struct ShardHealth {
     /// Keys the shard holds (about one per account with leases or recent tombstones), when
     /// reachable.
     pub keys: Option<u64>,
+    /// Whether this instance is shedding the shard's calls now: the shard answers all it can,
+    /// and what it could not answer within the store deadline is decided by the failure policy.
+    pub overloaded: bool,
     /// The shard answered `READONLY` (a replica): its circuit stays open until it is a primary.
     pub read_only: bool,
     /// The shard answers `OOM`: what adds state goes to the failure policy.
@@ -184,6 +206,7 @@ impl AnyStore {
                     shards,
                     deadline: config.timeout,
                     batch_window: config.batch_window,
+                    admission: config.admission == crate::config::StoreAdmission::Adaptive,
                     failure_threshold: config.circuit_failure_threshold,
                     probe_interval: config.circuit_probe_interval,
                     access: redis::access::Access::resolve(config)?,
@@ -245,6 +268,14 @@ impl AnyStore {
         match self {
             AnyStore::Memory(_) => Vec::new(),
             AnyStore::Redis(store) => store.batch_totals(),
+        }
+    }
+
+    /// Per shard, what its queue admits and what it shed (none on the embedded store).
+    pub fn admission(&self) -> Vec<(usize, redis::Admission)> {
+        match self {
+            AnyStore::Memory(_) => Vec::new(),
+            AnyStore::Redis(store) => store.admission(),
         }
     }
 }

@@ -13,6 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 pub mod cluster;
+pub mod cpu_quota;
 pub mod tls;
 
 pub const SECRET: &str = "conformance-test-stream-id-secret";
@@ -187,6 +188,10 @@ impl RedisServer {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server running").id()
     }
 
     /// SIGSTOP (`true`) or SIGCONT (`false`): a store that hangs instead of failing fast.

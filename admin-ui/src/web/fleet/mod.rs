@@ -34,6 +34,8 @@ pub struct ShardView {
     pub reachable: bool,
     pub circuit: String,
     pub keys: String,
+    /// Whether this instance sheds the shard's calls now (the shard answers all it can).
+    pub overloaded: bool,
     /// This instance's live streams on the shard (its share, on Redis).
     pub live: String,
     /// Used of max memory, and the policy (`memory_text`).
@@ -217,6 +219,7 @@ impl InstanceView {
                     reachable: s.reachable,
                     circuit: s.circuit,
                     keys: s.keys.map_or_else(|| "—".into(), |k| k.to_string()),
+                    overloaded: s.overloaded,
                     live: live
                         .as_ref()
                         .and_then(|l| l.shards.get(s.shard).map(|v| live_text(l, *v)))
@@ -364,12 +367,17 @@ async fn gather(state: &AppState) -> FleetView {
             }
         })
         .collect();
+    view_of(instances, &state.fleet_samples.history(now))
+}
+
+/// The fleet view of the instances' answers and the charts' history.
+fn view_of(instances: Vec<InstanceView>, history: &history::Buckets) -> FleetView {
     let (live_total, live_how, live_shards) = live_over(&instances);
     FleetView {
         live_total,
         live_how,
         live_shards,
-        charts: charts(&state.fleet_samples.history(now)),
+        charts: charts(history),
         history_minutes: history::HISTORY.as_secs() / 60,
         reachable: instances.iter().filter(|i| i.error.is_none()).count(),
         shards: instances.iter().map(|i| i.shards.len()).max().unwrap_or(0),
@@ -428,6 +436,7 @@ mod memory_tests {
             reachable: true,
             circuit: "closed".into(),
             keys: Some(1),
+            overloaded: false,
             read_only: false,
             out_of_memory: false,
             memory: Some(ShardMemory {
@@ -458,5 +467,55 @@ mod memory_tests {
         replica.read_only = true;
         replica.memory = None;
         assert_eq!(memory_text(&replica), ("read-only replica".into(), true));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The panel as drawn for one instance that sent `fleet` (a `/v1/fleet` document).
+    fn panel_for(fleet: serde_json::Value) -> String {
+        let fleet: Fleet = serde_json::from_value(fleet).expect("a fleet document");
+        let instances = vec![InstanceView::new("http://limiter-0", fleet, None)];
+        let history = vec![None; history::BUCKETS];
+        FleetPanel {
+            fleet: view_of(instances, &history),
+        }
+        .render()
+        .expect("the panel renders")
+    }
+
+    fn fleet_with_shard(overloaded: Option<bool>) -> serde_json::Value {
+        let mut shard = serde_json::json!({
+            "shard": 0, "endpoint": "redis://10.0.0.1:6379", "reachable": true,
+            "circuit": "closed", "keys": 12
+        });
+        if let Some(overloaded) = overloaded {
+            shard["overloaded"] = overloaded.into();
+        }
+        serde_json::json!({
+            "instance": { "version": "0.1.0", "uptime_sec": 5, "backend": "redis" },
+            "failure_policy": "open",
+            "shards": [shard],
+        })
+    }
+
+    #[test]
+    fn a_shard_that_sheds_is_shown_shedding() {
+        let panel = panel_for(fleet_with_shard(Some(true)));
+        assert!(panel.contains("<th>Load</th>"), "{panel}");
+        assert!(
+            panel.contains(r#"<td class="bad" title="the shard answers all it can; what it cannot answer within the store deadline is decided by the failure policy">shedding</td>"#),
+            "{panel}"
+        );
+        let calm = panel_for(fleet_with_shard(Some(false)));
+        assert!(!calm.contains(">shedding<"), "{calm}");
+        // A limiter older than the field: not shedding, as far as it says.
+        let older = panel_for(fleet_with_shard(None));
+        assert!(
+            older.contains(r#"every call reaches the shard">ok</td>"#),
+            "{older}"
+        );
     }
 }

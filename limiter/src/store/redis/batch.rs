@@ -1,25 +1,127 @@
 //! One queue per shard per process: every command bound for a shard, from every serving lane,
-//! waits here while a batch is in flight, and the next batch takes all that wait (up to
+//! waits here while a batch is in flight, and the next batch takes what waits (up to
 //! [`MAX_BATCH`]) as one pipeline: one write, one read. What a shard can serve is set by its main
 //! thread's CPU, and for a short command most of that is the network I/O of its round trip, so
 //! commands that share a round trip cost Redis much less each. A command that finds nothing in
 //! flight goes at once (after the configured window, if any), so a quiet shard adds no delay.
+//!
+//! The queue is also where a shard is kept from congestion collapse (`store.admission`): at the
+//! pace the shard shows (`pace.rs`), a command that could not be answered within its target wait
+//! is refused at once (the failure policy decides, without the store), and when a batch forms,
+//! a command whose caller is gone, or whose deadline would pass before the batch is answered, is
+//! not sent. So under a spike the shard's whole capacity goes into answers that arrive in time,
+//! instead of into work done for callers that have given up.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use redis::{Cmd, Value};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::super::StoreError;
+use super::pace::Pace;
 
 /// Commands per batch: deep enough to amortise a round trip many times over, short enough that
 /// one batch never holds up the shard's other clients for long.
 pub const MAX_BATCH: usize = 128;
 
+/// Which calls keep their place when a shard is full. A play-start's decision (and a stop's, a
+/// force-stop's, the full heartbeat's re-registration) goes first; the native renewal of a live
+/// lease is shed first: one shed renewal costs its stream nothing (the lease lives at least two
+/// heartbeat intervals), while a shed play is admitted unchecked under `open` and refused under
+/// `closed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    Decision,
+    Renewal,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 2] = [Priority::Decision, Priority::Renewal];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Priority::Decision => "decision",
+            Priority::Renewal => "renewal",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why a command was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShedReason {
+    /// Refused when it arrived: the shard could not answer it within its target wait.
+    Bound,
+    /// Taken out when its batch formed: its deadline would pass before the batch is answered.
+    Late,
+    /// Taken out when its batch formed: its caller had stopped waiting (deadline passed).
+    Abandoned,
+}
+
+impl ShedReason {
+    pub const ALL: [ShedReason; 3] = [ShedReason::Bound, ShedReason::Late, ShedReason::Abandoned];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ShedReason::Bound => "bound",
+            ShedReason::Late => "late",
+            ShedReason::Abandoned => "abandoned",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The wait admission aims at, derived from the store deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Targets {
+    /// The longest predicted wait a decision is admitted to: half the deadline (the other half
+    /// is for its own batch and the pace's error). A renewal is admitted to half of that.
+    pub decision: Duration,
+}
+
+impl Targets {
+    pub fn for_deadline(deadline: Duration) -> Self {
+        Targets {
+            decision: deadline / 2,
+        }
+    }
+
+    /// How many commands may be ahead of one of `priority` at `pace` (`None`: no bound yet).
+    fn bound(&self, pace: &Pace, priority: Priority) -> Option<usize> {
+        let bound = pace.bound(self.decision)?;
+        Some(match priority {
+            Priority::Decision => bound,
+            Priority::Renewal => bound / 2,
+        })
+    }
+}
+
 /// One command waiting for a batch, and where its reply goes.
 pub struct Job {
     pub command: Cmd,
     pub answer: oneshot::Sender<Result<Value, StoreError>>,
+    /// When its caller stops waiting.
+    pub until: Instant,
+    pub priority: Priority,
+}
+
+/// What became of a command given to the queue.
+pub enum Pushed {
+    /// Queued, and no batch is in flight: the caller sends the next batch itself.
+    Lead,
+    /// Queued behind the batch in flight.
+    Wait,
+    /// Refused at once: the shard could not answer it in time.
+    Shed,
 }
 
 /// The commands waiting for one shard, and whether a batch is in flight there.
@@ -30,29 +132,116 @@ pub struct ShardQueue {
 
 #[derive(Default)]
 struct QueueState {
-    waiting: Vec<Job>,
+    waiting: VecDeque<Job>,
     in_flight: bool,
+    /// Commands in the batch in flight.
+    sent: usize,
+    pace: Pace,
     /// Batches taken so far and the commands in them, for the metrics.
     batches: u64,
     commands: u64,
+    /// Commands not sent, by priority and reason.
+    shed: [[u64; 3]; 2],
+    /// The shed total at the last tick, and since when the shard has been shedding.
+    shed_at_tick: u64,
+    shedding_since: Option<Instant>,
+    quiet_ticks: u32,
 }
 
+/// A batch to send, and the commands taken out of the queue without being sent (answer them).
+pub struct Batch {
+    pub jobs: Vec<Job>,
+    pub dropped: Vec<Job>,
+}
+
+/// A shard's admission state, for the metrics, `/v1/fleet` and the log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Admission {
+    /// Commands waiting or in flight now.
+    pub queued: usize,
+    /// How many may be ahead of a decision (`None`: no pace yet, or admission off).
+    pub bound: Option<usize>,
+    /// What one command of a deep batch costs the shard, as last measured.
+    pub per_command: Option<Duration>,
+    /// Commands not sent, by priority ([`Priority::ALL`]) and reason ([`ShedReason::ALL`]).
+    pub shed: [[u64; 3]; 2],
+    /// Whether the shard is shedding now.
+    pub overloaded: bool,
+}
+
+/// A change of a shard's overload state, seen by [`ShardQueue::tick`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Episode {
+    Started,
+    /// The shard has shed nothing for a while: how long the episode lasted.
+    Ended {
+        lasted: Duration,
+    },
+}
+
+/// Ticks without a shed before an episode is over (with the maintenance tick of 0.5 s or less).
+const QUIET_TICKS: u32 = 3;
+
 impl ShardQueue {
-    /// Queues a command. Returns true when the caller must send the next batch itself because
-    /// none is in flight.
-    pub fn push(&self, job: Job) -> bool {
+    /// Queues a command, unless `targets` (admission on) say the shard cannot answer it in time.
+    pub fn push(&self, job: Job, targets: Option<&Targets>) -> Pushed {
+        let priority = job.priority;
         let mut state = self.state.lock().expect("shard queue poisoned");
-        state.waiting.push(job);
-        !std::mem::replace(&mut state.in_flight, true)
+        if let Some(targets) = targets {
+            let ahead = state.waiting.len() + state.sent;
+            if targets
+                .bound(&state.pace, priority)
+                .is_some_and(|bound| ahead >= bound)
+            {
+                state.shed[priority.index()][ShedReason::Bound.index()] += 1;
+                return Pushed::Shed;
+            }
+        }
+        state.waiting.push_back(job);
+        match std::mem::replace(&mut state.in_flight, true) {
+            true => Pushed::Wait,
+            false => Pushed::Lead,
+        }
     }
 
-    /// The next batch, oldest first.
-    pub fn take_batch(&self) -> Vec<Job> {
+    /// The next batch, oldest first (up to [`MAX_BATCH`]). With admission on, commands whose
+    /// callers are gone are taken out, and those whose deadline would pass before the batch is
+    /// answered at the shard's pace; off, everything is sent.
+    ///
+    /// A batch is always as deep as what waits: a shard held to a CPU quota answers in slices,
+    /// and what one slice can answer is one batch, however deep.
+    pub fn take_batch(&self, targets: Option<&Targets>) -> Batch {
         let mut state = self.state.lock().expect("shard queue poisoned");
-        let n = state.waiting.len().min(MAX_BATCH);
+        let now = Instant::now();
+        let depth = MAX_BATCH.min(state.waiting.len());
+        let answered_by = now + state.pace.per_command().unwrap_or_default() * depth as u32;
+        let mut batch = Batch {
+            jobs: Vec::with_capacity(depth),
+            dropped: Vec::new(),
+        };
+        while batch.jobs.len() < MAX_BATCH {
+            let Some(job) = state.waiting.pop_front() else {
+                break;
+            };
+            let reason = if targets.is_none() {
+                // Admission off: everything is sent, as it came.
+                batch.jobs.push(job);
+                continue;
+            } else if job.answer.is_closed() || job.until <= now {
+                ShedReason::Abandoned
+            } else if job.until <= answered_by {
+                ShedReason::Late
+            } else {
+                batch.jobs.push(job);
+                continue;
+            };
+            state.shed[job.priority.index()][reason.index()] += 1;
+            batch.dropped.push(job);
+        }
+        state.sent = batch.jobs.len();
         state.batches += 1;
-        state.commands += n as u64;
-        state.waiting.drain(..n).collect()
+        state.commands += batch.jobs.len() as u64;
+        batch
     }
 
     /// Batches taken so far and the commands they carried.
@@ -61,12 +250,59 @@ impl ShardQueue {
         (state.batches, state.commands)
     }
 
-    /// After a batch: true when more commands wait and the caller must send the next batch
-    /// (the queue stays in flight); false when the queue is idle again.
-    pub fn finish_batch(&self) -> bool {
+    /// After a batch of `sent` commands answered (or timed out) after `took`, if it tells the
+    /// shard's pace: true when more commands wait and the caller must send the next batch (the
+    /// queue stays in flight); false when the queue is idle again.
+    pub fn finish_batch(&self, sample: Option<(usize, Duration)>) -> bool {
         let mut state = self.state.lock().expect("shard queue poisoned");
+        if let Some((sent, took)) = sample {
+            state.pace.observe(sent, took);
+        }
+        state.sent = 0;
         state.in_flight = !state.waiting.is_empty();
         state.in_flight
+    }
+
+    /// The shard's admission state now.
+    pub fn admission(&self, targets: Option<&Targets>) -> Admission {
+        let state = self.state.lock().expect("shard queue poisoned");
+        Admission {
+            queued: state.waiting.len() + state.sent,
+            bound: targets.and_then(|t| t.bound(&state.pace, Priority::Decision)),
+            per_command: state.pace.per_command(),
+            shed: state.shed,
+            overloaded: state.shedding_since.is_some(),
+        }
+    }
+
+    /// Called every maintenance tick: says when the shard starts shedding and when it has shed
+    /// nothing for [`QUIET_TICKS`] ticks, so that the log has a line per episode, not per command.
+    pub fn tick(&self) -> Option<Episode> {
+        let mut state = self.state.lock().expect("shard queue poisoned");
+        let shed: u64 = state.shed.iter().flatten().sum();
+        let shed_now = shed > state.shed_at_tick;
+        state.shed_at_tick = shed;
+        match (state.shedding_since, shed_now) {
+            (None, true) => {
+                state.shedding_since = Some(Instant::now());
+                state.quiet_ticks = 0;
+                Some(Episode::Started)
+            }
+            (Some(_), true) => {
+                state.quiet_ticks = 0;
+                None
+            }
+            (Some(since), false) => {
+                state.quiet_ticks += 1;
+                (state.quiet_ticks >= QUIET_TICKS).then(|| {
+                    state.shedding_since = None;
+                    Episode::Ended {
+                        lasted: since.elapsed(),
+                    }
+                })
+            }
+            (None, false) => None,
+        }
     }
 }
 
@@ -74,33 +310,65 @@ impl ShardQueue {
 mod tests {
     use super::*;
 
+    const LATER: Duration = Duration::from_secs(60);
+
+    /// A job whose caller keeps waiting (its receiver is kept alive for the test's life).
     fn job(key: &str) -> Job {
-        let (answer, _) = oneshot::channel();
-        Job {
-            command: redis::cmd("GET").arg(key).clone(),
-            answer,
-        }
+        let (job, reply) = job_until(key, Instant::now() + LATER);
+        std::mem::forget(reply);
+        job
     }
 
-    fn keys(batch: Vec<Job>) -> Vec<String> {
-        batch
-            .into_iter()
+    fn job_until(key: &str, until: Instant) -> (Job, oneshot::Receiver<Result<Value, StoreError>>) {
+        let (answer, reply) = oneshot::channel();
+        let job = Job {
+            command: redis::cmd("GET").arg(key).clone(),
+            answer,
+            until,
+            priority: Priority::Decision,
+        };
+        (job, reply)
+    }
+
+    fn keys(jobs: &[Job]) -> Vec<String> {
+        jobs.iter()
             .map(|j| String::from_utf8_lossy(&j.command.get_packed_command()).into_owned())
             .map(|packed| packed.rsplit("\r\n").nth(1).unwrap_or_default().to_owned())
             .collect()
     }
 
+    fn push(queue: &ShardQueue, job: Job, targets: Option<&Targets>) -> &'static str {
+        match queue.push(job, targets) {
+            Pushed::Lead => "lead",
+            Pushed::Wait => "wait",
+            Pushed::Shed => "shed",
+        }
+    }
+
+    /// A queue whose shard was seen to answer 100 µs a command.
+    fn paced(queue: &ShardQueue) {
+        queue.finish_batch(Some((100, Duration::from_millis(10))));
+    }
+
     #[test]
     fn the_first_command_leads_and_later_ones_wait_for_the_next_batch() {
         let queue = ShardQueue::default();
-        assert!(queue.push(job("a")), "an idle queue: send at once");
-        assert_eq!(queue.take_batch().len(), 1);
-        assert!(!queue.push(job("b")), "a batch is in flight: wait");
-        assert!(!queue.push(job("c")));
-        assert!(queue.finish_batch(), "two wait: the next batch must go");
-        assert_eq!(keys(queue.take_batch()), ["b", "c"]);
-        assert!(!queue.finish_batch(), "nothing waits: idle");
-        assert!(queue.push(job("d")), "idle again: send at once");
+        assert_eq!(
+            push(&queue, job("a"), None),
+            "lead",
+            "an idle queue: send at once"
+        );
+        assert_eq!(queue.take_batch(None).jobs.len(), 1);
+        assert_eq!(push(&queue, job("b"), None), "wait", "a batch is in flight");
+        assert_eq!(push(&queue, job("c"), None), "wait");
+        assert!(queue.finish_batch(None), "two wait: the next batch must go");
+        assert_eq!(keys(&queue.take_batch(None).jobs), ["b", "c"]);
+        assert!(!queue.finish_batch(None), "nothing waits: idle");
+        assert_eq!(
+            push(&queue, job("d"), None),
+            "lead",
+            "idle again: send at once"
+        );
         assert_eq!(queue.totals(), (2, 3), "two batches, three commands");
     }
 
@@ -108,11 +376,90 @@ mod tests {
     fn a_batch_holds_at_most_max_batch_commands() {
         let queue = ShardQueue::default();
         for i in 0..MAX_BATCH + 5 {
-            queue.push(job(&i.to_string()));
+            push(&queue, job(&i.to_string()), None);
         }
-        assert_eq!(queue.take_batch().len(), MAX_BATCH);
-        assert!(queue.finish_batch());
-        assert_eq!(queue.take_batch().len(), 5);
-        assert!(!queue.finish_batch());
+        assert_eq!(queue.take_batch(None).jobs.len(), MAX_BATCH);
+        assert!(queue.finish_batch(None));
+        assert_eq!(queue.take_batch(None).jobs.len(), 5);
+        assert!(!queue.finish_batch(None));
+    }
+
+    #[test]
+    fn beyond_what_the_shard_drains_in_time_a_command_is_refused_at_once() {
+        let targets = Targets::for_deadline(Duration::from_millis(20));
+        let queue = ShardQueue::default();
+        for i in 0..500 {
+            assert_ne!(
+                push(&queue, job(&i.to_string()), Some(&targets)),
+                "shed",
+                "no pace yet: no bound"
+            );
+        }
+        let queue = ShardQueue::default();
+        paced(&queue);
+        // 100 µs a command, 10 ms for a decision: 100 may be ahead of it.
+        let admitted = (0..150)
+            .filter(|i| push(&queue, job(&i.to_string()), Some(&targets)) != "shed")
+            .count();
+        assert_eq!(admitted, 100);
+        // A renewal is shed first: half the bound, 50 ahead.
+        let renewal = Job {
+            priority: Priority::Renewal,
+            ..job("r")
+        };
+        assert!(matches!(queue.push(renewal, Some(&targets)), Pushed::Shed));
+        let admission = queue.admission(Some(&targets));
+        assert_eq!((admission.queued, admission.bound), (100, Some(100)));
+        assert_eq!(admission.shed[0][0], 50, "decisions refused for the bound");
+        assert_eq!(admission.shed[1][0], 1, "the renewal");
+        // Off: nothing is refused.
+        assert_eq!(push(&queue, job("x"), None), "wait");
+    }
+
+    #[test]
+    fn commands_nobody_waits_for_or_that_would_be_late_are_not_sent() {
+        let targets = Targets::for_deadline(Duration::from_millis(20));
+        let queue = ShardQueue::default();
+        // A slow shard: 100 ms a command.
+        queue.finish_batch(Some((100, Duration::from_secs(10))));
+        let now = Instant::now();
+        let (gone, reply) = job_until("gone", now + LATER);
+        drop(reply);
+        push(&queue, gone, Some(&targets));
+        push(&queue, job_until("expired", now).0, Some(&targets));
+        // Answered in about 4 × 100 ms: one whose caller waits 200 ms more would be late.
+        let (late, _late_reply) = job_until("late", now + Duration::from_millis(200));
+        push(&queue, late, Some(&targets));
+        push(&queue, job("on-time"), Some(&targets));
+        let batch = queue.take_batch(Some(&targets));
+        assert_eq!(keys(&batch.jobs), ["on-time"]);
+        assert_eq!(keys(&batch.dropped), ["gone", "expired", "late"]);
+        let shed = queue.admission(Some(&targets)).shed[0];
+        assert_eq!(shed, [0, 1, 2], "bound, late, abandoned");
+        assert_eq!(
+            queue.totals(),
+            (1, 1),
+            "only what was sent is counted as sent"
+        );
+    }
+
+    #[test]
+    fn an_episode_starts_with_the_first_shed_and_ends_after_quiet_ticks() {
+        let targets = Targets::for_deadline(Duration::from_millis(20));
+        let queue = ShardQueue::default();
+        paced(&queue);
+        assert_eq!(queue.tick(), None);
+        for i in 0..200 {
+            push(&queue, job(&i.to_string()), Some(&targets));
+        }
+        assert_eq!(queue.tick(), Some(Episode::Started));
+        assert!(queue.admission(Some(&targets)).overloaded);
+        push(&queue, job("more"), Some(&targets));
+        assert_eq!(queue.tick(), None, "still shedding: no new line");
+        assert_eq!(queue.tick(), None);
+        assert_eq!(queue.tick(), None);
+        assert!(matches!(queue.tick(), Some(Episode::Ended { .. })));
+        assert!(!queue.admission(Some(&targets)).overloaded);
+        assert_eq!(queue.tick(), None);
     }
 }

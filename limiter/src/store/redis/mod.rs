@@ -11,6 +11,7 @@ mod breaker;
 mod call;
 pub mod cluster;
 pub mod health;
+mod pace;
 mod record;
 pub mod ring;
 mod shard;
@@ -22,7 +23,8 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, Value};
 use tokio::time::Instant;
 
-use self::batch::Job;
+pub use self::batch::{Admission, Priority, ShedReason};
+use self::batch::{Job, Pushed, Targets};
 use self::call::{Call, LuaScript};
 use self::cluster::{Redirect, Topology};
 use self::shard::Shard;
@@ -222,6 +224,8 @@ pub struct RedisStore {
     timing: Timing,
     deadline: Duration,
     batch_window: Duration,
+    /// What each shard's queue admits (`store.admission`), `None` when off.
+    admission: Option<Targets>,
 }
 
 /// The shards and how an account finds its own.
@@ -260,6 +264,9 @@ pub struct RedisOptions {
     pub deadline: Duration,
     /// How long a batch waits for company before it goes (0: at once).
     pub batch_window: Duration,
+    /// Whether each shard's queue admits only what it can answer within the deadline
+    /// (`batch.rs`); off, every command waits up to its deadline.
+    pub admission: bool,
     pub failure_threshold: u32,
     pub probe_interval: Duration,
     /// TLS material and credentials, read at start.
@@ -376,6 +383,9 @@ impl RedisStore {
             timing,
             deadline: options.deadline,
             batch_window: options.batch_window,
+            admission: options
+                .admission
+                .then(|| Targets::for_deadline(options.deadline)),
         })
     }
 
@@ -456,6 +466,14 @@ impl RedisStore {
             .collect()
     }
 
+    /// Each shard's admission state: queued, bound, pace, sheds.
+    pub fn admission(&self) -> Vec<(usize, Admission)> {
+        self.shards_now()
+            .iter()
+            .map(|shard| (shard.index, shard.queue.admission(self.admission.as_ref())))
+            .collect()
+    }
+
     /// Each shard's circuit: (shard, open).
     pub fn circuits(&self) -> Vec<(usize, bool)> {
         self.shards_now()
@@ -467,13 +485,29 @@ impl RedisStore {
     /// Runs one script call on the keys of `tag` (an account or a user), in its shard's next
     /// batch.
     async fn run<T: FromRedisValue>(&self, tag: &str, call: Call) -> Result<T, StoreError> {
-        let reply = self.send(Target::Tag(tag), call.into_command()).await?;
+        self.run_as(tag, call, Priority::Decision).await
+    }
+
+    async fn run_as<T: FromRedisValue>(
+        &self,
+        tag: &str,
+        call: Call,
+        priority: Priority,
+    ) -> Result<T, StoreError> {
+        let reply = self
+            .send(Target::Tag(tag), call.into_command(), priority)
+            .await?;
         redis::from_redis_value(reply).map_err(|e| malformed(&e.to_string()))
     }
 
     /// Sends one command to its shard in the shard's next batch; its reply within the store
     /// deadline. On a cluster, `MOVED`, `ASK` and `TRYAGAIN` are followed within that deadline.
-    async fn send(&self, target: Target<'_>, command: Cmd) -> Result<Value, StoreError> {
+    async fn send(
+        &self,
+        target: Target<'_>,
+        command: Cmd,
+        priority: Priority,
+    ) -> Result<Value, StoreError> {
         let until = Instant::now() + self.deadline;
         let (shard, reply) = match &self.shards {
             Shards::Ring(shards) => {
@@ -484,7 +518,8 @@ impl RedisStore {
                     Target::Shard(index) => index,
                 };
                 let shard = &shards[index];
-                (shard.index, self.send_to(shard, command, until).await?)
+                let reply = self.send_to(shard, command, until, priority).await?;
+                (shard.index, reply)
             }
             Shards::Cluster(topology) => {
                 let slot = match target {
@@ -493,7 +528,8 @@ impl RedisStore {
                         cluster::key_slot(FLEET_AUDIT_KEY.as_bytes())
                     }
                 };
-                self.send_in_cluster(topology, slot, command, until).await?
+                self.send_in_cluster(topology, slot, command, until, priority)
+                    .await?
             }
         };
         match reply {
@@ -519,6 +555,7 @@ impl RedisStore {
         slot: u16,
         command: Cmd,
         until: Instant,
+        priority: Priority,
     ) -> Result<(usize, Value), StoreError> {
         let mut asking: Option<Arc<Shard>> = None;
         for _ in 0..MAX_REDIRECTIONS {
@@ -536,7 +573,7 @@ impl RedisStore {
                             ),
                         });
                     };
-                    let reply = self.send_to(&node, command.clone(), until).await;
+                    let reply = self.send_to(&node, command.clone(), until, priority).await;
                     (node, reply)
                 }
             };
@@ -603,21 +640,32 @@ impl RedisStore {
     }
 
     /// Sends one command to `shard` in its next batch; its reply (a server error as a value)
-    /// by `until`.
+    /// by `until`, or at once `Shed` when the shard cannot answer it in time.
     async fn send_to(
         &self,
         shard: &Arc<Shard>,
         command: Cmd,
         until: Instant,
+        priority: Priority,
     ) -> Result<Value, StoreError> {
         if shard.breaker.is_open() {
             return Err(StoreError::CircuitOpen { shard: shard.index });
         }
         let (answer, reply) = tokio::sync::oneshot::channel();
-        if shard.queue.push(Job { command, answer }) {
-            // A task of its own, so that a request that goes away cannot strand the batch.
-            let store = self.me.upgrade().expect("the store outlives its requests");
-            tokio::spawn(store.send_batches(shard.clone()));
+        let job = Job {
+            command,
+            answer,
+            until,
+            priority,
+        };
+        match shard.queue.push(job, self.admission.as_ref()) {
+            Pushed::Lead => {
+                // A task of its own, so that a request that goes away cannot strand the batch.
+                let store = self.me.upgrade().expect("the store outlives its requests");
+                tokio::spawn(store.send_batches(shard.clone()));
+            }
+            Pushed::Wait => {}
+            Pushed::Shed => return Err(StoreError::Shed { shard: shard.index }),
         }
         match tokio::time::timeout_at(until, reply).await {
             Ok(Ok(answer)) => answer.and_then(|reply| health::classify(shard, reply)),
@@ -639,13 +687,31 @@ impl RedisStore {
             if !self.batch_window.is_zero() {
                 tokio::time::sleep(self.batch_window).await;
             }
-            let (commands, answers): (Vec<Cmd>, Vec<_>) = queue
-                .take_batch()
+            let batch = queue.take_batch(self.admission.as_ref());
+            // Answered at once: the failure policy decides for them, without the shard.
+            for job in batch.dropped {
+                let _ = job
+                    .answer
+                    .send(Err(StoreError::Shed { shard: shard.index }));
+            }
+            let (commands, answers): (Vec<Cmd>, Vec<_>) = batch
+                .jobs
                 .into_iter()
                 .map(|job| (job.command, job.answer))
                 .unzip();
+            let (sent, started) = (commands.len(), Instant::now());
+            // A batch that answered or ran out of time tells the shard's pace; a refused
+            // connection does not.
+            let result = match commands.is_empty() {
+                true => Ok(Vec::new()),
+                false => self.run_batch(&shard, commands).await,
+            };
+            let sample = match &result {
+                Ok(_) | Err(StoreError::Timeout { .. }) => Some((sent, started.elapsed())),
+                Err(_) => None,
+            };
             // A command whose request went away no longer listens; that is fine.
-            match self.run_batch(&shard, commands).await {
+            match result {
                 Ok(replies) => {
                     for (answer, reply) in answers.into_iter().zip(replies) {
                         let _ = answer.send(Ok(reply));
@@ -657,7 +723,7 @@ impl RedisStore {
                     }
                 }
             }
-            if !queue.finish_batch() {
+            if !queue.finish_batch(sample) {
                 return;
             }
         }
@@ -788,8 +854,9 @@ impl RedisStore {
         };
         let mut command = redis::cmd("LRANGE");
         command.arg(key).arg(0).arg(last);
-        let raw: Vec<String> = redis::from_redis_value(self.send(target, command).await?)
-            .map_err(|e| malformed(&e.to_string()))?;
+        let reply = self.send(target, command, Priority::Decision).await?;
+        let raw: Vec<String> =
+            redis::from_redis_value(reply).map_err(|e| malformed(&e.to_string()))?;
         Ok(raw
             .iter()
             .filter_map(|json| serde_json::from_str::<AuditEntry>(json).ok())
@@ -814,7 +881,11 @@ impl RedisStore {
         let Ok(entry) = bytes(entry) else { return };
         invocation.arg(entry).arg(AUDIT_RECENT);
         if let Err(error) = self
-            .send(Target::FleetAudit(tag), invocation.into_command())
+            .send(
+                Target::FleetAudit(tag),
+                invocation.into_command(),
+                Priority::Decision,
+            )
             .await
         {
             tracing::warn!(%error, "an audit entry could not be added to the fleet audit list; it is in the account's own list");
@@ -838,7 +909,10 @@ impl RedisStore {
         let lease = lease_key(account_id, &stream.nonce);
         let mut command = redis::cmd("GETEX");
         command.arg(&lease).arg("PX").arg(self.timing.ttl_ms);
-        let account_until = match self.send(Target::Tag(account_id), command).await? {
+        let renewal = self
+            .send(Target::Tag(account_id), command, Priority::Renewal)
+            .await?;
+        let account_until = match renewal {
             Value::BulkString(bytes) => std::str::from_utf8(&bytes)
                 .ok()
                 .and_then(|text| text.parse::<u64>().ok()),
@@ -852,7 +926,7 @@ impl RedisStore {
             .touch
             .call(&[account_key(account_id).into_bytes(), lease]);
         call.arg(self.timing.revocation_ms);
-        let touched: u64 = self.run(account_id, call).await?;
+        let touched: u64 = self.run_as(account_id, call, Priority::Renewal).await?;
         Ok(touched == 1)
     }
 
@@ -1149,7 +1223,10 @@ impl LeaseStore for RedisStore {
     async fn session_generation(&self, user: &str) -> Result<u64, StoreError> {
         let mut command = redis::cmd("GET");
         command.arg(session_key(user));
-        match self.send(Target::Tag(user), command).await? {
+        match self
+            .send(Target::Tag(user), command, Priority::Decision)
+            .await?
+        {
             Value::Nil => Ok(0),
             value => text(&value)?
                 .parse()
@@ -1187,6 +1264,7 @@ impl LeaseStore for RedisStore {
                 reachable: false,
                 circuit: "open",
                 keys: None,
+                overloaded: false,
                 read_only: false,
                 out_of_memory: false,
                 memory: None,
@@ -1201,6 +1279,7 @@ impl LeaseStore for RedisStore {
                 reachable: keys.is_some(),
                 circuit: shard.breaker.state(),
                 keys,
+                overloaded: shard.queue.admission(None).overloaded,
                 read_only: shard.state.read_only(),
                 out_of_memory: shard.state.out_of_memory(),
                 memory: shard.state.memory(),

@@ -415,6 +415,34 @@ pub async fn key_count(shard: &Shard, deadline: Duration) -> Option<u64> {
 
 /// Follows the shard's master (Sentinel shards, every `sentinel_poll`) and closes an open
 /// circuit once the shard answers (every `probe_interval`). Stops when the shard is dropped.
+/// One line when the shard starts shedding and one when it stops, with the counts: never a
+/// line per shed command.
+fn log_episode(shard: &Shard) {
+    let Some(episode) = shard.queue.tick() else {
+        return;
+    };
+    let now = shard.queue.admission(None);
+    let shed: u64 = now.shed.iter().flatten().sum();
+    let per_command_us = now.per_command.map(|d| d.as_micros() as u64);
+    match episode {
+        super::batch::Episode::Started => tracing::warn!(
+            shard = shard.index,
+            endpoint = %shard.endpoint(),
+            queued = now.queued,
+            per_command_us,
+            shed_total = shed,
+            "store shard overloaded: calls it cannot answer within the store deadline are decided by the failure policy without it"
+        ),
+        super::batch::Episode::Ended { lasted } => tracing::info!(
+            shard = shard.index,
+            endpoint = %shard.endpoint(),
+            lasted_ms = lasted.as_millis() as u64,
+            shed_total = shed,
+            "store shard no longer overloaded"
+        ),
+    }
+}
+
 pub fn spawn_maintenance(
     shard: Weak<Shard>,
     probe_interval: Duration,
@@ -443,6 +471,7 @@ pub fn spawn_maintenance(
                     }
                 }
             }
+            log_episode(&shard);
             if since_sample >= health::SAMPLE_INTERVAL {
                 since_sample = Duration::ZERO;
                 health::sample(&shard, deadline, shard.access.allow_eviction).await;
