@@ -40,7 +40,7 @@ impl From<Error> for RedisError {
                 "OOM screenlimit: command not allowed when used memory > 'maxmemory'",
             ),
             Error::Panic => RedisError::Str(
-                "ERR screenlimit: internal error in the module (see the server log); the command changed nothing further",
+                "ERR screenlimit: internal error in the module (see the server log); the command may have stopped part way",
             ),
         }
     }

@@ -431,7 +431,7 @@ impl History {
             None => args.extend([Vec::new(), self.book.clone()]),
         }
         let key = account_key(account).into_bytes();
-        let lua = pair.lua("acquire", &[key.clone()], &args);
+        let lua = pair.lua("acquire", std::slice::from_ref(&key), &args);
         let module = pair.native("SL.ACQUIRE", &key, &args);
         self.log.0.push(format!(
             "acquire a{account} {id} plan {:?} replace {:?} → {lua:?}",
@@ -508,7 +508,7 @@ impl History {
         ];
         let lua = match renewed_natively {
             true => None,
-            false => Some(pair.lua("heartbeat", &[key.clone()], &args)),
+            false => Some(pair.lua("heartbeat", std::slice::from_ref(&key), &args)),
         };
         let module = pair.native("SL.HEARTBEAT", &key, &args);
         self.log.0.push(format!(
@@ -554,7 +554,7 @@ impl History {
             DEVICES[s.device].0.into(),
             s.nonce.to_vec(),
         ];
-        let lua = pair.lua("release", &[key.clone()], &args);
+        let lua = pair.lua("release", std::slice::from_ref(&key), &args);
         let module = pair.native("SL.RELEASE", &key, &args);
         self.log.0.push(format!(
             "release a{} {} → {lua:?}",
@@ -576,7 +576,7 @@ impl History {
             DEFAULT_PLAN.0.into(),
             DEFAULT_PLAN.1.to_string().into(),
         ];
-        let lua = pair.lua("list", &[key.clone()], &args);
+        let lua = pair.lua("list", std::slice::from_ref(&key), &args);
         let module = pair.native("SL.LIST", &key, &args);
         self.log.0.push(format!("list a{account} → {lua:?}"));
         self.answers("list", &lua, &module);
