@@ -11,15 +11,11 @@ use std::time::{Duration, Instant};
 
 use screenlimit_limiter::store::redis::Scripts;
 
-/// The module cargo built for this test run: `target/<profile>/libscreenlimit_redis_module.so`,
-/// beside `deps/` where the test binary is (cargo builds a package's cdylib before its tests).
+/// The module cargo built for this test run: cargo builds a package's library (here the
+/// cdylib) before its integration tests, into `deps/` beside the test binary.
 pub fn module_path() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let so = profile_dir.join("libscreenlimit_redis_module.so");
+    let so = exe.with_file_name("libscreenlimit_redis_module.so");
     assert!(
         so.exists(),
         "{} is missing: build it with `cargo build -p screenlimit-redis-module`",
