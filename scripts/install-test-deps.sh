@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine, and nothing that is already there:
-# libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests start their own throwaway servers on free ports), Chromium and
-# chromedriver (the dashboard's browser test drives them headless) and cargo-nextest.
+# libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests
+# start their own throwaway servers on free ports), Chromium and chromedriver (the dashboard's
+# browser test drives them headless) and cargo-nextest.
 set -euo pipefail
 
 need_apt=()
