@@ -45,6 +45,16 @@ impl<'a> Args<'a> {
         self.int(i, name, 1, MAX_MS)
     }
 
+    /// A time in ms, 0 allowed (a duration that clears).
+    pub fn ms_or_zero(&self, i: usize, name: &'static str) -> Result<i64, Error> {
+        self.int(i, name, 0, MAX_MS)
+    }
+
+    /// A positive count (entries kept in a list).
+    pub fn count(&self, i: usize, name: &'static str) -> Result<i64, Error> {
+        self.int(i, name, 1, 1_000_000)
+    }
+
     /// A count that the layout keeps in one byte (a limit).
     pub fn small(&self, i: usize, name: &'static str) -> Result<i64, Error> {
         self.int(i, name, 0, 255)

@@ -39,7 +39,10 @@ pub fn missing() -> Option<&'static str> {
         RedisModule_SetAbsExpire,
         RedisModule_Milliseconds,
         RedisModule_Replicate,
-        RedisModule_GetContextFlags
+        RedisModule_GetContextFlags,
+        RedisModule_ListPush,
+        RedisModule_ListPop,
+        RedisModule_ValueLength
     );
     None
 }
@@ -273,5 +276,58 @@ impl Keys {
             )
         };
         true
+    }
+
+    /// Whether the key is a list or absent.
+    pub fn is_list_or_empty(&self, name: &RedisString) -> bool {
+        matches!(
+            self.open(name, false).kind(),
+            raw::REDISMODULE_KEYTYPE_EMPTY | raw::REDISMODULE_KEYTYPE_LIST
+        )
+    }
+
+    /// `LPUSH name value`, then `LTRIM name 0 keep-1` when the list grew past `keep`. The key
+    /// must be a list or absent (`is_list_or_empty`).
+    pub fn list_push_capped(&self, name: &RedisString, value: &[u8], keep: usize) {
+        let key = self.open(name, true);
+        let k = name.as_slice();
+        unsafe {
+            let element =
+                api!(RedisModule_CreateString)(self.ctx, value.as_ptr().cast(), value.len());
+            api!(RedisModule_ListPush)(key.0, raw::REDISMODULE_LIST_HEAD as c_int, element);
+            api!(RedisModule_FreeString)(self.ctx, element);
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                c(c"LPUSH"),
+                c(c"bb"),
+                k.as_ptr().cast::<c_char>(),
+                k.len(),
+                value.as_ptr().cast::<c_char>(),
+                value.len(),
+            );
+        }
+        let mut trimmed = false;
+        while unsafe { api!(RedisModule_ValueLength)(key.0) } > keep {
+            let dropped =
+                unsafe { api!(RedisModule_ListPop)(key.0, raw::REDISMODULE_LIST_TAIL as c_int) };
+            if dropped.is_null() {
+                break;
+            }
+            unsafe { api!(RedisModule_FreeString)(self.ctx, dropped) };
+            trimmed = true;
+        }
+        if trimmed {
+            unsafe {
+                api!(RedisModule_Replicate)(
+                    self.ctx,
+                    c(c"LTRIM"),
+                    c(c"bll"),
+                    k.as_ptr().cast::<c_char>(),
+                    k.len(),
+                    0 as std::ffi::c_longlong,
+                    (keep as std::ffi::c_longlong) - 1,
+                )
+            };
+        }
     }
 }

@@ -6,6 +6,7 @@
 mod account;
 mod acquire;
 mod args;
+mod audit;
 mod error;
 mod heartbeat;
 mod keys;
@@ -13,6 +14,7 @@ mod layout;
 mod list;
 mod release;
 mod reply;
+mod support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -67,6 +69,14 @@ fn sl_list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     guarded(ctx, &args, list::list)
 }
 
+fn sl_force_stop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, support::force_stop)
+}
+
+fn sl_set_override(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, support::set_override)
+}
+
 /// Refuses to load into a server that lacks a module API function the commands call.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     match keys::missing() {
@@ -81,7 +91,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 }
 
 // Each command names its account key first (key positions 1..1 step 1, so a Redis Cluster
-// routes it by the account's hash tag; Redis 7 derives its key spec from them). Lease keys are
+// routes it by the account's hash tag; Redis 7 derives its key spec from them); the support
+// actions name the account's audit list second (1..2), in the same slot. Lease keys are
 // the account key plus nonce bytes, in the same slot. `write deny-oom` where a command adds
 // state; the heartbeat, whose renewal must go on under `maxmemory`, refuses only its
 // re-registration there (heartbeat.rs).
@@ -100,5 +111,7 @@ redis_module! {
         ["sl.heartbeat", sl_heartbeat, "write", 1, 1, 1, "", "screenlimit"],
         ["sl.release", sl_release, "write", 1, 1, 1, "", "screenlimit"],
         ["sl.list", sl_list, "readonly", 1, 1, 1, "", "screenlimit"],
+        ["sl.force_stop", sl_force_stop, "write deny-oom", 1, 2, 1, "", "screenlimit"],
+        ["sl.set_override", sl_set_override, "write deny-oom", 1, 2, 1, "", "screenlimit"],
     ],
 }

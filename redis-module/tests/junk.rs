@@ -11,12 +11,14 @@ use redis::{Connection, ErrorKind, Value};
 use support::Server;
 
 /// The module's commands and how many arguments each takes after its name.
-const COMMANDS: [(&str, usize); 5] = [
+const COMMANDS: [(&str, usize); 7] = [
     ("SL.VERSION", 0),
     ("SL.ACQUIRE", 14),
     ("SL.HEARTBEAT", 7),
     ("SL.RELEASE", 5),
     ("SL.LIST", 4),
+    ("SL.FORCE_STOP", 12),
+    ("SL.SET_OVERRIDE", 13),
 ];
 
 /// Accounts the test garbles itself (left out of the final layout check).
@@ -59,6 +61,20 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
         ],
         "SL.RELEASE" => vec![s("1000"), s("2000"), s(device), nonce.to_vec()],
         "SL.LIST" => vec![s("1000"), s("basic"), s("2")],
+        // The audit list: the account's, or sometimes a key of another type.
+        "SL.FORCE_STOP" | "SL.SET_OVERRIDE" => {
+            let list = match rng.random_bool(0.2) {
+                true => s(GARBLED[2]),
+                false => s("sl:audit:{ok-1}"),
+            };
+            let mut args = vec![list, s("1000"), s("2000")];
+            match command {
+                "SL.FORCE_STOP" => args.extend([s(device), nonce.to_vec(), s("ok-1"), s("stream")]),
+                _ => args.extend([s("basic"), s("2"), s("3"), s("60000"), s("ok-1")]),
+            }
+            args.extend([s("support"), s("reason"), s("50"), s("86400000")]);
+            args
+        }
         _ => Vec::new(),
     }
 }
