@@ -236,3 +236,52 @@ fn junk_gets_error_replies_and_the_server_lives() {
         assert_ne!(kind, "none", "{garbled} was lost");
     }
 }
+
+/// The few facts of the layout the module copies rather than shares with the limiter: the
+/// version, the nonce's length, the lease key's shape. Kept equal here.
+#[test]
+fn the_module_speaks_the_limiters_layout() {
+    use screenlimit_limiter::store::redis::{Scripts, account_key, lease_key};
+    let server = Server::with_module(&[]);
+    let mut c = server.connect();
+    let version: i64 = redis::cmd("SL.VERSION").query(&mut c).unwrap();
+    let acquire = Scripts::sources()
+        .into_iter()
+        .find(|(name, _)| *name == "acquire")
+        .unwrap()
+        .1;
+    assert!(
+        acquire.contains(&format!("char({version}, limit, #plan)")),
+        "the scripts write another layout version than SL.VERSION's {version}"
+    );
+    let nonce = [7u8; screenlimit_limiter::ids::NONCE_LEN];
+    assert_eq!(nonce.len(), 16, "the module reads 16-byte nonces");
+    // A play through the module leaves the lease key where the limiter looks for it.
+    let details = [4u8, 1, 0, 0, 0];
+    let granted: Vec<Value> = redis::cmd("SL.ACQUIRE")
+        .arg(account_key("layout"))
+        .arg(1000)
+        .arg(2000)
+        .arg("")
+        .arg(0)
+        .arg("basic")
+        .arg(2)
+        .arg("tv")
+        .arg(&nonce[..])
+        .arg(&details[..])
+        .arg("")
+        .arg("")
+        .arg("")
+        .arg("")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(granted[0], Value::Int(1));
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(lease_key("layout", &nonce))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        exists, 1,
+        "the module's lease key is not the limiter's lease_key()"
+    );
+}
