@@ -27,16 +27,20 @@ pub fn module_path() -> PathBuf {
 pub struct Server {
     pub port: u16,
     child: Child,
+    /// Its working directory (`--dir`): a replica's synced RDB lands there, not in the tree, and
+    /// no server loads another's.
+    dir: PathBuf,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -49,31 +53,33 @@ impl Server {
     pub fn start(extra: &[&str]) -> Server {
         for _ in 0..5 {
             let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("sl-module-test-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a directory for the test's redis-server");
             let child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                ])
-                .args(["--appendonly", "no"])
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&dir)
                 .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("cannot start redis-server; run scripts/install-test-deps.sh");
-            let mut server = Server { port, child };
+            let mut server = Server { port, child, dir };
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = server.child.try_wait() {
                     break; // the port was taken meanwhile: another one
                 }
+                // Ours, not a server that took the port first (its pid says so).
                 if let Ok(mut c) = server.try_connect()
-                    && redis::cmd("PING").query::<String>(&mut c).is_ok()
+                    && let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(&mut c)
                 {
-                    return server;
+                    if info.contains(&format!("process_id:{}\r\n", server.child.id())) {
+                        return server;
+                    }
+                    break; // another process answers on this port: another one
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
