@@ -15,6 +15,10 @@
 # Layout: the one of issue 12 (lease key = account key + first 8 bytes of the nonce; acquire
 # takes 13 ARGV; no renew.lua). The script checks it and stops on anything else.
 #
+# With MODULE=path/to/libscreenlimit_redis_module.so (a release build of redis-module/) the server
+# loads the module, and the native commands are counted beside the scripts on the same inputs:
+# SL.HEARTBEAT (1 and 8 per round trip), SL.ACQUIRE granted and denied, SL.RELEASE.
+#
 # Needs redis-server, redis-cli, redis-benchmark, valgrind (callgrind_control) and python3.
 # N=5000 calls per phase by default. Never touches any Redis but the one it starts under valgrind
 # on a free loopback port; that one is killed on exit.
@@ -38,8 +42,13 @@ if grep -q 'ARGV\[1[4-9]\]' $LUA/acquire.lua $LUA/acquire_fast.lua; then die "ac
 
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+module_args=()
+if [[ -n ${MODULE:-} ]]; then
+  [[ -f $MODULE ]] || die "no module at $MODULE (cargo build --release -p screenlimit-redis-module)"
+  module_args=(--loadmodule "$MODULE")
+fi
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --instr-atstart=no \
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" "${module_args[@]}" >/dev/null 2>&1 &
 vg=$!
 trap 'kill $vg 2>/dev/null; wait $vg 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 300); do
@@ -70,7 +79,8 @@ play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE: a measured acquire with t
 }
 # Households, pre-filled through the acquire script in one pipe: every account of `full`
 # (sl:{full-%012d}, the form redis-benchmark gives __rand_int__; N of them) holds a tv and three
-# phones, premium's limit of 4; every account of `room` and `room_general` only a tv, so the
+# phones, premium's limit of 4; every account of `room`, `room_general` and `room_native` (the
+# module's phase) only a tv, so the
 # measured plays there are granted; `rel` (10 x N accounts, a tv each) is released, so that few
 # draws hit an account twice.
 python3 - "$acquire" "$N" "$TTL_MS" "$KEEP_MS" "$tv" "$phone" <<'PY' | cli --pipe >"$work/pipe.out"
@@ -89,6 +99,7 @@ for a in range(n):
         play(b"sl:{full-%012d}" % a, b"phone-%d-%d" % (a, j), phone, b"p%d-nonce-0000001" % j)
     play(b"sl:{room-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
     play(b"sl:{room_general-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
+    play(b"sl:{room_native-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
 for a in range(10 * n):
     play(b"sl:{rel-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
 sys.stdout.buffer.write(b"".join(out))
@@ -99,7 +110,7 @@ count=$(cli SCRIPT LOAD "local n, c = 0, '0' repeat local p = redis.call('SCAN',
 # The layout as the phases assume it: every pre-filled stream has its lease key, whose value is a
 # time in ms.
 leases=$(cli EVALSHA "$count" 0 'sl:{*}??-nonce')
-((leases == 16 * N)) || die "$leases lease keys after the pre-fill, expected $((16 * N))"
+((leases == 17 * N)) || die "$leases lease keys after the pre-fill, expected $((17 * N))"
 [[ $(cli GET 'sl:{full-000000000001}tv-nonce') =~ ^[0-9]{13}$ ]] || die "lease key value is not a time in ms"
 
 phase() { # phase NAME PIPELINE COMMAND...: counts instructions over N calls
@@ -125,6 +136,21 @@ RANGE=$((10 * N)) phase release 1 EVALSHA "$release" 1 'sl:{rel-__rand_int__}' "
 # A draw that hits an account twice finds its lease released already ("not held", general code).
 released=$((10 * N - $(cli EVALSHA "$count" 0 'sl:{rel-*}tv-nonce')))
 echo "release: $released of $N calls released a live lease (the others found it released already)"
+if [[ -n ${MODULE:-} ]]; then
+  # The same inputs through the module: heartbeats on the full households (their leases live),
+  # plays on accounts with room (room_native, filled as room), denied plays on the full ones,
+  # releases on the rel accounts (the same range as the script's phase, so a few more draws find
+  # a lease that phase released: the count of real releases is printed).
+  phase sl_heartbeat 1 SL.HEARTBEAT "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce"
+  phase sl_heartbeat_p8 8 SL.HEARTBEAT "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce"
+  phase sl_acquire_room 1 SL.ACQUIRE 'sl:{room_native-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
+    phone-__rand_int__ $phone_nonce "$phone" '' '' '' ''
+  phase sl_acquire_denied 1 SL.ACQUIRE 'sl:{full-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
+    phone-__rand_int__ $phone_nonce "$phone" '' '' '' ''
+  RANGE=$((10 * N)) phase sl_release 1 SL.RELEASE 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce"
+  released_again=$((10 * N - released - $(cli EVALSHA "$count" 0 'sl:{rel-*}tv-nonce')))
+  echo "SL.RELEASE: $released_again of $N calls released a live lease"
+fi
 
 python3 - "$work" "$N" <<'PY'
 import glob, re, sys
@@ -135,6 +161,8 @@ for f in glob.glob(work + '/cg.out.*'):
     rows[re.search(r'desc: Trigger: dump (\S+)', text).group(1)] = int(re.search(r'totals: (\d+)', text).group(1)) / n
 names = ['set', 'set_p8', 'getex', 'getex_p8', 'floor', 'heartbeat', 'acquire_room', 'acquire_room_general',
          'acquire_denied', 'acquire_denied_general', 'release']
+if 'sl_heartbeat' in rows:
+    names += ['sl_heartbeat', 'sl_heartbeat_p8', 'sl_acquire_room', 'sl_acquire_denied', 'sl_release']
 missing = [name for name in names if name not in rows]
 if missing:
     sys.exit(f"bench-script-instructions: no callgrind dump for {missing}")

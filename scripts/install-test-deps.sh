@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine, and nothing that is already there:
-# redis-server and PostgreSQL (the tests start their own throwaway servers on free ports), Chromium and
-# chromedriver (the dashboard's browser test drives them headless) and cargo-nextest.
+# libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests
+# start their own throwaway servers on free ports), Chromium and chromedriver (the dashboard's
+# browser test drives them headless) and cargo-nextest.
 set -euo pipefail
 
 need_apt=()
@@ -18,6 +19,10 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 # Certificates for the TLS tests (limiter/tests/support/tls.rs).
 command -v openssl >/dev/null || need_apt+=(openssl)
+# The Redis module crate (redis-module/) runs bindgen at build time: it needs libclang and clang,
+# for every workspace build.
+compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need_apt+=(libclang-dev)
+command -v clang >/dev/null || need_apt+=(clang)
 # promtool, for the alert rules the operator ships (operator/tests/monitoring.rs).
 command -v promtool >/dev/null || need_apt+=(prometheus)
 

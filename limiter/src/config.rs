@@ -55,12 +55,12 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_WRITE_TIMEOUT", "http.write_timeout"),
     ("SCREENLIMIT_LISTEN_BACKLOG", "http.listen_backlog"),
     ("SCREENLIMIT_MAX_QUEUE_DELAY", "http.max_queue_delay"),
-    ("SCREENLIMIT_DRAIN_PERIOD", "http.drain_period"),
-    ("SCREENLIMIT_SHUTDOWN_TIMEOUT", "http.shutdown_timeout"),
     (
         "SCREENLIMIT_REDIS_ALLOW_EVICTION",
         "store.allow_eviction (true or false)",
     ),
+    ("SCREENLIMIT_DRAIN_PERIOD", "http.drain_period"),
+    ("SCREENLIMIT_SHUTDOWN_TIMEOUT", "http.shutdown_timeout"),
 ];
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use support::{LimiterProcess, RedisServer, redis_config};
+use support::{LimiterProcess, RedisServer, SentinelServer, redis_config};
 
 const PLANS: &str = "plans:\n  basic: 1\ndefault_plan: basic\n";
 
@@ -300,5 +300,25 @@ async fn a_full_cluster_node_refuses_new_plays_and_still_frees_slots() {
         1,
         "{}",
         limiter.log()
+    );
+}
+
+/// A Sentinel-named master is judged by its policy too (its role is Sentinel's to follow).
+#[tokio::test]
+async fn an_evicting_sentinel_master_stops_the_start() {
+    let primary = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let sentinel = SentinelServer::start(&[("shard-0", primary.port)]);
+    let config = format!(
+        "{PLANS}store:\n  backend: redis\n  timeout: 250ms\n  sentinel:\n    addresses: [\"{}\"]\n    masters: [shard-0]\nstream_id_secret: \"{}\"\n",
+        sentinel.url(),
+        support::SECRET
+    );
+    let said = refused(&config);
+    assert!(
+        said.starts_with("exit status: 2")
+            && said.contains("`store.allow_eviction`")
+            && said.contains("allkeys-lru")
+            && said.contains("master shard-0"),
+        "exit 2 naming the master, its policy and the setting; got: {said}"
     );
 }

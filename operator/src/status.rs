@@ -45,10 +45,10 @@ pub struct Observed {
     pub sentinel: Option<(i32, i32, bool)>,
     /// The monitoring objects asked for and not served.
     pub monitoring: MonitoringOutcome,
-    /// Which config revision the limiter pods run, when they were asked.
-    pub config: Option<crate::config_rollout::ConfigRollout>,
     /// Managed shards' memory bound: `None` in external mode.
     pub redis_memory: Option<MemoryBound>,
+    /// Which config revision the limiter pods run, when they were asked.
+    pub config: Option<crate::config_rollout::ConfigRollout>,
 }
 
 /// What bounds a managed shard's memory.

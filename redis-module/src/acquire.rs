@@ -1,0 +1,304 @@
+//! `SL.ACQUIRE`: decide a play (`acquire_fast.lua`, then `acquire.lua`), step for step.
+//!
+//! SL.ACQUIRE key ttl keep plan limit default-plan default-limit device nonce details
+//!            replace-device replace-nonce caps caps-book
+//! Answers {1, limit, active, expires, plan, plan limit} or
+//! {0, limit, rule, cap, plan, plan limit, active raw records...}.
+
+use redis_module::{RedisString, RedisValue};
+
+use crate::account::{Account, Edit, Extended, Scan, find_device};
+use crate::args::Args;
+use crate::error::Error;
+use crate::keys::Keys;
+use crate::layout::{
+    Header, LIVE, REVOKED, RecordAt, byte, cap_of, caps_of, key_life, kind_of_details, new_record,
+    push_u48, slice, u48,
+};
+use crate::reply::{int, text};
+
+struct Play<'a> {
+    plan: &'a [u8],
+    limit: i64,
+    default_plan: &'a [u8],
+    default_limit: i64,
+    device: &'a [u8],
+    nonce: &'a [u8],
+    details: &'a [u8],
+    replace_device: &'a [u8],
+    replace_nonce: &'a [u8],
+    caps: &'a [u8],
+    caps_book: &'a [u8],
+    kind: u8,
+}
+
+pub fn acquire(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+    let args = Args::new(all, 14)?;
+    let details = args.details(9, "details")?;
+    let play = Play {
+        plan: args.short(3, "plan")?,
+        limit: args.small(4, "limit")?,
+        default_plan: args.short(5, "default plan")?,
+        default_limit: args.small(6, "default limit")?,
+        device: args.short(7, "device")?,
+        nonce: args.nonce(8, "nonce")?,
+        details,
+        replace_device: args.short(10, "replace device")?,
+        replace_nonce: args.nonce_or_empty(11, "replace nonce")?,
+        caps: args.caps(12, "caps")?,
+        caps_book: args.bytes(13),
+        kind: kind_of_details(details),
+    };
+    if keys.out_of_memory() {
+        return Err(Error::OutOfMemory);
+    }
+    let account = Account {
+        keys,
+        key: args.key(0),
+        now: keys.now(),
+        ttl: args.ms(1, "ttl")?,
+        keep: args.ms(2, "keep")?,
+    };
+    if let Some(answer) = fast(&account, &play)? {
+        return Ok(answer);
+    }
+    general(&account, &play)
+}
+
+/// The new record of this play, ending at `ends`.
+fn record(account: &Account, play: &Play, ends: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(45 + play.device.len() + play.details.len());
+    new_record(
+        &mut out,
+        ends,
+        account.now,
+        play.nonce,
+        play.device,
+        play.details,
+    );
+    out
+}
+
+fn granted(limit: i64, active: i64, ends: i64, plan: &[u8], plan_limit: i64) -> RedisValue {
+    RedisValue::Array(vec![
+        int(1),
+        int(limit),
+        int(active),
+        int(ends),
+        text(plan),
+        int(plan_limit),
+    ])
+}
+
+/// A new account, or a version-2 one whose plan is unchanged, with no take-over; `None` where
+/// the general code decides (after the key's life was extended, as the script does).
+fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
+    let (now, ttl) = (account.now, account.ttl);
+    let ends = now + ttl;
+    let (v, first, override_left) = match account.read_extending()? {
+        Extended::None => {
+            let (plan, limit) = match play.plan.is_empty() {
+                true => (play.default_plan, play.default_limit),
+                false => (play.plan, play.limit),
+            };
+            if limit < 1 {
+                return Ok(None);
+            }
+            let h = Header::fresh(plan, limit);
+            let mut value = Vec::with_capacity(64);
+            h.write(&mut value);
+            value.extend_from_slice(&record(account, play, ends));
+            account
+                .keys
+                .set(account.key, &value, Some(now + key_life(account.keep)));
+            account.start_lease(play.nonce, ends);
+            return Ok(Some(granted(limit, 1, ends, plan, limit)));
+        }
+        Extended::OtherVersion => return Ok(None),
+        Extended::V2 {
+            v,
+            first,
+            override_left,
+        } => (v, first, override_left),
+    };
+    let plan_limit = i64::from(byte(&v, 1)?);
+    let plan_len = byte(&v, 2)? as usize;
+    let plan_name = slice(&v, 3, 3 + plan_len)?;
+    let same_plan = play.plan.is_empty() || (plan_name == play.plan && plan_limit == play.limit);
+    if !play.replace_device.is_empty() || !same_plan {
+        return Ok(None);
+    }
+    let limit = match override_left > 0 {
+        true => i64::from(byte(&v, first - 7)?),
+        false => plan_limit,
+    };
+    let caps = match play.plan.is_empty() {
+        true => caps_of(play.caps_book, plan_name),
+        false => play.caps,
+    };
+    let cap = cap_of(caps, play.kind);
+    // One pass: count the live leases of other devices (and those of the caller's type when it
+    // is capped), find the caller's own record and notice records past their time.
+    let (mut active, mut same_kind, mut own, mut stale) = (0, 0, None::<RecordAt>, false);
+    let mut p = first;
+    while p < v.len() {
+        let at = RecordAt::read(&v, p)?;
+        let state = at.state(&v);
+        let mut rec_ends = u48(&v, p + 1)?;
+        let mine = at.device(&v) == play.device;
+        if mine {
+            own = Some(at);
+        } else if state == LIVE {
+            if rec_ends <= now {
+                rec_ends = account.lease_end(at.nonce(&v), rec_ends);
+            }
+            stale |= rec_ends + ttl <= now;
+            if rec_ends > now {
+                active += 1;
+                if cap > 0 && at.kind(&v) == play.kind {
+                    same_kind += 1;
+                }
+            }
+        } else {
+            stale |= rec_ends <= now;
+        }
+        p = at.stop;
+    }
+    if let Some(rule) = rule(active, limit, same_kind, cap, play.kind) {
+        let mut out = vec![
+            int(0),
+            int(limit),
+            int(rule),
+            int(cap),
+            text(plan_name),
+            int(plan_limit),
+        ];
+        let mut p = first;
+        while p < v.len() {
+            let at = RecordAt::read(&v, p)?;
+            if own.is_none_or(|own| own.start != p) && at.state(&v) == LIVE {
+                let rec_ends = account.lease_end(at.nonce(&v), at.ends(&v));
+                if rec_ends > now {
+                    let mut raw = vec![LIVE];
+                    push_u48(&mut raw, rec_ends);
+                    raw.extend_from_slice(&v[p + 7..at.stop]);
+                    out.push(RedisValue::StringBuffer(raw));
+                }
+            }
+            p = at.stop;
+        }
+        return Ok(Some(RedisValue::Array(out)));
+    }
+    if stale {
+        return Ok(None);
+    }
+    let mut value = Vec::with_capacity(v.len() + 64);
+    match own {
+        Some(own) => {
+            // One device, one slot: its earlier lease goes, and with it that lease's key.
+            if own.state(&v) == LIVE {
+                account.del_lease(own.nonce(&v));
+            }
+            value.extend_from_slice(&v[..own.start]);
+            value.extend_from_slice(&v[own.stop..]);
+        }
+        None => value.extend_from_slice(&v),
+    }
+    value.extend_from_slice(&record(account, play, ends));
+    account.keys.set(account.key, &value, None);
+    account.start_lease(play.nonce, ends);
+    Ok(Some(granted(
+        limit,
+        active + 1,
+        ends,
+        plan_name,
+        plan_limit,
+    )))
+}
+
+/// The rule a play breaks, if any: 0 the account's limit, 1 + type a device-type cap.
+fn rule(active: i64, limit: i64, same_kind: i64, cap: i64, kind: u8) -> Option<i64> {
+    if active >= limit {
+        Some(0)
+    } else if cap > 0 && same_kind >= cap {
+        Some(1 + i64::from(kind))
+    } else {
+        None
+    }
+}
+
+/// The general code (`acquire.lua`): reap, replace the caller's own earlier lease, stop a
+/// take-over target, count, admit.
+fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
+    let now = account.now;
+    let scan: Option<Scan> = account.scan()?;
+    let mut h = match &scan {
+        Some(s) => s.h.clone(),
+        None => Header::fresh(play.default_plan, play.default_limit),
+    };
+    if !play.plan.is_empty() {
+        h.plan = play.plan.to_vec();
+        h.limit = play.limit;
+    }
+    let limit = h.limit_at(now);
+    let (v, recs) = match &scan {
+        Some(s) => (&s.v[..], &s.recs[..]),
+        None => (&[][..], &[][..]),
+    };
+    let mut edits: Vec<Option<Edit>> = vec![None; recs.len()];
+    let own = find_device(v, recs, play.device);
+    if let Some(own) = own {
+        edits[own] = Some(Edit::Drop);
+    }
+    let mut target = None;
+    if !play.replace_device.is_empty()
+        && let Some(t) = find_device(v, recs, play.replace_device)
+        && Some(t) != own
+        && recs[t].state == LIVE
+        && recs[t].at.nonce(v) == play.replace_nonce
+    {
+        edits[t] = Some(Edit::With(recs[t].at.tombstone(
+            v,
+            REVOKED,
+            now + account.keep,
+        )));
+        target = Some(t);
+    }
+    let caps = match play.plan.is_empty() {
+        true => caps_of(play.caps_book, &h.plan),
+        false => play.caps,
+    };
+    let cap = cap_of(caps, play.kind);
+    let (mut active, mut same_kind) = (0, 0);
+    for (i, rec) in recs.iter().enumerate() {
+        if edits[i].is_none() && rec.state == LIVE && rec.ends > now {
+            active += 1;
+            if cap > 0 && rec.at.kind(v) == play.kind {
+                same_kind += 1;
+            }
+        }
+    }
+    if let Some(rule) = rule(active, limit, same_kind, cap, play.kind) {
+        let mut out = vec![
+            int(0),
+            int(limit),
+            int(rule),
+            int(cap),
+            text(&h.plan),
+            int(h.limit),
+        ];
+        crate::list::push_active(&mut out, account, v, recs, &edits);
+        return Ok(RedisValue::Array(out));
+    }
+    let ends = now + account.ttl;
+    if let Some(own) = own {
+        account.end_lease(v, &recs[own]);
+    }
+    if let Some(target) = target {
+        account.end_lease(v, &recs[target]);
+    }
+    let new = record(account, play, ends);
+    account.save(scan.as_ref(), &h, &edits, Some(&new));
+    account.start_lease(play.nonce, ends);
+    Ok(granted(limit, active + 1, ends, &h.plan, h.limit))
+}

@@ -1,0 +1,111 @@
+//! `SL.HEARTBEAT`: the whole heartbeat in one command. First the renewal the limiter does
+//! natively on the Lua path (`GETEX` of the lease key, then `touch.lua` when the account key's
+//! life runs short), then, when the lease key is gone, the full heartbeat (`heartbeat.lua`).
+//!
+//! SL.HEARTBEAT key ttl keep plan limit device nonce
+//! Answers {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked.
+
+use redis_module::{RedisString, RedisValue};
+
+use crate::account::{Account, Edit, active_count, find_device};
+use crate::args::Args;
+use crate::error::Error;
+use crate::keys::Keys;
+use crate::layout::{Header, LIVE, RELEASED, REVOKED, key_life, lease_key, new_record};
+use crate::reply::int;
+
+pub fn heartbeat(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+    let args = Args::new(all, 7)?;
+    let (plan, limit) = (args.short(3, "plan")?, args.small(4, "limit")?);
+    let (device, nonce) = (args.short(5, "device")?, args.nonce(6, "nonce")?);
+    let account = Account {
+        keys,
+        key: args.key(0),
+        now: keys.now(),
+        ttl: args.ms(1, "ttl")?,
+        keep: args.ms(2, "keep")?,
+    };
+    let ends = account.now + account.ttl;
+    let answer = |code: i64, ends: i64| Ok(RedisValue::Array(vec![int(code), int(ends)]));
+    if renew(&account, nonce)? {
+        return answer(1, ends);
+    }
+    let scan = account.scan()?;
+    let (v, recs) = match &scan {
+        Some(s) => (&s.v[..], &s.recs[..]),
+        None => (&[][..], &[][..]),
+    };
+    let i = find_device(v, recs, device);
+    if let Some(i) = i {
+        let rec = recs[i];
+        if rec.state == REVOKED || rec.at.nonce(v) != nonce {
+            return Ok(RedisValue::Array(vec![int(4)]));
+        }
+        if rec.state == RELEASED {
+            return Ok(RedisValue::Array(vec![int(3)]));
+        }
+        if rec.ends > account.now {
+            let mut edits = vec![None; recs.len()];
+            edits[i] = Some(Edit::With(rec.at.restamp(v, LIVE, ends)));
+            let h = &scan.as_ref().expect("a record has an account").h;
+            account.save(scan.as_ref(), h, &edits, None);
+            account.start_lease(nonce, ends);
+            return answer(1, ends);
+        }
+    }
+    let h = match &scan {
+        Some(s) => s.h.clone(),
+        None => Header::fresh(plan, limit),
+    };
+    if active_count(recs, account.now) >= h.limit_at(account.now) {
+        return Ok(RedisValue::Array(vec![int(3)]));
+    }
+    // Taking a lease back adds state: refused, as any such write, over `maxmemory`.
+    if keys.out_of_memory() {
+        return Err(Error::OutOfMemory);
+    }
+    match i {
+        Some(i) => {
+            let mut edits = vec![None; recs.len()];
+            edits[i] = Some(Edit::With(recs[i].at.restamp(v, LIVE, ends)));
+            account.save(scan.as_ref(), &h, &edits, None);
+        }
+        None => {
+            let mut new = Vec::with_capacity(48 + device.len());
+            new_record(&mut new, ends, account.now, nonce, device, &[0]);
+            account.save(scan.as_ref(), &h, &[], Some(&new));
+        }
+    }
+    account.start_lease(nonce, ends);
+    answer(2, ends)
+}
+
+/// The native renewal: the lease key's life renewed to one TTL from now; when its value says
+/// the account key lives less than two TTLs more, the account key's life is renewed too
+/// (`PEXPIRE … GT`) and the lease key told its new end (`touch.lua`). False when the lease key
+/// or the account key is gone: the full heartbeat decides.
+fn renew(account: &Account, nonce: &[u8]) -> Result<bool, Error> {
+    let keys = account.keys;
+    let lease = keys.name(&lease_key(account.key.as_slice(), nonce));
+    let Some(value) = keys.get_extending(&lease, account.now + account.ttl)? else {
+        return Ok(false);
+    };
+    let account_until = std::str::from_utf8(&value)
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok());
+    let soon = account.now + 2 * account.ttl;
+    if account_until.is_some_and(|until| until >= soon as u64) {
+        return Ok(true);
+    }
+    let life_ends = account.now + key_life(account.keep);
+    let current = keys.expire_time(account.key);
+    if current >= 0 && life_ends > current {
+        keys.expire_at(account.key, life_ends);
+    }
+    let account_until = keys.expire_time(account.key);
+    if account_until < 0 {
+        return Ok(false);
+    }
+    keys.set(&lease, account_until.to_string().as_bytes(), None);
+    Ok(true)
+}

@@ -1,0 +1,333 @@
+//! The keys a command works on, through the module key API (open, string DMA, expiry), never
+//! by calling Redis commands. Each write is replicated as its effect with an absolute time
+//! (`SET … PXAT`, `PEXPIREAT`, `SETRANGE`, `DEL`), so a replica or the AOF replays the result,
+//! not the command with its own clock; Redis wraps one command's effects in `MULTI`/`EXEC`.
+//!
+//! The one place with `unsafe`: every pointer comes from Redis for the running command.
+
+use std::ffi::{CStr, c_char, c_int};
+
+use redis_module::{RedisString, raw};
+
+use crate::error::Error;
+
+/// A module API function, checked present when the module loads (`missing`); inside `unsafe`.
+macro_rules! api {
+    ($name:ident) => {
+        raw::$name.expect(concat!(stringify!($name), " checked at load"))
+    };
+}
+
+/// The functions this module calls: a server without one (older than Redis 7.0) refuses to
+/// load it, instead of failing on a command later.
+pub fn missing() -> Option<&'static str> {
+    macro_rules! check {
+        ($($name:ident),*) => {
+            $(if unsafe { raw::$name }.is_none() { return Some(stringify!($name)); })*
+        };
+    }
+    check!(
+        RedisModule_OpenKey,
+        RedisModule_CloseKey,
+        RedisModule_KeyType,
+        RedisModule_StringDMA,
+        RedisModule_StringSet,
+        RedisModule_CreateString,
+        RedisModule_FreeString,
+        RedisModule_DeleteKey,
+        RedisModule_GetAbsExpire,
+        RedisModule_SetAbsExpire,
+        RedisModule_Milliseconds,
+        RedisModule_Replicate,
+        RedisModule_GetContextFlags,
+        RedisModule_ListPush,
+        RedisModule_ListPop,
+        RedisModule_ValueLength
+    );
+    None
+}
+
+const NO_KEY: i64 = -2;
+const NO_EXPIRY: i64 = -1;
+
+/// The running command's view of the keyspace.
+pub struct Keys {
+    ctx: *mut raw::RedisModuleCtx,
+}
+
+/// One open key, closed when dropped.
+struct Open(*mut raw::RedisModuleKey);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            unsafe { api!(RedisModule_CloseKey)(self.0) };
+        }
+    }
+}
+
+impl Open {
+    fn kind(&self) -> isize {
+        match self.0.is_null() {
+            true => raw::REDISMODULE_KEYTYPE_EMPTY,
+            false => (unsafe { api!(RedisModule_KeyType)(self.0) }) as isize,
+        }
+    }
+
+    /// The string value, or `None` when there is no key; another type is `WRONGTYPE`.
+    fn bytes(&self) -> Result<Option<&[u8]>, Error> {
+        match self.kind() {
+            raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
+            raw::REDISMODULE_KEYTYPE_STRING => {
+                let mut len = 0usize;
+                let at = unsafe {
+                    api!(RedisModule_StringDMA)(self.0, &mut len, raw::REDISMODULE_READ as c_int)
+                };
+                match at.is_null() {
+                    true => Ok(Some(&[])),
+                    false => Ok(Some(unsafe { std::slice::from_raw_parts(at.cast(), len) })),
+                }
+            }
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    fn expire_time(&self) -> i64 {
+        match self.kind() {
+            raw::REDISMODULE_KEYTYPE_EMPTY => NO_KEY,
+            _ => match unsafe { api!(RedisModule_GetAbsExpire)(self.0) } {
+                t if t < 0 => NO_EXPIRY,
+                t => t,
+            },
+        }
+    }
+}
+
+fn c(text: &'static CStr) -> *const c_char {
+    text.as_ptr()
+}
+
+impl Keys {
+    pub fn new(ctx: *mut raw::RedisModuleCtx) -> Keys {
+        Keys { ctx }
+    }
+
+    /// The server's clock in ms.
+    pub fn now(&self) -> i64 {
+        unsafe { api!(RedisModule_Milliseconds)() }
+    }
+
+    /// Whether the server is over its `maxmemory` (a write that adds state is then refused).
+    pub fn out_of_memory(&self) -> bool {
+        let flags = unsafe { api!(RedisModule_GetContextFlags)(self.ctx) };
+        flags & raw::REDISMODULE_CTX_FLAGS_OOM as c_int != 0
+    }
+
+    /// A key name made from bytes (a lease key).
+    pub fn name(&self, bytes: &[u8]) -> RedisString {
+        RedisString::create_from_slice(self.ctx, bytes)
+    }
+
+    fn open(&self, name: &RedisString, write: bool) -> Open {
+        let mode = match write {
+            true => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+            false => raw::REDISMODULE_READ,
+        };
+        Open(unsafe { api!(RedisModule_OpenKey)(self.ctx, name.inner, mode as c_int) }.cast())
+    }
+
+    /// `GET`.
+    pub fn get(&self, name: &RedisString) -> Result<Option<Vec<u8>>, Error> {
+        Ok(self.open(name, false).bytes()?.map(<[u8]>::to_vec))
+    }
+
+    /// `GETEX … PXAT at`: the value, the key's life set to end at `at`.
+    pub fn get_extending(&self, name: &RedisString, at: i64) -> Result<Option<Vec<u8>>, Error> {
+        let key = self.open(name, true);
+        let Some(value) = key.bytes()?.map(<[u8]>::to_vec) else {
+            return Ok(None);
+        };
+        self.set_expire(&key, name, at);
+        Ok(Some(value))
+    }
+
+    /// `PEXPIRETIME`: the absolute expiry in ms, -1 without one, -2 without the key.
+    pub fn expire_time(&self, name: &RedisString) -> i64 {
+        self.open(name, false).expire_time()
+    }
+
+    /// `PEXPIREAT`, if the key exists; whether it did.
+    pub fn expire_at(&self, name: &RedisString, at: i64) -> bool {
+        let key = self.open(name, true);
+        if key.kind() == raw::REDISMODULE_KEYTYPE_EMPTY {
+            return false;
+        }
+        self.set_expire(&key, name, at);
+        true
+    }
+
+    fn set_expire(&self, key: &Open, name: &RedisString, at: i64) {
+        unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) };
+        let k = name.as_slice();
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                c(c"PEXPIREAT"),
+                c(c"bl"),
+                k.as_ptr().cast::<c_char>(),
+                k.len(),
+                at as std::ffi::c_longlong,
+            )
+        };
+    }
+
+    /// `SET name value PXAT at`, or with the key's present expiry (`KEEPTTL`) when `at` is None.
+    pub fn set(&self, name: &RedisString, value: &[u8], at: Option<i64>) {
+        let key = self.open(name, true);
+        let at = at.unwrap_or_else(|| key.expire_time());
+        let string =
+            unsafe { api!(RedisModule_CreateString)(self.ctx, value.as_ptr().cast(), value.len()) };
+        unsafe {
+            api!(RedisModule_StringSet)(key.0, string);
+            api!(RedisModule_FreeString)(self.ctx, string);
+        }
+        let (k, v) = (name.as_slice(), value);
+        if at >= 0 {
+            unsafe {
+                api!(RedisModule_SetAbsExpire)(key.0, at);
+                api!(RedisModule_Replicate)(
+                    self.ctx,
+                    c(c"SET"),
+                    c(c"bbcl"),
+                    k.as_ptr().cast::<c_char>(),
+                    k.len(),
+                    v.as_ptr().cast::<c_char>(),
+                    v.len(),
+                    c(c"PXAT"),
+                    at as std::ffi::c_longlong,
+                )
+            };
+        } else {
+            unsafe {
+                api!(RedisModule_Replicate)(
+                    self.ctx,
+                    c(c"SET"),
+                    c(c"bb"),
+                    k.as_ptr().cast::<c_char>(),
+                    k.len(),
+                    v.as_ptr().cast::<c_char>(),
+                    v.len(),
+                )
+            };
+        }
+    }
+
+    /// `SETRANGE name offset bytes` inside the present value (a patch that does not grow it).
+    pub fn set_range(&self, name: &RedisString, offset: usize, bytes: &[u8]) -> Result<(), Error> {
+        let key = self.open(name, true);
+        if key.kind() != raw::REDISMODULE_KEYTYPE_STRING {
+            return Err(Error::WrongType);
+        }
+        let mut len = 0usize;
+        let at = unsafe {
+            api!(RedisModule_StringDMA)(
+                key.0,
+                &mut len,
+                (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int,
+            )
+        };
+        if at.is_null() || offset + bytes.len() > len {
+            return Err(Error::Malformed);
+        }
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.cast::<u8>().add(offset), bytes.len())
+        };
+        let k = name.as_slice();
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                c(c"SETRANGE"),
+                c(c"blb"),
+                k.as_ptr().cast::<c_char>(),
+                k.len(),
+                offset as std::ffi::c_longlong,
+                bytes.as_ptr().cast::<c_char>(),
+                bytes.len(),
+            )
+        };
+        Ok(())
+    }
+
+    /// `DEL`; whether there was a key.
+    pub fn del(&self, name: &RedisString) -> bool {
+        let key = self.open(name, true);
+        if key.kind() == raw::REDISMODULE_KEYTYPE_EMPTY {
+            return false;
+        }
+        let k = name.as_slice();
+        unsafe {
+            api!(RedisModule_DeleteKey)(key.0);
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                c(c"DEL"),
+                c(c"b"),
+                k.as_ptr().cast::<c_char>(),
+                k.len(),
+            )
+        };
+        true
+    }
+
+    /// Whether the key is a list or absent.
+    pub fn is_list_or_empty(&self, name: &RedisString) -> bool {
+        matches!(
+            self.open(name, false).kind(),
+            raw::REDISMODULE_KEYTYPE_EMPTY | raw::REDISMODULE_KEYTYPE_LIST
+        )
+    }
+
+    /// `LPUSH name value`, then `LTRIM name 0 keep-1` when the list grew past `keep`. The key
+    /// must be a list or absent (`is_list_or_empty`).
+    pub fn list_push_capped(&self, name: &RedisString, value: &[u8], keep: usize) {
+        let key = self.open(name, true);
+        let k = name.as_slice();
+        unsafe {
+            let element =
+                api!(RedisModule_CreateString)(self.ctx, value.as_ptr().cast(), value.len());
+            api!(RedisModule_ListPush)(key.0, raw::REDISMODULE_LIST_HEAD as c_int, element);
+            api!(RedisModule_FreeString)(self.ctx, element);
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                c(c"LPUSH"),
+                c(c"bb"),
+                k.as_ptr().cast::<c_char>(),
+                k.len(),
+                value.as_ptr().cast::<c_char>(),
+                value.len(),
+            );
+        }
+        let mut trimmed = false;
+        while unsafe { api!(RedisModule_ValueLength)(key.0) } > keep {
+            let dropped =
+                unsafe { api!(RedisModule_ListPop)(key.0, raw::REDISMODULE_LIST_TAIL as c_int) };
+            if dropped.is_null() {
+                break;
+            }
+            unsafe { api!(RedisModule_FreeString)(self.ctx, dropped) };
+            trimmed = true;
+        }
+        if trimmed {
+            unsafe {
+                api!(RedisModule_Replicate)(
+                    self.ctx,
+                    c(c"LTRIM"),
+                    c(c"bll"),
+                    k.as_ptr().cast::<c_char>(),
+                    k.len(),
+                    0 as std::ffi::c_longlong,
+                    (keep as std::ffi::c_longlong) - 1,
+                )
+            };
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! screenlimit's lease operations as native Redis commands: one command per Lua script of the
+//! limiter's Redis store, with the same keys, the same byte layout and the same answers, working
+//! on the keys directly (key API, string DMA, expiry) with the server's clock, replicating their
+//! effects. See README.md beside this crate.
+
+mod account;
+mod acquire;
+mod args;
+mod audit;
+mod error;
+mod heartbeat;
+mod keys;
+mod layout;
+mod list;
+mod release;
+mod reply;
+mod support;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use redis_module::{
+    AclCategory, Context, RedisResult, RedisString, RedisValue, Status, redis_module,
+};
+
+use crate::error::Error;
+use crate::keys::Keys;
+
+/// Runs a command's body so that nothing it does can cross into Redis: a panic (a bug) becomes
+/// an error reply and one log line, never an abort of the server.
+fn guarded(
+    ctx: &Context,
+    args: &[RedisString],
+    body: fn(&Keys, &[RedisString]) -> Result<RedisValue, Error>,
+) -> RedisResult {
+    let keys = Keys::new(ctx.ctx);
+    match catch_unwind(AssertUnwindSafe(|| body(&keys, args))) {
+        Ok(answer) => answer.map_err(Into::into),
+        Err(_) => {
+            ctx.log_warning("screenlimit: a command panicked; answered with an error");
+            Err(Error::Panic.into())
+        }
+    }
+}
+
+/// `SL.VERSION`: the account layout version this module reads and writes. A limiter uses the
+/// module only if it speaks the same version, else the Lua scripts.
+fn version(_: &Keys, args: &[RedisString]) -> Result<RedisValue, Error> {
+    args::Args::new(args, 0)?;
+    Ok(RedisValue::Integer(i64::from(layout::LAYOUT_VERSION)))
+}
+
+fn sl_version(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, version)
+}
+
+fn sl_acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, acquire::acquire)
+}
+
+fn sl_heartbeat(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, heartbeat::heartbeat)
+}
+
+fn sl_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, release::release)
+}
+
+fn sl_list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, list::list)
+}
+
+fn sl_force_stop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, support::force_stop)
+}
+
+fn sl_set_override(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    guarded(ctx, &args, support::set_override)
+}
+
+/// Refuses to load into a server that lacks a module API function the commands call.
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    match keys::missing() {
+        None => Status::Ok,
+        Some(name) => {
+            ctx.log_warning(&format!(
+                "screenlimit: this server lacks {name} (Redis 7.0 or later, or Valkey, is needed); not loaded"
+            ));
+            Status::Err
+        }
+    }
+}
+
+// Each command names its account key first (key positions 1..1 step 1, so a Redis Cluster
+// routes it by the account's hash tag; Redis 7 derives its key spec from them); the support
+// actions name the account's audit list second (1..2), in the same slot. Lease keys are
+// the account key plus nonce bytes, in the same slot. `write deny-oom` where a command adds
+// state; the heartbeat, whose renewal must go on under `maxmemory`, refuses only its
+// re-registration there (heartbeat.rs).
+redis_module! {
+    name: "screenlimit",
+    version: 1,
+    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    data_types: [],
+    acl_categories: [
+        "screenlimit",
+    ],
+    init: init,
+    commands: [
+        ["sl.version", sl_version, "readonly fast", 0, 0, 0, "", "screenlimit"],
+        ["sl.acquire", sl_acquire, "write deny-oom", 1, 1, 1, "", "screenlimit"],
+        ["sl.heartbeat", sl_heartbeat, "write", 1, 1, 1, "", "screenlimit"],
+        ["sl.release", sl_release, "write", 1, 1, 1, "", "screenlimit"],
+        ["sl.list", sl_list, "readonly", 1, 1, 1, "", "screenlimit"],
+        ["sl.force_stop", sl_force_stop, "write deny-oom", 1, 2, 1, "", "screenlimit"],
+        ["sl.set_override", sl_set_override, "write deny-oom", 1, 2, 1, "", "screenlimit"],
+    ],
+}

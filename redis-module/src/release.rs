@@ -1,0 +1,77 @@
+//! `SL.RELEASE`: a graceful stop frees the slot now and remembers the stream as released
+//! (`release_fast.lua`, then `release.lua`).
+//!
+//! SL.RELEASE key ttl keep device nonce
+//! Answers 1 released, 0 not held.
+
+use redis_module::{RedisString, RedisValue};
+
+use crate::account::{Account, Edit, Extended, find_device};
+use crate::args::Args;
+use crate::error::Error;
+use crate::keys::Keys;
+use crate::layout::{LIVE, RELEASED, RecordAt, push_u48};
+use crate::reply::int;
+
+pub fn release(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+    let args = Args::new(all, 5)?;
+    let (device, nonce) = (args.short(3, "device")?, args.nonce(4, "nonce")?);
+    let account = Account {
+        keys,
+        key: args.key(0),
+        now: keys.now(),
+        ttl: args.ms(1, "ttl")?,
+        keep: args.ms(2, "keep")?,
+    };
+    // Fast path: patch the live record's state and end in place.
+    if let Extended::V2 { v, first, .. } = account.read_extending()?
+        && let Some((p, ends)) = live_lease(&v, first, device, nonce)?
+        && ends + account.ttl > account.now
+    {
+        let mut patch = vec![RELEASED];
+        push_u48(&mut patch, account.now + account.keep);
+        keys.set_range(account.key, p, &patch)?;
+        account.del_lease(nonce);
+        return Ok(int(1));
+    }
+    let Some(scan) = account.scan()? else {
+        return Ok(int(0));
+    };
+    let Some(i) = find_device(&scan.v, &scan.recs, device) else {
+        return Ok(int(0));
+    };
+    let rec = scan.recs[i];
+    if rec.state != LIVE || rec.at.nonce(&scan.v) != nonce {
+        return Ok(int(0));
+    }
+    let mut edits = vec![None; scan.recs.len()];
+    edits[i] = Some(Edit::With(rec.at.tombstone(
+        &scan.v,
+        RELEASED,
+        account.now + account.keep,
+    )));
+    account.end_lease(&scan.v, &rec);
+    account.save(Some(&scan), &scan.h, &edits, None);
+    Ok(int(1))
+}
+
+/// The device's first record when it is a live lease with this nonce, and its stored end
+/// (`live_lease` in fast.lua).
+fn live_lease(
+    v: &[u8],
+    mut p: usize,
+    device: &[u8],
+    nonce: &[u8],
+) -> Result<Option<(usize, i64)>, Error> {
+    while p < v.len() {
+        let at = RecordAt::read(v, p)?;
+        if at.device(v) == device {
+            if at.state(v) != LIVE || at.nonce(v) != nonce {
+                return Ok(None);
+            }
+            return Ok(Some((p, at.ends(v))));
+        }
+        p = at.stop;
+    }
+    Ok(None)
+}

@@ -1,0 +1,840 @@
+//! The module against the Lua scripts, step by step: a seeded random history of plays (many
+//! accounts, devices racing for the slots, take-overs, plan changes, device-type caps),
+//! heartbeats with good and stale nonces, stops, force-stops, overrides and leases left to
+//! expire runs on two real servers, one answering with the scripts as the limiter sends them
+//! (the heartbeat as `GETEX` of the lease key, `touch` and the full script), one with the
+//! module's SL.* commands. After every step both give the same answer, and the account's keys
+//! hold the same values with the same expiry times, audit entries the same fields. One play or
+//! stop in ten on the module's server goes through the script instead, as from a limiter not yet
+//! rolled: the commands go on from what the scripts wrote. At the end a replica of the module's
+//! server, which has no module, holds exactly the same keys: effects were replicated.
+//!
+//! Both servers read the host's clock, so times differ by the few ms between the two calls of
+//! a step: times compare within `TOLERANCE_MS`. So that no decision can fall inside that gap,
+//! steps come in short bursts `PERIOD` apart, and every time a step sets (a lease's end, a
+//! tombstone's, a key's life, an override's end) is a multiple of the TTL or an override
+//! duration away, none of which is near a multiple of `PERIOD`: every later decision about it
+//! is far from the gap between the servers.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redis::{Connection, Value};
+use support::Server;
+
+const TTL_MS: i64 = 1_100;
+const KEEP_MS: i64 = 2 * TTL_MS;
+/// TTL mod PERIOD = PERIOD / 7: 1, 2, 4 and 6 TTLs (ends, tombstones and stale records, the
+/// lease key's "account key lives" margin, key life) all fall at least PERIOD / 7 = 50 ms from
+/// a multiple of PERIOD, so at least 50 - BURST = 25 ms from any later step.
+const PERIOD: Duration = Duration::from_millis(350);
+const BURST: Duration = Duration::from_millis(25);
+const BURSTS: u32 = 44;
+/// Override durations: half a PERIOD off its multiples (the longest outlasts the key's life).
+const OVERRIDE_MS: [i64; 2] = [1_575, 7_175];
+const TOLERANCE_MS: i64 = 20;
+
+thread_local! {
+    /// The longest a step's two calls took so far (ms): on a machine busy enough to stall
+    /// between them, the times they set differ by that much, and the tolerance follows.
+    static SLOWEST_STEP_MS: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs one step's calls, noting how long they took.
+fn timed<T>(calls: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = calls();
+    let ms = start.elapsed().as_millis() as i64;
+    SLOWEST_STEP_MS.with(|slowest| slowest.set(slowest.get().max(ms)));
+    out
+}
+
+const ACCOUNTS: usize = 8;
+/// Device ids and their type codes.
+const DEVICES: [(&str, u8); 6] = [
+    ("tv", 0),
+    ("phone-1", 1),
+    ("phone-2", 1),
+    ("tablet", 2),
+    ("laptop", 3),
+    ("console", 4),
+];
+/// Plans: name, limit, device caps by type code.
+const PLANS: [(&str, u8, [u8; 6]); 3] = [
+    ("basic", 1, [0; 6]),
+    ("family", 3, [0, 1, 0, 0, 0, 0]),
+    ("premium", 4, [0, 2, 1, 0, 0, 1]),
+];
+const DEFAULT_PLAN: (&str, u8) = ("family", 3);
+/// A support action's reason, with what JSON must escape and what it need not.
+const REASON: &str = "said \"stop\" / tab\there \\ 📺\n\u{1}";
+
+fn account_key(account: usize) -> String {
+    format!("sl:{{a{account}}}")
+}
+
+fn lease_key(account: usize, nonce: &[u8; 16]) -> Vec<u8> {
+    let mut key = account_key(account).into_bytes();
+    key.extend_from_slice(&nonce[..8]);
+    key
+}
+
+/// The caps book as the limiter builds it (`caps_book` in the store).
+fn caps_book() -> Vec<u8> {
+    let mut book = Vec::new();
+    for (name, _, caps) in PLANS.iter().filter(|p| p.2 != [0; 6]) {
+        book.push(name.len() as u8);
+        book.extend_from_slice(name.as_bytes());
+        book.extend_from_slice(caps);
+    }
+    book
+}
+
+/// A play's details as `encode_details` writes them: type, display name, profile, title.
+fn details(kind: u8, meta: &str) -> Vec<u8> {
+    let mut body = vec![kind, meta.len() as u8];
+    body.extend_from_slice(meta.as_bytes());
+    body.extend_from_slice(&[0, 0]);
+    let mut out = vec![body.len() as u8];
+    out.extend_from_slice(&body);
+    out
+}
+
+#[derive(Clone)]
+struct Stream {
+    account: usize,
+    device: usize,
+    nonce: [u8; 16],
+    plan: (&'static str, u8),
+}
+
+/// The two servers and how each is asked.
+struct Pair {
+    lua: Connection,
+    module: Connection,
+    shas: HashMap<&'static str, String>,
+}
+
+/// One `EVALSHA` of the script `op`, as the limiter sends it.
+fn script(
+    shas: &HashMap<&'static str, String>,
+    c: &mut Connection,
+    op: &str,
+    keys: &[Vec<u8>],
+    args: &[Vec<u8>],
+) -> Value {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(&shas[op]).arg(keys.len());
+    for k in keys {
+        cmd.arg(k);
+    }
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.query(c).unwrap_or_else(|e| panic!("{op}: {e}"))
+}
+
+impl Pair {
+    /// The script `op` on the Lua server.
+    fn lua(&mut self, op: &str, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Value {
+        script(&self.shas, &mut self.lua, op, keys, args)
+    }
+
+    /// The module's command on the module's server.
+    fn native(&mut self, command: &str, key: &[u8], args: &[Vec<u8>]) -> Value {
+        let mut cmd = redis::cmd(command);
+        cmd.arg(key);
+        for a in args {
+            cmd.arg(a);
+        }
+        cmd.query(&mut self.module)
+            .unwrap_or_else(|e| panic!("{command}: {e}"))
+    }
+
+    /// The script `op` on the module's server (a limiter not yet rolled to the module).
+    fn lua_on_module(&mut self, op: &str, key: &[u8], args: &[Vec<u8>]) -> Value {
+        script(&self.shas, &mut self.module, op, &[key.to_vec()], args)
+    }
+
+    /// A module command that names several keys.
+    fn native_keys(&mut self, command: &str, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Value {
+        let mut cmd = redis::cmd(command);
+        for a in keys.iter().chain(args) {
+            cmd.arg(a);
+        }
+        cmd.query(&mut self.module)
+            .unwrap_or_else(|e| panic!("{command}: {e}"))
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn num(v: &Value) -> i64 {
+    match v {
+        Value::Int(n) => *n,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
+fn close(a: i64, b: i64) -> bool {
+    let tolerance = TOLERANCE_MS.max(SLOWEST_STEP_MS.with(|s| s.get()) + 5);
+    (a - b).abs() <= tolerance
+}
+
+/// Two account values: the same bytes but for the times, which are close.
+fn same_account_value(a: &[u8], b: &[u8]) -> Result<(), String> {
+    let u48 = |v: &[u8], i: usize| {
+        v[i..i + 6]
+            .iter()
+            .fold(0i64, |n, &x| (n << 8) | i64::from(x))
+    };
+    if a.len() != b.len() || a.len() < 3 || a[..3] != b[..3] {
+        return Err("header or length differs".into());
+    }
+    let mut p = 3 + a[2] as usize;
+    if a[..p] != b[..p] {
+        return Err("plan differs".into());
+    }
+    if a[0] >= 2 {
+        if a[p] != b[p] || !close(u48(a, p + 1), u48(b, p + 1)) {
+            return Err("override differs".into());
+        }
+        p += 7;
+    }
+    while p < a.len() {
+        let stop = p + 30 + a[p + 29] as usize;
+        let stop = stop + 1 + a[stop] as usize;
+        if a[p] != b[p] {
+            return Err(format!("record at {p}: state differs"));
+        }
+        if !close(u48(a, p + 1), u48(b, p + 1)) || !close(u48(a, p + 7), u48(b, p + 7)) {
+            return Err(format!("record at {p}: times differ"));
+        }
+        if a[p + 13..stop] != b[p + 13..stop] {
+            return Err(format!("record at {p}: nonce, device or details differ"));
+        }
+        p = stop;
+    }
+    Ok(())
+}
+
+/// Two replies: equal, but for times (integers past 2001 in ms), which are close, and raw
+/// records, whose times are.
+fn same_reply(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => x == y || (*x > 1_000_000_000_000 && close(*x, *y)),
+        (Value::BulkString(x), Value::BulkString(y)) => {
+            x == y
+                || (x.len() > 30
+                    && x[0] == 0
+                    && same_account_value(&header_for(x), &header_for(y)).is_ok())
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_reply(a, b))
+        }
+        (x, y) => x == y,
+    }
+}
+
+/// Two audit entries (JSON): the same fields and values, times (past 2001 in ms) close. The
+/// scripts' `cjson` and the module write fields in different orders; the limiter reads either.
+fn same_json(a: &[u8], b: &[u8]) -> bool {
+    fn same(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+        use serde_json::Value::{Number, Object};
+        match (a, b) {
+            (Object(x), Object(y)) => {
+                x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            }
+            (Number(x), Number(y)) => match (x.as_i64(), y.as_i64()) {
+                (Some(x), Some(y)) => x == y || (x > 1_000_000_000_000 && close(x, y)),
+                _ => x == y,
+            },
+            (x, y) => x == y,
+        }
+    }
+    match (serde_json::from_slice(a), serde_json::from_slice(b)) {
+        (Ok(x), Ok(y)) => same(&x, &y),
+        _ => false,
+    }
+}
+
+/// The audit entries two answers carry at `at`, if any, are the same.
+fn same_entries(a: &Value, b: &Value, at: usize) -> bool {
+    match (a, b) {
+        (Value::Array(x), Value::Array(y)) => match (x.get(at), y.get(at)) {
+            (Some(Value::BulkString(x)), Some(Value::BulkString(y))) => same_json(x, y),
+            (None, None) => true,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// A raw record behind an empty version-1 header, to compare it as an account value.
+fn header_for(record: &[u8]) -> Vec<u8> {
+    let mut v = vec![1, 0, 0];
+    v.extend_from_slice(record);
+    v
+}
+
+/// The account's keys on one server: name → (value, or a list's entries, and expiry time).
+fn keys_of(c: &mut Connection, account: usize) -> HashMap<Vec<u8>, (Value, i64)> {
+    let mut names: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg(format!("{}*", account_key(account)))
+        .query(c)
+        .unwrap();
+    names.push(format!("sl:audit:{{a{account}}}").into_bytes());
+    let mut out = HashMap::new();
+    for name in names {
+        let kind: String = redis::cmd("TYPE").arg(&name).query(c).unwrap();
+        let value = match kind.as_str() {
+            "none" => continue,
+            "string" => redis::cmd("GET").arg(&name).query(c).unwrap(),
+            "list" => redis::cmd("LRANGE")
+                .arg(&name)
+                .arg(0)
+                .arg(-1)
+                .query(c)
+                .unwrap(),
+            other => panic!("unexpected {other} key"),
+        };
+        let expiry: i64 = redis::cmd("PEXPIRETIME").arg(&name).query(c).unwrap();
+        out.insert(name, (value, expiry));
+    }
+    out
+}
+
+fn compare_keys(pair: &mut Pair, account: usize) -> Result<(), String> {
+    let (a, b) = (
+        keys_of(&mut pair.lua, account),
+        keys_of(&mut pair.module, account),
+    );
+    let mut names: Vec<_> = a.keys().chain(b.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let shown = String::from_utf8_lossy(name);
+        let (Some((va, ea)), Some((vb, eb))) = (a.get(name), b.get(name)) else {
+            return Err(format!(
+                "{shown}: on one server only (lua {}, module {})",
+                a.contains_key(name),
+                b.contains_key(name)
+            ));
+        };
+        let same_value = match (va, vb) {
+            (Value::BulkString(x), Value::BulkString(y))
+                if name == account_key(account).as_bytes() =>
+            {
+                same_account_value(x, y).map_err(|e| format!("{shown}: {e}"))?;
+                true
+            }
+            (Value::BulkString(x), Value::BulkString(y)) => {
+                let n = |v: &[u8]| std::str::from_utf8(v).unwrap().parse::<i64>().unwrap();
+                close(n(x), n(y))
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len()
+                    && x.iter().zip(y).all(|(x, y)| match (x, y) {
+                        (Value::BulkString(x), Value::BulkString(y)) => same_json(x, y),
+                        _ => false,
+                    })
+            }
+            (x, y) => x == y,
+        };
+        if !same_value {
+            return Err(format!("{shown}: values differ: {va:?} / {vb:?}"));
+        }
+        let same_expiry = ea == eb || (*ea > 0 && *eb > 0 && close(*ea, *eb));
+        if !same_expiry {
+            return Err(format!("{shown}: expiry differs: {ea} / {eb}"));
+        }
+    }
+    Ok(())
+}
+
+/// The history so far, for the failure message.
+struct Log(Vec<String>);
+
+impl Log {
+    fn fail(&self, what: String) -> ! {
+        let start = self.0.len().saturating_sub(25);
+        panic!("{what}\nlast steps:\n{}", self.0[start..].join("\n"));
+    }
+}
+
+#[derive(Default, Debug)]
+struct Seen {
+    granted: u32,
+    denied_limit: u32,
+    denied_cap: u32,
+    renewed: u32,
+    reregistered: u32,
+    expired: u32,
+    revoked: u32,
+    released: u32,
+    not_held: u32,
+    force_stopped: u32,
+    overrides: u32,
+    lists: u32,
+    /// Lua renewals that needed `touch` (the account key's life ran short).
+    touched: u32,
+}
+
+struct History {
+    rng: StdRng,
+    streams: Vec<Stream>,
+    /// Account 0's streams: played once, then only renewed, every burst, so that their lease
+    /// keys age past the account key's margin and renewals need `touch`.
+    steady: Vec<Stream>,
+    seen: Seen,
+    log: Log,
+    book: Vec<u8>,
+}
+
+impl History {
+    /// A stream to act on: mostly one that was granted, sometimes a stranger's nonce.
+    fn some_stream(&mut self) -> Stream {
+        if self.streams.is_empty() || self.rng.random_bool(0.15) {
+            return Stream {
+                account: self.rng.random_range(1..ACCOUNTS),
+                device: self.rng.random_range(0..DEVICES.len()),
+                nonce: self.rng.random(),
+                plan: DEFAULT_PLAN,
+            };
+        }
+        let i = self.rng.random_range(0..self.streams.len());
+        self.streams[i].clone()
+    }
+
+    fn step(&mut self, pair: &mut Pair) {
+        let roll = self.rng.random_range(0..100);
+        let account = timed(|| match roll {
+            0..45 => self.acquire(pair),
+            45..75 => self.heartbeat(pair),
+            75..87 => self.release(pair),
+            87..92 => self.list(pair),
+            92..96 => self.force_stop(pair),
+            _ => self.set_override(pair),
+        });
+        if let Err(e) = compare_keys(pair, account) {
+            self.log
+                .fail(format!("after step {}: {e}", self.log.0.len()));
+        }
+    }
+
+    /// Account 0: its two plays at first, then a heartbeat for each.
+    fn steady_round(&mut self, pair: &mut Pair) {
+        if self.steady.is_empty() {
+            for device in [0, 1] {
+                let before = self.streams.len();
+                self.acquire_on(pair, 0, device);
+                assert_eq!(
+                    self.streams.len(),
+                    before + 1,
+                    "account 0's plays were refused"
+                );
+                self.steady.push(self.streams.pop().unwrap());
+            }
+        }
+        for s in self.steady.clone() {
+            timed(|| self.heartbeat_of(pair, s));
+            if let Err(e) = compare_keys(pair, 0) {
+                self.log
+                    .fail(format!("after step {}: {e}", self.log.0.len()));
+            }
+        }
+    }
+
+    fn answers(&self, op: &str, lua: &Value, module: &Value) {
+        if !same_reply(lua, module) {
+            self.log
+                .fail(format!("{op}: lua answered {lua:?}, the module {module:?}"));
+        }
+    }
+
+    fn acquire(&mut self, pair: &mut Pair) -> usize {
+        let account = self.rng.random_range(1..ACCOUNTS);
+        let device = self.rng.random_range(0..DEVICES.len());
+        self.acquire_on(pair, account, device)
+    }
+
+    fn acquire_on(&mut self, pair: &mut Pair, account: usize, device: usize) -> usize {
+        let nonce: [u8; 16] = self.rng.random();
+        // Mostly no plan named (the account's own); sometimes one, which may change it.
+        // Account 0's steady plays name no plan and take nothing over.
+        let steady = account == 0;
+        let plan = match self.rng.random_range(0..4) {
+            _ if steady => None,
+            0 => Some(PLANS[self.rng.random_range(0..PLANS.len())]),
+            _ => None,
+        };
+        let replace = match !steady && self.rng.random_bool(0.15) {
+            true => Some(self.some_stream()),
+            false => None,
+        };
+        let (id, kind) = DEVICES[device];
+        let mut args: Vec<Vec<u8>> = vec![TTL_MS.to_string().into(), KEEP_MS.to_string().into()];
+        match plan {
+            Some((name, limit, _)) => args.extend([name.into(), limit.to_string().into()]),
+            None => args.extend([Vec::new(), b"0".to_vec()]),
+        }
+        args.extend([
+            DEFAULT_PLAN.0.into(),
+            DEFAULT_PLAN.1.to_string().into(),
+            id.into(),
+            nonce.to_vec(),
+            details(kind, &format!("{id}'s screen")),
+        ]);
+        match &replace {
+            Some(t) => args.extend([DEVICES[t.device].0.into(), t.nonce.to_vec()]),
+            None => args.extend([Vec::new(), Vec::new()]),
+        }
+        match plan {
+            Some((_, _, caps)) => args.extend([caps.to_vec(), Vec::new()]),
+            None => args.extend([Vec::new(), self.book.clone()]),
+        }
+        let key = account_key(account).into_bytes();
+        let lua = pair.lua("acquire", std::slice::from_ref(&key), &args);
+        let module = match self.rng.random_bool(0.1) {
+            true => pair.lua_on_module("acquire", &key, &args),
+            false => pair.native("SL.ACQUIRE", &key, &args),
+        };
+        self.log.0.push(format!(
+            "acquire a{account} {id} plan {:?} replace {:?} → {lua:?}",
+            plan.map(|p| p.0),
+            replace.as_ref().map(|t| DEVICES[t.device].0)
+        ));
+        self.answers("acquire", &lua, &module);
+        if let Value::Array(items) = &lua {
+            match (num(&items[0]), num(&items[2])) {
+                (1, _) => {
+                    self.seen.granted += 1;
+                    let Value::BulkString(name) = &items[4] else {
+                        unreachable!()
+                    };
+                    let name = PLANS
+                        .iter()
+                        .map(|p| p.0)
+                        .find(|p| p.as_bytes() == name)
+                        .unwrap_or(DEFAULT_PLAN.0);
+                    let limit = num(&items[5]) as u8;
+                    self.streams.push(Stream {
+                        account,
+                        device,
+                        nonce,
+                        plan: (name, limit),
+                    });
+                }
+                (_, 0) => self.seen.denied_limit += 1,
+                _ => self.seen.denied_cap += 1,
+            }
+        }
+        account
+    }
+
+    fn heartbeat(&mut self, pair: &mut Pair) -> usize {
+        let s = self.some_stream();
+        self.heartbeat_of(pair, s)
+    }
+
+    fn heartbeat_of(&mut self, pair: &mut Pair, s: Stream) -> usize {
+        let key = account_key(s.account).into_bytes();
+        let lease = lease_key(s.account, &s.nonce);
+        // The Lua path as the limiter takes it: native renewal, `touch`, the full script.
+        let renewed_natively = match redis::cmd("GETEX")
+            .arg(&lease)
+            .arg("PX")
+            .arg(TTL_MS)
+            .query::<Option<String>>(&mut pair.lua)
+            .unwrap()
+        {
+            Some(text) => {
+                let fresh = text
+                    .parse::<i64>()
+                    .is_ok_and(|until| until >= now_ms() + 2 * TTL_MS);
+                fresh || {
+                    self.seen.touched += 1;
+                    let touched = pair.lua(
+                        "touch",
+                        &[key.clone(), lease.clone()],
+                        &[KEEP_MS.to_string().into()],
+                    );
+                    num(&touched) == 1
+                }
+            }
+            None => false,
+        };
+        let args: Vec<Vec<u8>> = vec![
+            TTL_MS.to_string().into(),
+            KEEP_MS.to_string().into(),
+            s.plan.0.into(),
+            s.plan.1.to_string().into(),
+            DEVICES[s.device].0.into(),
+            s.nonce.to_vec(),
+        ];
+        let lua = match renewed_natively {
+            true => None,
+            false => Some(pair.lua("heartbeat", std::slice::from_ref(&key), &args)),
+        };
+        let module = pair.native("SL.HEARTBEAT", &key, &args);
+        self.log.0.push(format!(
+            "heartbeat a{} {} → lua {lua:?} (native {renewed_natively}), module {module:?}",
+            s.account, DEVICES[s.device].0
+        ));
+        let code = match (&lua, &module) {
+            (None, Value::Array(m)) => {
+                // A native renewal answers no time; the module's must be one TTL from now.
+                if num(&m[0]) != 1 || !close(num(&m[1]), now_ms() + TTL_MS) {
+                    self.log.fail(format!(
+                        "heartbeat: lua renewed natively, the module answered {module:?}"
+                    ));
+                }
+                1
+            }
+            (Some(lua), module) => {
+                self.answers("heartbeat", lua, module);
+                let Value::Array(items) = lua else {
+                    unreachable!()
+                };
+                num(&items[0])
+            }
+            (None, other) => self
+                .log
+                .fail(format!("heartbeat: module answered {other:?}")),
+        };
+        match code {
+            1 => self.seen.renewed += 1,
+            2 => self.seen.reregistered += 1,
+            3 => self.seen.expired += 1,
+            _ => self.seen.revoked += 1,
+        }
+        s.account
+    }
+
+    fn release(&mut self, pair: &mut Pair) -> usize {
+        let s = self.some_stream();
+        let key = account_key(s.account).into_bytes();
+        let args: Vec<Vec<u8>> = vec![
+            TTL_MS.to_string().into(),
+            KEEP_MS.to_string().into(),
+            DEVICES[s.device].0.into(),
+            s.nonce.to_vec(),
+        ];
+        let lua = pair.lua("release", std::slice::from_ref(&key), &args);
+        let module = match self.rng.random_bool(0.1) {
+            true => pair.lua_on_module("release", &key, &args),
+            false => pair.native("SL.RELEASE", &key, &args),
+        };
+        self.log.0.push(format!(
+            "release a{} {} → {lua:?}",
+            s.account, DEVICES[s.device].0
+        ));
+        self.answers("release", &lua, &module);
+        match num(&lua) {
+            1 => self.seen.released += 1,
+            _ => self.seen.not_held += 1,
+        }
+        s.account
+    }
+
+    fn list(&mut self, pair: &mut Pair) -> usize {
+        let account = self.rng.random_range(1..ACCOUNTS);
+        let key = account_key(account).into_bytes();
+        let args: Vec<Vec<u8>> = vec![
+            TTL_MS.to_string().into(),
+            DEFAULT_PLAN.0.into(),
+            DEFAULT_PLAN.1.to_string().into(),
+        ];
+        let lua = pair.lua("list", std::slice::from_ref(&key), &args);
+        let module = pair.native("SL.LIST", &key, &args);
+        self.log.0.push(format!("list a{account} → {lua:?}"));
+        self.answers("list", &lua, &module);
+        self.seen.lists += 1;
+        account
+    }
+
+    fn force_stop(&mut self, pair: &mut Pair) -> usize {
+        let s = self.some_stream();
+        let keys = [
+            account_key(s.account).into_bytes(),
+            format!("sl:audit:{{a{}}}", s.account).into_bytes(),
+        ];
+        let args: Vec<Vec<u8>> = vec![
+            TTL_MS.to_string().into(),
+            KEEP_MS.to_string().into(),
+            DEVICES[s.device].0.into(),
+            s.nonce.to_vec(),
+            format!("a{}", s.account).into(),
+            b"stream".to_vec(),
+            b"support".to_vec(),
+            REASON.as_bytes().to_vec(),
+            b"3".to_vec(),
+            b"3600000".to_vec(),
+        ];
+        let lua = pair.lua("force_stop", &keys, &args);
+        let module = pair.native_keys("SL.FORCE_STOP", &keys, &args);
+        self.log.0.push(format!(
+            "force_stop a{} {} → {lua:?}",
+            s.account, DEVICES[s.device].0
+        ));
+        let code = |v: &Value| match v {
+            Value::Array(items) => num(&items[0]),
+            other => panic!("force_stop answered {other:?}"),
+        };
+        if code(&lua) != code(&module) || !same_entries(&lua, &module, 1) {
+            self.log
+                .fail(format!("force_stop: lua {lua:?}, module {module:?}"));
+        }
+        if code(&lua) == 1 {
+            self.seen.force_stopped += 1;
+        }
+        s.account
+    }
+
+    fn set_override(&mut self, pair: &mut Pair) -> usize {
+        let account = self.rng.random_range(1..ACCOUNTS);
+        let keys = [
+            account_key(account).into_bytes(),
+            format!("sl:audit:{{a{account}}}").into_bytes(),
+        ];
+        let limit = self.rng.random_range(0..=5u8);
+        let duration = OVERRIDE_MS[self.rng.random_range(0..OVERRIDE_MS.len())];
+        let args: Vec<Vec<u8>> = vec![
+            TTL_MS.to_string().into(),
+            KEEP_MS.to_string().into(),
+            DEFAULT_PLAN.0.into(),
+            DEFAULT_PLAN.1.to_string().into(),
+            limit.to_string().into(),
+            duration.to_string().into(),
+            format!("a{account}").into(),
+            b"support".to_vec(),
+            REASON.as_bytes().to_vec(),
+            b"3".to_vec(),
+            b"3600000".to_vec(),
+        ];
+        let lua = pair.lua("set_override", &keys, &args);
+        let module = pair.native_keys("SL.SET_OVERRIDE", &keys, &args);
+        self.log.0.push(format!(
+            "set_override a{account} {limit} for {duration} ms → {lua:?}"
+        ));
+        let head = |v: &Value| match v {
+            Value::Array(items) => (num(&items[0]), num(&items[1])),
+            other => panic!("set_override answered {other:?}"),
+        };
+        let ((la, lb), (ma, mb)) = (head(&lua), head(&module));
+        if la != ma || !(lb == mb || close(lb, mb)) || !same_entries(&lua, &module, 2) {
+            self.log
+                .fail(format!("set_override: lua {lua:?}, module {module:?}"));
+        }
+        self.seen.overrides += 1;
+        account
+    }
+}
+
+/// Every key of the server, with its value (or list length) and exact expiry time.
+fn everything(c: &mut Connection) -> Vec<(Vec<u8>, Value, i64)> {
+    let mut names: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let kind: String = redis::cmd("TYPE").arg(&name).query(c).unwrap();
+            let value = match kind.as_str() {
+                "string" => redis::cmd("GET").arg(&name).query(c).unwrap(),
+                "list" => redis::cmd("LRANGE")
+                    .arg(&name)
+                    .arg(0)
+                    .arg(-1)
+                    .query(c)
+                    .unwrap(),
+                _ => return None,
+            };
+            let expiry: i64 = redis::cmd("PEXPIRETIME").arg(&name).query(c).unwrap();
+            Some((name, value, expiry))
+        })
+        .collect()
+}
+
+#[test]
+fn the_module_answers_and_writes_as_the_lua_scripts_do() {
+    let lua_server = Server::start(&[]);
+    let module_server = Server::with_module(&[]);
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &module_server.port.to_string()]);
+    let mut lua = lua_server.connect();
+    let shas = support::load_scripts(&mut lua).into_iter().collect();
+    let mut module = module_server.connect();
+    support::load_scripts(&mut module);
+    let mut pair = Pair { lua, module, shas };
+
+    let seed = std::env::var("DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(26);
+    let mut history = History {
+        rng: StdRng::seed_from_u64(seed),
+        streams: Vec::new(),
+        steady: Vec::new(),
+        seen: Seen::default(),
+        log: Log(Vec::new()),
+        book: caps_book(),
+    };
+    let start = Instant::now() + Duration::from_millis(50);
+    let mut skipped = 0;
+    for burst in 0..BURSTS {
+        let at = start + PERIOD * burst;
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        // A burst that starts late could reach a decision's time: left out.
+        if at.elapsed() > Duration::from_millis(5) {
+            skipped += 1;
+            continue;
+        }
+        history.steady_round(&mut pair);
+        while at.elapsed() < BURST {
+            history.step(&mut pair);
+        }
+    }
+    let seen = &history.seen;
+    eprintln!(
+        "seed {seed}: {} steps, {skipped} bursts skipped, slowest step {} ms, {seen:?}",
+        history.log.0.len(),
+        SLOWEST_STEP_MS.with(|s| s.get())
+    );
+    assert!(
+        skipped < BURSTS / 4,
+        "the machine was too busy: {skipped} bursts skipped"
+    );
+    for (what, n) in [
+        ("granted", seen.granted),
+        ("denied by the limit", seen.denied_limit),
+        ("denied by a cap", seen.denied_cap),
+        ("renewed", seen.renewed),
+        ("re-registered", seen.reregistered),
+        ("expired", seen.expired),
+        ("revoked", seen.revoked),
+        ("released", seen.released),
+        ("force-stopped", seen.force_stopped),
+        ("renewed through touch", seen.touched),
+    ] {
+        assert!(n > 0, "the history never saw a play {what}: {seen:?}");
+    }
+
+    // The replica, which has no module, applied the effects: the very same keys and times.
+    let mut primary = module_server.connect();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5_000)
+        .query(&mut primary)
+        .unwrap();
+    assert_eq!(acked, 1, "the replica never caught up");
+    let mut replica_conn = replica.connect();
+    assert_eq!(everything(&mut primary), everything(&mut replica_conn));
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# module-cost.sh: the native commands (redis-module/, SL.*) against the Lua scripts and SET, on
+# the fleet-sizing measure: Redis main-thread CPU per operation with its network I/O (INFO cpu
+# used_cpu_user_main_thread + used_cpu_sys_main_thread, deltas over one redis-benchmark run,
+# divided by the calls of the phase's command), as a ratio to SET in the same run and at the same
+# depth. One server with the module loaded runs every phase, so Lua and module meet the same
+# keyspace; phases run REPEAT rounds round-robin and the median is reported.
+#
+#   play-start  acquire from the device that already holds the account's one stream (its record
+#               and lease key replaced), and on a new account
+#   heartbeat   Lua path: the limiter's native renewal, GETEX of the lease key (the common case;
+#               `touch` and the full script are rarer); module: SL.HEARTBEAT, the whole heartbeat
+#   stop        release of a live lease on accounts of one stream, loaded afresh before each run
+#               from RELEASE_KEYS accounts (a draw that repeats finds it released: "not held")
+#
+# Each at 8 clients each waiting for its answer (-P 1) and pipelined (-P PIPE).
+#
+# Environment: BENCH_N calls per run [50000], REPEAT rounds [3], BENCH_C clients [8], PIPE [8],
+# BENCH_KEYS pre-filled accounts per case [100000], RELEASE_KEYS [4 x BENCH_N], MODULE (path of
+# the .so) [target/release/libscreenlimit_redis_module.so: cargo build --release -p
+# screenlimit-redis-module]. Starts its own redis-server on a free loopback port, kills it on exit.
+#
+# Example: REPEAT=3 scripts/module-cost.sh   (about 4 minutes)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH_N=${BENCH_N:-50000}
+REPEAT=${REPEAT:-3}
+BENCH_C=${BENCH_C:-8}
+PIPE=${PIPE:-8}
+BENCH_KEYS=${BENCH_KEYS:-100000}
+RELEASE_KEYS=${RELEASE_KEYS:-$((4 * BENCH_N))}
+MODULE=${MODULE:-$ROOT/target/release/libscreenlimit_redis_module.so}
+TTL_MS=3600000 # longer than the run: no lease expires mid-run
+KEEP_MS=$((2 * TTL_MS))
+
+die() { echo "module-cost: $*" >&2; exit 1; }
+for tool in redis-server redis-cli redis-benchmark python3; do
+  command -v "$tool" >/dev/null || die "$tool not found"
+done
+[[ -f $MODULE ]] || die "no $MODULE (cargo build --release -p screenlimit-redis-module)"
+
+WORK=$(mktemp -d)
+REDIS_PID=
+cleanup() {
+  [[ -z $REDIS_PID ]] || { kill "$REDIS_PID" 2>/dev/null || true; wait "$REDIS_PID" 2>/dev/null || true; }
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+log() { printf '[module-cost %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no --logfile "$WORK/redis.log" \
+  --loadmodule "$MODULE" &
+REDIS_PID=$!
+for _ in $(seq 50); do
+  redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && break
+  sleep 0.1
+done
+rc() { redis-cli -p "$PORT" "$@"; }
+rcn() { local db=$1; shift; redis-cli -p "$PORT" -n "$db" "$@"; }
+[[ $(rc SL.VERSION) == 2 ]] || { cat "$WORK/redis.log" >&2; die "the module did not load or speaks another layout"; }
+
+# The scripts as the limiter assembles them (lease_script! in limiter/src/store/redis/mod.rs).
+LUA=$ROOT/limiter/src/store/redis/lua
+declare -A SHA
+SHA[acquire]=$(cat "$LUA/fast.lua" "$LUA/acquire_fast.lua" "$LUA/common.lua" "$LUA/acquire.lua" | rc -x SCRIPT LOAD)
+SHA[release]=$(cat "$LUA/fast.lua" "$LUA/release_fast.lua" "$LUA/common.lua" "$LUA/release.lua" | rc -x SCRIPT LOAD)
+
+DEVICE=mobile-7f3a9c2e1b4d
+NONCE=bench-nonce-0001
+META='Samsung Galaxy S23'
+hex() { printf '\\x%02x' "$1"; }
+body=$((1 + 1 + ${#META} + 1 + 9 + 1 + 15))
+# shellcheck disable=SC2059 # the format is built from \x escapes on purpose
+DETAILS=$(printf "$(hex $body)$(hex 1)$(hex ${#META})%s$(hex 9)%s$(hex 15)%s" "$META" profile-1 title:tt0111161)
+ACQ=("$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$DEVICE" "$NONCE" "$DETAILS" '' '' '' '')
+HB=("$TTL_MS" "$KEEP_MS" premium 4 "$DEVICE" "$NONCE")
+REL=("$TTL_MS" "$KEEP_MS" "$DEVICE" "$NONCE")
+
+# Pre-fill: accounts sl:{PREFIX%012d} (redis-benchmark's __rand_int__ form), stream 0 the bench
+# device, the others random devices and nonces, written with SL.ACQUIRE (the same layout).
+load() { # load DB PREFIX ACCOUNTS STREAMS
+  python3 - "$2" "$3" "$4" "$TTL_MS" "$KEEP_MS" "$DETAILS" <<'PY' | rcn "$1" --pipe >"$WORK/pipe.out" 2>&1
+import random, sys
+prefix, accounts, streams, ttl, keep, details = sys.argv[1:]
+rng, out = random.Random(26), sys.stdout.buffer
+def bulk(b): return b"$%d\r\n%s\r\n" % (len(b), b)
+for a in range(int(accounts)):
+    key = b"sl:{%s%012d}" % (prefix.encode(), a)
+    for s in range(int(streams)):
+        device, nonce = (b"mobile-7f3a9c2e1b4d", b"bench-nonce-0001") if s == 0 else \
+            (b"tv-%014x" % rng.getrandbits(56), rng.randbytes(16))
+        args = [b"SL.ACQUIRE", key, ttl.encode(), keep.encode(), b"", b"0", b"premium", b"4", device,
+                nonce, details.encode("latin-1"), b"", b"", b"", b""]
+        out.write(b"*%d\r\n" % len(args) + b"".join(bulk(x) for x in args))
+PY
+  grep -q 'errors: 0,' "$WORK/pipe.out" || { cat "$WORK/pipe.out" >&2; die "load failed"; }
+}
+cpu() {
+  rc INFO cpu | tr -d '\r' | awk -F: '$1 == "used_cpu_user_main_thread" { u = $2 } $1 == "used_cpu_sys_main_thread" { s = $2 } END { printf "%.6f\n", u + s }'
+}
+
+log "load average $(cut -d' ' -f1-3 /proc/loadavg); pre-filling $BENCH_KEYS accounts per case"
+load 0 acq1- "$BENCH_KEYS" 1
+load 0 hb2- "$BENCH_KEYS" 2
+VALUE=$(printf 'v%.0s' $(seq 60))
+redis-benchmark -p "$PORT" -n "$BENCH_KEYS" -c "$BENCH_C" -P "$PIPE" -r "$BENCH_KEYS" -q SET 'key:__rand_int__' "$VALUE" >/dev/null
+
+declare -A CMD RANGE DB STAT
+PHASES=()
+phase() { # phase NAME CMDSTAT KEYRANGE DB COMMAND...
+  local id=$1
+  STAT[$id]=$2 RANGE[$id]=$3 DB[$id]=$4
+  shift 4
+  CMD[$id]=$(printf '%q ' "$@")
+  PHASES+=("$id")
+}
+phase 'SET, 60-byte value'                set "$BENCH_KEYS" 0 SET 'key:__rand_int__' "$VALUE"
+phase 'play-start, re-acquire: Lua'       evalsha "$BENCH_KEYS" 0 EVALSHA "${SHA[acquire]}" 1 'sl:{acq1-__rand_int__}' "${ACQ[@]}"
+phase 'play-start, re-acquire: module'    sl.acquire "$BENCH_KEYS" 0 SL.ACQUIRE 'sl:{acq1-__rand_int__}' "${ACQ[@]}"
+phase 'play-start, new account: Lua'      evalsha 100000000 0 EVALSHA "${SHA[acquire]}" 1 'sl:{new-__rand_int__}' "${ACQ[@]}"
+phase 'play-start, new account: module'   sl.acquire 100000000 0 SL.ACQUIRE 'sl:{mnew-__rand_int__}' "${ACQ[@]}"
+phase 'heartbeat: Lua path (GETEX)'       getex "$BENCH_KEYS" 0 GETEX "sl:{hb2-__rand_int__}${NONCE:0:8}" PX "$TTL_MS"
+phase 'heartbeat: module (SL.HEARTBEAT)'  sl.heartbeat "$BENCH_KEYS" 0 SL.HEARTBEAT 'sl:{hb2-__rand_int__}' "${HB[@]}"
+phase 'stop: Lua'                         evalsha "$RELEASE_KEYS" 1 EVALSHA "${SHA[release]}" 1 'sl:{rel-__rand_int__}' "${REL[@]}"
+phase 'stop: module'                      sl.release "$RELEASE_KEYS" 1 SL.RELEASE 'sl:{rel-__rand_int__}' "${REL[@]}"
+
+printf 'name\tpipe\tcpu_us\tcalls\n' >"$WORK/runs.tsv"
+run_once() { # run_once NAME PIPE
+  local id=$1 pipe=$2 c0 c1 calls
+  local -a cmd
+  eval "cmd=(${CMD[$id]})"
+  if [[ ${DB[$id]} == 1 ]]; then rcn 1 FLUSHDB >/dev/null; load 1 rel- "$RELEASE_KEYS" 1; fi
+  rc CONFIG RESETSTAT >/dev/null
+  c0=$(cpu)
+  redis-benchmark -p "$PORT" --dbnum "${DB[$id]}" -n "$BENCH_N" -c "$BENCH_C" -P "$pipe" -r "${RANGE[$id]}" \
+    -q "${cmd[@]}" >/dev/null 2>&1
+  c1=$(cpu)
+  calls=$(rc INFO commandstats | tr -d '\r' | grep "^cmdstat_${STAT[$id]}:" | sed -E 's/.*[:,]calls=([0-9]+).*/\1/')
+  [[ -n $calls ]] && ((calls >= BENCH_N)) || die "$id: $calls calls of $BENCH_N"
+  if rc INFO commandstats | tr -d '\r' | grep "^cmdstat_${STAT[$id]}:" | grep -qv 'failed_calls=0'; then
+    die "$id: failed calls"
+  fi
+  printf '%s\t%s\t%s\t%s\n' "$id" "$pipe" "$(python3 -c "print(f'{($c1 - $c0) * 1e6 / $calls:.3f}')")" "$calls" >>"$WORK/runs.tsv"
+  log "$(printf '%-36s -P %-2s %s' "$id" "$pipe" "$(tail -1 "$WORK/runs.tsv" | cut -f3) us CPU/op")"
+}
+for ((round = 1; round <= REPEAT; round++)); do
+  log "round $round of $REPEAT, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  for pipe in 1 "$PIPE"; do
+    for id in "${PHASES[@]}"; do run_once "$id" "$pipe"; done
+  done
+done
+# The heartbeat phases renewed and nothing else: every bench lease key still there.
+[[ $(rc SL.HEARTBEAT 'sl:{hb2-000000000001}' "${HB[@]}" | head -1) == 1 ]] || die "a bench lease was lost"
+
+echo
+echo "### Module vs Lua vs SET ($(date -u '+%Y-%m-%d %H:%M UTC'), $(redis-server --version | cut -d' ' -f3), $(nproc) CPUs)"
+echo
+echo "BENCH_N=$BENCH_N REPEAT=$REPEAT BENCH_C=$BENCH_C PIPE=$PIPE BENCH_KEYS=$BENCH_KEYS RELEASE_KEYS=$RELEASE_KEYS scripts/module-cost.sh"
+echo "Load average at end $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
+python3 - "$WORK/runs.tsv" "$PIPE" <<'PY'
+import csv, statistics, sys
+runs = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+pipe = sys.argv[2]
+names = list(dict.fromkeys(r["name"] for r in runs))
+def med(name, p): return statistics.median(float(r["cpu_us"]) for r in runs if r["name"] == name and r["pipe"] == p)
+def spread(name, p):
+    v = [float(r["cpu_us"]) for r in runs if r["name"] == name and r["pipe"] == p]
+    return f"{min(v):.2f}–{max(v):.2f}"
+print(f"| operation | µs per op, 8 clients each waiting (range) | × SET | µs per op, -P {pipe} (range) | × SET -P {pipe} |")
+print("|---|---|---:|---|---:|")
+for n in names:
+    print(f"| {n} | {med(n, '1'):.2f} ({spread(n, '1')}) | {med(n, '1') / med('SET, 60-byte value', '1'):.2f}"
+          f" | {med(n, pipe):.2f} ({spread(n, pipe)}) | {med(n, pipe) / med('SET, 60-byte value', pipe):.2f} |")
+PY
