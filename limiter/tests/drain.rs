@@ -200,6 +200,16 @@ async fn sigterm_drains_answering_with_connection_close_then_exits() {
             ),
         }
     }
+    let after_drain = log
+        .iter()
+        .filter(|(at, o)| *at >= drain_end && matches!(o, Outcome::Refused))
+        .count();
+    println!(
+        "SIGTERM under {PLAYERS} kept-alive players: /readyz 503 after {unready_after:?}; {during} answers \
+         during the {DRAIN:?} drain, all with Connection: close, 0 refused or broken; refused after it: \
+         {after_drain}; exit after {exited_after:?} (the stuck request cut at the {SHUTDOWN_TIMEOUT:?} \
+         shutdown timeout)"
+    );
     assert!(
         during >= PLAYERS * 10,
         "only {during} answers during the drain"

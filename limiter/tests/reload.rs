@@ -256,3 +256,45 @@ async fn on_redis_a_raised_default_plan_reaches_plays_that_name_no_plan() {
     assert_eq!(reply.body["lease_ttl_sec"], 20.0, "{:?}", reply.body);
     assert_eq!(fleet_config(&api).await["generation"], 2);
 }
+
+/// A mounted ConfigMap as the kubelet lays it out: `limiter.yaml -> ..data/limiter.yaml`,
+/// `..data -> ..<timestamp>/`; an update writes a new timestamped directory and renames a new
+/// `..data` link over the old one. The file's inode and mtime seen through the path need not
+/// tell; its content does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_style_symlink_swap_is_seen() {
+    use std::os::unix::fs::symlink;
+    let limiter = LimiterProcess::start(PLANS);
+    let api = limiter.client();
+    let path = limiter.config_path.clone();
+    let dir = path.parent().unwrap().to_owned();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let version = |name: &str, body: &str| {
+        let versioned = dir.join(name);
+        std::fs::create_dir(&versioned).unwrap();
+        std::fs::write(versioned.join("limiter.yaml"), body).unwrap();
+        let link = dir.join("..data_tmp");
+        symlink(name, &link).unwrap();
+        std::fs::rename(&link, dir.join("..data")).unwrap();
+    };
+    // The same content behind the links: nothing to apply.
+    version("..v1", &text);
+    let link = dir.join("limiter.yaml.link");
+    symlink("..data/limiter.yaml", &link).unwrap();
+    std::fs::rename(&link, &path).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(fleet_config(&api).await["generation"], 1);
+
+    version("..v2", &text.replace("family: 3", "family: 2"));
+    let mut n = 0;
+    within(Duration::from_secs(5), "the swapped file", || {
+        n += 1;
+        let (api, account) = (api.clone(), format!("swap-{n}"));
+        async move {
+            family_plays(&api, &account, 3).await
+                == [StatusCode::OK, StatusCode::OK, StatusCode::CONFLICT]
+        }
+    })
+    .await;
+    assert_eq!(fleet_config(&api).await["generation"], 2);
+}

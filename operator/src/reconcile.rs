@@ -205,9 +205,11 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
 
     // Status, from what was read before this round's writes (their effects trigger the next).
     let mut observed = observe(sl, &names, &stateful_sets, &deployments, drift);
-    observed.config = Some(
-        crate::config_rollout::observe(&ctx.client, &ns, &names, &desired.config_revision).await,
-    );
+    let rollout =
+        crate::config_rollout::observe(&ctx.client, &ns, &names, &desired.config_revision).await;
+    // Pods taking in a changed file make no event to watch: look again soon until they all do.
+    let config_pending = !rollout.complete();
+    observed.config = Some(rollout);
     // Wanted but not served: look again soon, the Prometheus Operator may be on its way.
     let monitoring_missing = !monitoring.missing.is_empty();
     observed.monitoring = monitoring;
@@ -217,7 +219,7 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
         .conditions
         .iter()
         .any(|c| c.type_ == status::READY && c.status == "True");
-    let after = if ready {
+    let after = if ready && !config_pending {
         READY_REQUEUE
     } else {
         PROGRESS_REQUEUE
