@@ -56,6 +56,11 @@ pub struct OverloadArgs {
     /// `http.max_queue_delay` of the spawned limiter (0s: off).
     #[arg(long, value_parser = dur)]
     pub max_queue_delay: Option<Duration>,
+    /// After each multiple, offer `GET /healthz` at the same rate for the same time (a `healthz
+    /// Nx` row): what this machine can deliver at that rate with no store and no decision, so a
+    /// multiple it cannot offer is told from one the limiter cannot answer.
+    #[arg(long)]
+    pub healthz_control: bool,
     /// The latency budget the answered p99 is checked against.
     #[arg(long, default_value_t = 50.0)]
     pub p99_budget_ms: f64,
@@ -168,11 +173,21 @@ fn redis_main_cpu(redis: &mut Option<RedisStats>) -> Option<f64> {
     redis.as_mut()?.main_thread_cpu_seconds().ok()
 }
 
-/// Offers `rate` play-starts per second for `window`, each on its own task (open loop).
+/// What an open-loop step sends.
+#[derive(Clone, Copy)]
+enum Offer {
+    PlayStart,
+    /// `GET /healthz`: the control.
+    Healthz,
+}
+
+/// Offers `rate` requests per second for `window`, each on its own task (open loop).
+#[allow(clippy::too_many_arguments)]
 async fn offer(
     http: &Arc<HttpClient>,
     rec: &Arc<Recorder>,
     op: &'static str,
+    what: Offer,
     tag: &str,
     rate: f64,
     window: Duration,
@@ -191,11 +206,17 @@ async fn offer(
             rec.record(op, due.elapsed(), "not sent (loadgen backlog full)");
             continue;
         };
-        let (http, rec, body) = (http.clone(), rec.clone(), play_body(tag, accounts));
+        let (http, rec) = (http.clone(), rec.clone());
+        let (method, path, body) = match what {
+            Offer::PlayStart => (Method::POST, "/v1/streams", play_body(tag, accounts)),
+            Offer::Healthz => (Method::GET, "/healthz", String::new()),
+        };
         tasks.push(tokio::spawn(async move {
-            let label = match http.send(Method::POST, "/v1/streams", body).await {
-                Ok(reply) => outcome(reply.status, &reply.body),
-                Err(_) => "transport error",
+            let label = match (http.send(method, path, body).await, what) {
+                (Ok(reply), Offer::PlayStart) => outcome(reply.status, &reply.body),
+                (Ok(reply), Offer::Healthz) if reply.status == 200 => "200",
+                (Ok(_), Offer::Healthz) => "not 200",
+                (Err(_), _) => "transport error",
             };
             rec.record(op, due.elapsed(), label);
             drop(permit);
@@ -262,7 +283,17 @@ pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
             stack.limiter_cpu(),
             Instant::now(),
         );
-        offer(&http, &rec, op, &tag, rate, args.step, args.accounts).await;
+        offer(
+            &http,
+            &rec,
+            op,
+            Offer::PlayStart,
+            &tag,
+            rate,
+            args.step,
+            args.accounts,
+        )
+        .await;
         let secs = at.elapsed().as_secs_f64();
         let store_calls_per_sec = evalsha_calls(&mut redis)
             .zip(calls_before)
@@ -277,6 +308,20 @@ pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
             "redis_main_cpu_per_sec": redis_cpu_per_sec,
             "limiter_cpu_per_sec": round2((stack.limiter_cpu() - cpu_before) / secs),
         }));
+        if args.healthz_control {
+            let op: &'static str = Box::leak(format!("healthz {multiple}x").into_boxed_str());
+            offer(
+                &http,
+                &rec,
+                op,
+                Offer::Healthz,
+                &tag,
+                rate,
+                args.step,
+                args.accounts,
+            )
+            .await;
+        }
     }
     rec.fill(&mut report, args.step.as_secs_f64());
     for (step, multiple) in steps.iter_mut().zip(&args.multiples) {

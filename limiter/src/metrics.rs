@@ -72,6 +72,15 @@ pub struct Metrics {
     admission: AdmissionMetrics,
 }
 
+/// A gauge per shard, registered.
+fn shard_gauge(registry: &Registry, name: &str, help: &str) -> IntGaugeVec {
+    let gauge = IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid metric");
+    registry
+        .register(Box::new(gauge.clone()))
+        .expect("metric registered once");
+    gauge
+}
+
 /// Each shard's admission (`store/redis/batch.rs`): what is queued, the bound, the pace, what was
 /// shed and why.
 struct AdmissionMetrics {
@@ -84,13 +93,7 @@ struct AdmissionMetrics {
 
 impl AdmissionMetrics {
     fn new(registry: &Registry) -> Self {
-        let gauge = |name: &str, help: &str| {
-            let gauge = IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid metric");
-            registry
-                .register(Box::new(gauge.clone()))
-                .expect("metric registered once");
-            gauge
-        };
+        let gauge = |name: &str, help: &str| shard_gauge(registry, name, help);
         let per_command = prometheus::GaugeVec::new(
             Opts::new(
                 "store_per_command_seconds",
@@ -432,13 +435,7 @@ struct ShardGauges {
 
 impl ShardGauges {
     fn register(registry: &Registry) -> Self {
-        let gauge = |name: &str, help: &str| {
-            let gauge = IntGaugeVec::new(Opts::new(name, help), &["shard"]).expect("valid metric");
-            registry
-                .register(Box::new(gauge.clone()))
-                .expect("metric registered once");
-            gauge
-        };
+        let gauge = |name: &str, help: &str| shard_gauge(registry, name, help);
         ShardGauges {
             used_memory: gauge(
                 "store_used_memory_bytes",
