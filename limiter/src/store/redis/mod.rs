@@ -582,8 +582,9 @@ impl RedisStore {
                 Ok(value) => return Ok((node.index, value)),
                 Err(error) => {
                     // The node may be gone (a failover): the map is read again meanwhile. A
-                    // full node is still the slot's primary.
-                    if !matches!(error, StoreError::Oom { .. }) {
+                    // full node is still the slot's primary, and so is one too busy to be sent
+                    // more (a shed call must not make a spike read the slot map again and again).
+                    if !matches!(error, StoreError::Oom { .. } | StoreError::Shed { .. }) {
                         topology.stale();
                     }
                     return Err(error);
