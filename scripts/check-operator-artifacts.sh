@@ -73,7 +73,8 @@ variants = {
                             "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
                             "ServiceAccount/rel-screenlimit", "StreamLimiter/screenlimit-demo",
                             "Pod/rel-screenlimit-test"]),
-    "monitoring+knobs": ({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}},
+    "monitoring+knobs": ({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}},
+                                      "prometheusRule": {"enabled": True, "labels": {"release": "kps"}}},
                           "commonLabels": {"cost-center": "video"}, "podLabels": {"team": "play"},
                           "priorityClassName": "screenlimit-critical",
                           "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
@@ -82,7 +83,7 @@ variants = {
                           "Deployment/rel-screenlimit", "Role/rel-screenlimit-leader-election",
                           "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
                           "ServiceAccount/rel-screenlimit", "ServiceMonitor/rel-screenlimit",
-                          "Pod/rel-screenlimit-test"]),
+                          "PrometheusRule/rel-screenlimit", "Pod/rel-screenlimit-test"]),
     "grafana": ({"grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "screenlimit"}}},
                 ["ClusterRole/rel-screenlimit", "ClusterRoleBinding/rel-screenlimit",
                  "Deployment/rel-screenlimit", "Role/rel-screenlimit-leader-election",
@@ -129,6 +130,13 @@ for name, (values, expected) in variants.items():
         if d["kind"] == "ServiceMonitor":
             assert d["metadata"]["labels"]["release"] == "kps", d["metadata"]
             assert d["spec"]["endpoints"][0]["port"] == "http", d["spec"]
+        if d["kind"] == "PrometheusRule":
+            # The operator's own alert, once per install (alerts/operator.yaml, promtool-tested
+            # in operator/tests/monitoring.rs), with its template text left for Prometheus.
+            assert d["metadata"]["labels"]["release"] == "kps", d["metadata"]
+            rules = [r for g in d["spec"]["groups"] for r in g["rules"]]
+            assert [r["alert"] for r in rules] == ["ScreenlimitOperatorReconcileFailing"], rules
+            assert "{{ $labels.namespace }}" in rules[0]["annotations"]["summary"], rules[0]
         if d["kind"] == "Pod":
             assert d["metadata"]["annotations"]["helm.sh/hook"] == "test", d["metadata"]
         if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard"):
