@@ -183,6 +183,24 @@ if checked.returncode != 0:
     failed = True
 else:
     print(f"  grafana dashboard: {len(rules)} queries valid (promtool), metrics exported")
+    # The degraded share divides like by like: with heartbeats degraded too (a store outage
+    # degrades both), it is degraded decisions over all decisions, never above 100 %.
+    with open(f.name.replace(".yaml", ".test.yaml"), "w") as t:
+        scope = 'namespace="video",job="demo-limiter"'
+        yaml.safe_dump({"rule_files": [f.name], "evaluation_interval": "1m", "tests": [{
+            "interval": "1m",
+            "input_series": [
+                {"series": f'screenlimit_decisions_total{{{scope},decision="{k}"}}', "values": f"0+{v}x20"}
+                for k, v in [("allowed", 90), ("denied", 10), ("degraded", 400), ("renewed", 1500)]],
+            "promql_expr_test": [{"expr": "round(1000 * dashboard:panel_2_A)", "eval_time": "10m",
+                                  "exp_samples": [{"labels": "{}", "value": 200}]}],
+        }]}, t)
+    tested = subprocess.run(["promtool", "test", "rules", t.name], capture_output=True, text=True)
+    if tested.returncode != 0:
+        print("the degraded-share panel does not divide like by like:", tested.stdout, tested.stderr, file=sys.stderr)
+        failed = True
+    else:
+        print("  grafana dashboard: the degraded share divides like by like (promtool test)")
 
 crd = yaml.safe_load(open(f"{chart}/crds/streamlimiter.yaml"))
 assert crd["metadata"]["name"] == "streamlimiters.screenlimit.io"
