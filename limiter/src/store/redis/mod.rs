@@ -15,6 +15,7 @@ mod pace;
 mod record;
 pub mod ring;
 mod shard;
+mod unusable;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -472,6 +473,14 @@ impl RedisStore {
                 (s.index, view)
             })
             .collect()
+    }
+
+    /// Redis Cluster nodes of the last slot map with an address that cannot be used.
+    pub fn unusable_cluster_nodes(&self) -> usize {
+        match &self.shards {
+            Shards::Cluster(topology) => topology.unusable_nodes(),
+            _ => 0,
+        }
     }
 
     /// Each shard's circuit: (shard, open).
