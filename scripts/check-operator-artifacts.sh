@@ -73,7 +73,8 @@ variants = {
                             "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
                             "ServiceAccount/rel-screenlimit", "StreamLimiter/screenlimit-demo",
                             "Pod/rel-screenlimit-test"]),
-    "monitoring+knobs": ({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}},
+    "monitoring+knobs": ({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}},
+                                      "prometheusRule": {"enabled": True, "labels": {"release": "kps"}}},
                           "commonLabels": {"cost-center": "video"}, "podLabels": {"team": "play"},
                           "priorityClassName": "screenlimit-critical",
                           "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
@@ -82,7 +83,7 @@ variants = {
                           "Deployment/rel-screenlimit", "Role/rel-screenlimit-leader-election",
                           "RoleBinding/rel-screenlimit-leader-election", "Service/rel-screenlimit-metrics",
                           "ServiceAccount/rel-screenlimit", "ServiceMonitor/rel-screenlimit",
-                          "Pod/rel-screenlimit-test"]),
+                          "PrometheusRule/rel-screenlimit", "Pod/rel-screenlimit-test"]),
     "grafana": ({"grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "screenlimit"}}},
                 ["ClusterRole/rel-screenlimit", "ClusterRoleBinding/rel-screenlimit",
                  "Deployment/rel-screenlimit", "Role/rel-screenlimit-leader-election",
@@ -129,6 +130,13 @@ for name, (values, expected) in variants.items():
         if d["kind"] == "ServiceMonitor":
             assert d["metadata"]["labels"]["release"] == "kps", d["metadata"]
             assert d["spec"]["endpoints"][0]["port"] == "http", d["spec"]
+        if d["kind"] == "PrometheusRule":
+            # The operator's own alert, once per install (alerts/operator.yaml, promtool-tested
+            # in operator/tests/monitoring.rs), with its template text left for Prometheus.
+            assert d["metadata"]["labels"]["release"] == "kps", d["metadata"]
+            rules = [r for g in d["spec"]["groups"] for r in g["rules"]]
+            assert [r["alert"] for r in rules] == ["ScreenlimitOperatorReconcileFailing"], rules
+            assert "{{ $labels.namespace }}" in rules[0]["annotations"]["summary"], rules[0]
         if d["kind"] == "Pod":
             assert d["metadata"]["annotations"]["helm.sh/hook"] == "test", d["metadata"]
         if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard"):
@@ -175,6 +183,24 @@ if checked.returncode != 0:
     failed = True
 else:
     print(f"  grafana dashboard: {len(rules)} queries valid (promtool), metrics exported")
+    # The degraded share divides like by like: with heartbeats degraded too (a store outage
+    # degrades both), it is degraded decisions over all decisions, never above 100 %.
+    with open(f.name.replace(".yaml", ".test.yaml"), "w") as t:
+        scope = 'namespace="video",job="demo-limiter"'
+        yaml.safe_dump({"rule_files": [f.name], "evaluation_interval": "1m", "tests": [{
+            "interval": "1m",
+            "input_series": [
+                {"series": f'screenlimit_decisions_total{{{scope},decision="{k}"}}', "values": f"0+{v}x20"}
+                for k, v in [("allowed", 90), ("denied", 10), ("degraded", 400), ("renewed", 1500)]],
+            "promql_expr_test": [{"expr": "round(1000 * dashboard:panel_2_A)", "eval_time": "10m",
+                                  "exp_samples": [{"labels": "{}", "value": 200}]}],
+        }]}, t)
+    tested = subprocess.run(["promtool", "test", "rules", t.name], capture_output=True, text=True)
+    if tested.returncode != 0:
+        print("the degraded-share panel does not divide like by like:", tested.stdout, tested.stderr, file=sys.stderr)
+        failed = True
+    else:
+        print("  grafana dashboard: the degraded share divides like by like (promtool test)")
 
 crd = yaml.safe_load(open(f"{chart}/crds/streamlimiter.yaml"))
 assert crd["metadata"]["name"] == "streamlimiters.screenlimit.io"

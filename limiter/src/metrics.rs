@@ -70,6 +70,7 @@ pub struct Metrics {
     live_streams: IntGaugeVec,
     shard_state: ShardGauges,
     admission: AdmissionMetrics,
+    unusable_cluster_nodes: IntGauge,
 }
 
 /// A gauge per shard, registered.
@@ -268,8 +269,14 @@ impl Metrics {
             &["shard", "method"],
         )
         .expect("valid metric");
+        let unusable_cluster_nodes = IntGauge::new(
+            "store_cluster_unusable_nodes",
+            "Redis Cluster nodes the last slot map names whose address this instance cannot use (their slots are not served; the log says which, once)",
+        )
+        .expect("valid metric");
         for metric in [
             Box::new(decisions.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(unusable_cluster_nodes.clone()),
             Box::new(shed.clone()),
             Box::new(shed_behind.clone()),
             Box::new(connections_refused.clone()),
@@ -304,6 +311,7 @@ impl Metrics {
             in_flight,
             live_streams,
             admission,
+            unusable_cluster_nodes,
         }
     }
 
@@ -378,6 +386,12 @@ impl Metrics {
                 .with_label_values(&[&shard.to_string()])
                 .set(i64::from(open));
         }
+    }
+
+    /// How many cluster nodes of the last slot map have an unusable address.
+    pub fn set_unusable_cluster_nodes(&self, count: usize) {
+        self.unusable_cluster_nodes
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Each shard's memory and flags as last seen, for the shards there are now.

@@ -591,6 +591,8 @@ impl StreamService {
 
     pub fn render_metrics(&self) -> String {
         self.metrics.set_circuits(&self.store.circuits());
+        self.metrics
+            .set_unusable_cluster_nodes(self.store.unusable_cluster_nodes());
         self.metrics.set_shard_states(&self.store.shard_states());
         for (shard, batches, commands) in self.store.batch_totals() {
             self.metrics.sync_batches(shard, batches, commands);

@@ -102,6 +102,12 @@ async fn a_lone_node_is_served_and_its_circuit_closes_after_a_freeze() {
     let api = limiter.client();
     let first = api.play_on("acct-lone", "tv").await;
     assert_eq!(first.body["degraded"], false, "{first:?}");
+    // Its empty address is one the limiter can use: no node is counted unusable.
+    let metrics = api.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("\nscreenlimit_store_cluster_unusable_nodes 0\n"),
+        "{metrics}"
+    );
 
     node.freeze(true);
     for i in 0..6 {

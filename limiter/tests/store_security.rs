@@ -177,6 +177,23 @@ async fn bad_credentials_permissions_or_tls_stop_the_start_with_the_field_named(
     let said = s.refused(&no_client_cert, &[]);
     assert_names(&said, "store.tls", "TLS to shard 0");
 
+    // An X.509 v1 client certificate is the client's fault, not the server's: the file is named.
+    let v1 = s.config("ca.crt", &auth).replace(
+        &s.certs.store_tls_yaml("ca.crt"),
+        &format!(
+            "  tls: {{ ca_file: {:?}, client_cert_file: {:?}, client_key_file: {:?} }}\n",
+            s.certs.path("ca.crt"),
+            s.certs.path("client-v1.crt"),
+            s.certs.path("client-v1.key")
+        ),
+    );
+    let said = s.refused(&v1, &[]);
+    assert_names(&said, "store.tls.client_cert_file", "X.509 v1");
+    assert!(
+        said.contains(&s.certs.path("client-v1.crt").display().to_string()),
+        "{said}"
+    );
+
     // A password in the address is refused before anything connects, without repeating it.
     let in_url = s.config("ca.crt", "").replace(
         "rediss://localhost",

@@ -47,6 +47,13 @@ fn the_alerts_load_and_fire_on_their_trouble_only() {
     .unwrap();
     let checked = promtool(dir.path(), &["check", "rules", "rules.yaml"]);
     assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
+    // The operator's own alert ships once with the chart, not once per StreamLimiter.
+    assert!(
+        !serde_json::to_string(&rules)
+            .unwrap()
+            .contains("ScreenlimitOperatorReconcileFailing"),
+        "the operator alert is in each instance's rule"
+    );
 
     let tests = format!(
         r#"rule_files: [rules.yaml]
@@ -168,18 +175,29 @@ tests:
               runbook_url: {denials}
   - interval: 1m
     input_series:
-      - series: 'screenlimit_operator_reconcile_errors_total{{error="kube"}}'
-        values: '0+5x30'
-      - series: 'screenlimit_operator_reconciles_total'
-        values: '0+10x30'
+      - series: 'screenlimit_store_overloaded{{{SCOPE},shard="3",pod="a"}}'
+        values: '0 0 1x20'
+      - series: 'screenlimit_store_shed_total{{{SCOPE},shard="3",pod="a",priority="decision",reason="bound"}}'
+        values: '0 0 0+60x20'
+      - series: 'screenlimit_store_overloaded{{{SCOPE},shard="4",pod="a"}}'
+        values: '0 0 1 1 0x18'
+      - series: 'screenlimit_store_shed_total{{{SCOPE},shard="4",pod="a",priority="decision",reason="bound"}}'
+        values: '0 0 0 600 1200x18'
+      - series: 'screenlimit_store_overloaded{{{SCOPE},shard="5",pod="a"}}'
+        values: '0x22'
+      - series: 'screenlimit_store_shed_total{{{SCOPE},shard="5",pod="a",priority="decision",reason="bound"}}'
+        values: '0x22'
     alert_rule_test:
-      - eval_time: 25m
-        alertname: ScreenlimitOperatorReconcileFailing
+      - eval_time: 8m
+        alertname: ScreenlimitShardOverloaded
+        exp_alerts: []
+      - eval_time: 16m
+        alertname: ScreenlimitShardOverloaded
         exp_alerts:
-          - exp_labels: {{ severity: warning }}
+          - exp_labels: {{ severity: warning, shard: "3" }}
             exp_annotations:
-              summary: The screenlimit operator keeps failing to reconcile (83.33m/s)
-              runbook_url: {operator}
+              summary: 'Store shard 3 of video is overloaded: 1 calls per second are decided by the failure policy'
+              runbook_url: {overloaded}
 "#,
         degraded = runbook("ScreenlimitPlaysDegraded"),
         circuit = runbook("ScreenlimitShardCircuitOpen"),
@@ -187,6 +205,73 @@ tests:
         errors = runbook("ScreenlimitStoreErrors"),
         memory = runbook("ScreenlimitShardMemoryHigh"),
         denials = runbook("ScreenlimitDenialsUnusual"),
+        overloaded = runbook("ScreenlimitShardOverloaded"),
+    );
+    std::fs::write(dir.path().join("tests.yaml"), tests).unwrap();
+    promtool(dir.path(), &["test", "rules", "tests.yaml"]);
+}
+
+/// The chart's rules file: the operator's own alert, once per install.
+fn chart_operator_rules() -> serde_json::Value {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../charts/screenlimit/alerts/operator.yaml"
+    ))
+    .unwrap();
+    serde_yaml_ng::from_str(&text).unwrap()
+}
+
+#[test]
+fn the_operator_alert_ships_once_with_the_chart_and_fires_once_per_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../charts/screenlimit/alerts/operator.yaml"
+        ),
+        dir.path().join("operator.yaml"),
+    )
+    .unwrap();
+    let checked = promtool(dir.path(), &["check", "rules", "operator.yaml"]);
+    assert!(checked.contains("SUCCESS: 1 rules found"), "{checked}");
+    // Two operator pods (only the leader reconciles, both are scraped) and their errors by kind:
+    // one alert for the operator's namespace, however many StreamLimiters it serves.
+    let tests = format!(
+        r#"rule_files: [operator.yaml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_operator_reconcile_errors_total{{namespace="screenlimit-system",pod="a",error="kube"}}'
+        values: '0+3x30'
+      - series: 'screenlimit_operator_reconcile_errors_total{{namespace="screenlimit-system",pod="a",error="apply"}}'
+        values: '0+2x30'
+      - series: 'screenlimit_operator_reconciles_total{{namespace="screenlimit-system",pod="a"}}'
+        values: '0+10x30'
+      - series: 'screenlimit_operator_reconciles_total{{namespace="screenlimit-system",pod="b"}}'
+        values: '0x30'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: ScreenlimitOperatorReconcileFailing
+        exp_alerts: []
+      - eval_time: 25m
+        alertname: ScreenlimitOperatorReconcileFailing
+        exp_alerts:
+          - exp_labels: {{ severity: warning, namespace: screenlimit-system }}
+            exp_annotations:
+              summary: The screenlimit operator in screenlimit-system keeps failing to reconcile (83.33m/s)
+              runbook_url: {operator}
+  - interval: 1m
+    input_series:
+      - series: 'screenlimit_operator_reconcile_errors_total{{namespace="screenlimit-system",pod="a",error="kube"}}'
+        values: '0x30'
+      - series: 'screenlimit_operator_reconciles_total{{namespace="screenlimit-system",pod="a"}}'
+        values: '0+10x30'
+    alert_rule_test:
+      - eval_time: 25m
+        alertname: ScreenlimitOperatorReconcileFailing
+        exp_alerts: []
+"#,
         operator = runbook("ScreenlimitOperatorReconcileFailing"),
     );
     std::fs::write(dir.path().join("tests.yaml"), tests).unwrap();
@@ -199,7 +284,13 @@ fn every_alert_has_its_runbook_section() {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/runbooks.md"))
             .unwrap();
     let rules = rule_groups("ns", "job", &Thresholds::default());
-    for group in rules["groups"].as_array().unwrap() {
+    let chart = chart_operator_rules();
+    for group in rules["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(chart["groups"].as_array().unwrap())
+    {
         for rule in group["rules"].as_array().unwrap() {
             let alert = rule["alert"].as_str().unwrap();
             assert!(

@@ -228,6 +228,14 @@ impl AnyStore {
         }
     }
 
+    /// Redis Cluster nodes whose address cannot be used (0 for other stores).
+    pub fn unusable_cluster_nodes(&self) -> usize {
+        match self {
+            AnyStore::Memory(_) => 0,
+            AnyStore::Redis(store) => store.unusable_cluster_nodes(),
+        }
+    }
+
     /// Each shard's circuit, without touching the network: (shard, open).
     pub fn circuits(&self) -> Vec<(usize, bool)> {
         match self {

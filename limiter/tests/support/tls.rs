@@ -95,10 +95,13 @@ impl Certificates {
             "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
         );
         make_signed(dir.path(), "client", "extendedKeyUsage=clientAuth\n");
+        // No extensions: `openssl x509 -req` makes an X.509 v1 certificate, which rustls refuses.
+        make_signed(dir.path(), "client-v1", "");
         Certificates { dir }
     }
 
-    /// `ca.crt`, `other-ca.crt`, `server.crt`, `server.key`, `client.crt`, `client.key`.
+    /// `ca.crt`, `other-ca.crt`, `server.crt`, `server.key`, `client.crt`, `client.key`,
+    /// `client-v1.crt`, `client-v1.key`.
     pub fn path(&self, file: &str) -> PathBuf {
         self.dir.path().join(file)
     }

@@ -175,7 +175,8 @@ impl Alert {
 }
 
 /// The rule groups (a Prometheus rules file's top level) for the limiter Service `job` in
-/// `namespace` and the operator's own metrics.
+/// `namespace`. The operator's own alert is not here: it ships once with the chart
+/// (`charts/screenlimit/alerts/operator.yaml`), else it would fire once per StreamLimiter.
 pub fn rule_groups(namespace: &str, job: &str, t: &Thresholds) -> Value {
     let scope = format!("namespace=\"{namespace}\",job=\"{job}\"");
     let plays = format!(
@@ -240,6 +241,22 @@ pub fn rule_groups(namespace: &str, job: &str, t: &Thresholds) -> Value {
             ),
         },
         Alert {
+            // A shard shedding what it cannot answer in time (README, "Under a spike"): the
+            // value is how many calls a second the failure policy decides instead. The gauge's
+            // 5-minute max keeps a shard that sheds in bursts from resetting the `for`.
+            name: "ScreenlimitShardOverloaded",
+            severity: "warning",
+            after: "10m",
+            expr: format!(
+                "sum by (shard) (rate(screenlimit_store_shed_total{{{scope}}}[5m])) > 0 and on (shard) \
+                 max by (shard) (max_over_time(screenlimit_store_overloaded{{{scope}}}[5m])) > 0"
+            ),
+            summary: format!(
+                "Store shard {{{{ $labels.shard }}}} of {namespace} is overloaded: {{{{ $value | humanize }}}} \
+                 calls per second are decided by the failure policy"
+            ),
+        },
+        Alert {
             name: "ScreenlimitPlayStartSlow",
             severity: "warning",
             after: "10m",
@@ -269,20 +286,9 @@ pub fn rule_groups(namespace: &str, job: &str, t: &Thresholds) -> Value {
             ),
         },
     ];
-    let operator = [Alert {
-        name: "ScreenlimitOperatorReconcileFailing",
-        severity: "warning",
-        after: "15m",
-        expr: "sum(rate(screenlimit_operator_reconcile_errors_total[10m])) > 0 and \
-               sum(rate(screenlimit_operator_reconciles_total[10m])) > 0"
-            .into(),
-        summary: "The screenlimit operator keeps failing to reconcile ({{ $value | humanize }}/s)"
-            .into(),
-    }];
     json!({
         "groups": [
             { "name": format!("screenlimit-{namespace}-{job}"), "rules": limiter.iter().map(Alert::rule).collect::<Vec<_>>() },
-            { "name": format!("screenlimit-operator-{namespace}-{job}"), "rules": operator.iter().map(Alert::rule).collect::<Vec<_>>() },
         ]
     })
 }

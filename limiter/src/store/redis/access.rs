@@ -213,10 +213,13 @@ impl Access {
         };
         let client_identity = match (&tls.client_cert_file, &tls.client_key_file) {
             (Some(cert), Some(key)) => Some((
-                pem(
-                    read("store.tls.client_cert_file", cert)?,
-                    "store.tls.client_cert_file",
-                    "CERTIFICATE",
+                v3_only(
+                    pem(
+                        read("store.tls.client_cert_file", cert)?,
+                        "store.tls.client_cert_file",
+                        "CERTIFICATE",
+                    )?,
+                    cert,
                 )?,
                 pem(
                     read("store.tls.client_key_file", key)?,
@@ -320,6 +323,32 @@ fn pem(bytes: Vec<u8>, field: &'static str, label: &str) -> Result<Vec<u8>, Conf
     } else {
         Err(invalid(field, format!("is not a PEM file with a {label}")))
     }
+}
+
+/// The client certificate (and its chain) as rustls takes it: X.509 v3 only. Said here, with the
+/// file named, since rustls's own refusal blames the server.
+fn v3_only(bytes: Vec<u8>, path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
+    let versions = super::cert_version::versions(&bytes);
+    if let Some((at, Some(v))) = versions
+        .iter()
+        .enumerate()
+        .find(|(_, v)| v.is_some_and(|v| v < 3))
+    {
+        let which = match at {
+            0 => "is".to_owned(),
+            n => format!("has as its certificate {}", n + 1),
+        };
+        return Err(invalid(
+            "store.tls.client_cert_file",
+            format!(
+                "{} {which} an X.509 v{v} certificate (no extensions: what `openssl x509 -req` \
+                 makes without `-extfile`); rustls takes only v3. Issue it again with \
+                 extensions, e.g. `-extfile` with `extendedKeyUsage=clientAuth`",
+                path.display()
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn credentials(auth: &AuthConfig, file_field: &'static str) -> Result<Credentials, ConfigError> {

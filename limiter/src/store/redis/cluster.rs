@@ -9,7 +9,7 @@
 //! `MOVED` also patches its slot at once. Primaries that no longer serve a slot are let go.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use redis::Value;
@@ -19,6 +19,7 @@ use tokio::sync::{Notify, watch};
 use super::access::{self, Access, Contact};
 use super::health;
 use super::shard::{self, Shard};
+use super::unusable::{Change, UnusableNodes};
 use crate::config::ConfigError;
 
 /// Slots in a Redis Cluster.
@@ -130,6 +131,8 @@ pub struct Topology {
     wake: Arc<Notify>,
     /// Counts the maps read, so that a command for an unmapped slot can wait for the next one.
     maps: watch::Sender<u64>,
+    /// Nodes of the last map whose address could not be used: logged when the set changes.
+    unusable: Mutex<UnusableNodes>,
 }
 
 impl Topology {
@@ -172,6 +175,7 @@ impl Topology {
             next_index: Default::default(),
             wake: Arc::new(Notify::new()),
             maps: watch::Sender::new(0),
+            unusable: Mutex::default(),
         })
     }
 
@@ -313,9 +317,10 @@ impl Topology {
     /// get one, and those that serve no slot are let go.
     fn install(&self, ranges: &SlotRanges) {
         let mut nodes: BTreeMap<&str, Arc<Shard>> = BTreeMap::new();
+        let mut unusable = BTreeMap::new();
         let before = self.describe();
         for (_, _, address) in ranges {
-            if nodes.contains_key(address.as_str()) {
+            if nodes.contains_key(address.as_str()) || unusable.contains_key(address) {
                 continue;
             }
             match self.node_at(address) {
@@ -323,10 +328,11 @@ impl Topology {
                     nodes.insert(address, node);
                 }
                 Err(e) => {
-                    tracing::warn!(address, error = %e, "cluster node with an unusable address")
+                    unusable.insert(address.clone(), e);
                 }
             }
         }
+        self.note_unusable(unusable);
         let list: Vec<Arc<Shard>> = nodes.values().cloned().collect();
         let mut owners = vec![NONE; SLOTS];
         for (first, last, address) in ranges {
@@ -342,6 +348,32 @@ impl Topology {
         if after != before {
             tracing::warn!(from = before, to = after, "cluster slot map changed");
         }
+    }
+
+    /// Logs the unusable nodes once per change (the map is read every few seconds).
+    fn note_unusable(&self, found: BTreeMap<String, String>) {
+        let mut unusable = self.unusable.lock().unwrap_or_else(|e| e.into_inner());
+        for change in unusable.update(found) {
+            match change {
+                Change::Unusable { address, error } => tracing::warn!(
+                    address,
+                    error,
+                    "cluster node with an unusable address: its slots are not served until \
+                     the slot map names a usable address (fix the node's cluster-announce-* settings)"
+                ),
+                Change::Cleared { address } => {
+                    tracing::info!(address, "cluster node no longer unusable")
+                }
+            }
+        }
+    }
+
+    /// How many nodes of the last slot map have an address the limiter cannot use.
+    pub fn unusable_nodes(&self) -> usize {
+        self.unusable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .count()
     }
 
     /// The map in brief, for the log: each primary and how many slots it serves.

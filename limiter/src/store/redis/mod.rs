@@ -9,12 +9,14 @@ pub mod access;
 mod batch;
 mod breaker;
 mod call;
+mod cert_version;
 pub mod cluster;
 pub mod health;
 mod pace;
 mod record;
 pub mod ring;
 mod shard;
+mod unusable;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -472,6 +474,14 @@ impl RedisStore {
                 (s.index, view)
             })
             .collect()
+    }
+
+    /// Redis Cluster nodes of the last slot map with an address that cannot be used.
+    pub fn unusable_cluster_nodes(&self) -> usize {
+        match &self.shards {
+            Shards::Cluster(topology) => topology.unusable_nodes(),
+            _ => 0,
+        }
     }
 
     /// Each shard's circuit: (shard, open).
