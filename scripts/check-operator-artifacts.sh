@@ -30,6 +30,7 @@ fi
 
 "$venv/bin/python" - <<'PY'
 import json
+import os
 import re
 import subprocess
 import sys
@@ -196,6 +197,7 @@ else:
                                   "exp_samples": [{"labels": "{}", "value": 200}]}],
         }]}, t)
     tested = subprocess.run(["promtool", "test", "rules", t.name], capture_output=True, text=True)
+    os.unlink(t.name)
     if tested.returncode != 0:
         print("the degraded-share panel does not divide like by like:", tested.stdout, tested.stderr, file=sys.stderr)
         failed = True

@@ -36,7 +36,7 @@ fn inside(der: &[u8], tag: u8) -> Option<&[u8]> {
     }
     let (&len, rest) = rest.split_first()?;
     let (len, rest) = match len {
-        0..0x80 => (usize::from(len), rest),
+        0..=0x7f => (usize::from(len), rest),
         0x81..=0x84 => {
             let n = usize::from(len & 0x7f);
             let (bytes, rest) = rest.split_at_checked(n)?;
@@ -59,6 +59,8 @@ mod tests {
         assert_eq!(version(&[]), None);
         assert_eq!(version(&[0x30, 0x85, 0, 0, 0, 0, 1]), None);
         assert_eq!(version(&[0x30, 0x10, 0x30]), None);
+        // 0x80 (indefinite length) is not DER.
+        assert_eq!(version(&[0x30, 0x80, 0x30, 0x00]), None);
         // A v3 header: SEQUENCE { SEQUENCE { [0] { INTEGER 2 } } }.
         assert_eq!(
             version(&[0x30, 0x07, 0x30, 0x05, 0xA0, 0x03, 0x02, 0x01, 0x02]),
