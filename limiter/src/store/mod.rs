@@ -53,6 +53,14 @@ impl StoreError {
         }
     }
 
+    /// Whether the node that gave it may no longer serve its slots (gone, unreachable, demoted),
+    /// so that a Redis Cluster's slot map should be read again. A full node (`oom`) is still the
+    /// slot's primary, and so is one too busy to be sent more (`shed`): a spike must not make
+    /// every shed call ask for the map.
+    pub fn may_mean_a_new_topology(&self) -> bool {
+        !matches!(self, StoreError::Oom { .. } | StoreError::Shed { .. })
+    }
+
     /// The shard the error is about (`usize::MAX` when none could be named).
     pub fn shard(&self) -> usize {
         match self {

@@ -275,6 +275,12 @@ impl ShardQueue {
         }
     }
 
+    /// Whether the shard is shedding now.
+    pub fn overloaded(&self) -> bool {
+        let state = self.state.lock().expect("shard queue poisoned");
+        state.shedding_since.is_some()
+    }
+
     /// Called every maintenance tick: says when the shard starts shedding and when it has shed
     /// nothing for [`QUIET_TICKS`] ticks, so that the log has a line per episode, not per command.
     pub fn tick(&self) -> Option<Episode> {

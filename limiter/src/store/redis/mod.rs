@@ -591,10 +591,8 @@ impl RedisStore {
                 Ok(Value::ServerError(error)) => error,
                 Ok(value) => return Ok((node.index, value)),
                 Err(error) => {
-                    // The node may be gone (a failover): the map is read again meanwhile. A
-                    // full node is still the slot's primary, and so is one too busy to be sent
-                    // more (a shed call must not make a spike read the slot map again and again).
-                    if !matches!(error, StoreError::Oom { .. } | StoreError::Shed { .. }) {
+                    // The node may be gone (a failover): the map is read again meanwhile.
+                    if error.may_mean_a_new_topology() {
                         topology.stale();
                     }
                     return Err(error);
@@ -1282,7 +1280,7 @@ impl LeaseStore for RedisStore {
                 reachable: keys.is_some(),
                 circuit: shard.breaker.state(),
                 keys,
-                overloaded: shard.queue.admission(None).overloaded,
+                overloaded: shard.queue.overloaded(),
                 read_only: shard.state.read_only(),
                 out_of_memory: shard.state.out_of_memory(),
                 memory: shard.state.memory(),
