@@ -89,15 +89,12 @@ impl MemoryStore {
     /// Forgets every account with nothing left to remember. Returns how many were dropped.
     pub fn sweep(&self) -> usize {
         let now = now_ms();
+        let timing = self.rules.load().timing;
         let mut dropped = 0;
         for stripe in &self.stripes {
             let mut map = stripe.lock().unwrap_or_else(|e| e.into_inner());
             let before = map.len();
-            map.retain(|_, state| {
-                state
-                    .forget_at(self.rules.load().timing)
-                    .is_some_and(|t| t > now)
-            });
+            map.retain(|_, state| state.forget_at(timing).is_some_and(|t| t > now));
             dropped += before - map.len();
         }
         dropped
@@ -129,9 +126,9 @@ impl MemoryStore {
     fn with_account<T>(
         &self,
         account_id: &str,
-        op: impl FnOnce(&mut AccountState, Millis) -> T,
+        op: impl FnOnce(&mut AccountState, Millis, Timing) -> T,
     ) -> T {
-        self.with_account_or(account_id, &self.rules.load().book.default, op)
+        self.with_account_or(account_id, None, op)
     }
 
     /// Adds an entry to the audit log. Called under the account's stripe lock, so the entry is
@@ -142,13 +139,17 @@ impl MemoryStore {
         audit.truncate(AUDIT_RECENT);
     }
 
-    /// Runs `op` on the account, created under `fresh_plan` if the store holds nothing for it.
+    /// Runs `op` on the account, created under `fresh_plan` (else the default plan) if the store
+    /// holds nothing for it, with the lease lengths of one snapshot of the rules (a reload
+    /// meanwhile must not mix old and new in one step).
     fn with_account_or<T>(
         &self,
         account_id: &str,
-        fresh_plan: &Plan,
-        op: impl FnOnce(&mut AccountState, Millis) -> T,
+        fresh_plan: Option<&Plan>,
+        op: impl FnOnce(&mut AccountState, Millis, Timing) -> T,
     ) -> T {
+        let rules = self.rules.load();
+        let (timing, fresh_plan) = (rules.timing, fresh_plan.unwrap_or(&rules.book.default));
         let stripe = (xxhash_rust::xxh3::xxh3_64(account_id.as_bytes()) % STRIPES as u64) as usize;
         let mut map = self.stripes[stripe]
             .lock()
@@ -159,9 +160,9 @@ impl MemoryStore {
             map.insert(account_id.to_owned(), AccountState::new(fresh_plan.clone()));
         }
         let state = map.get_mut(account_id).expect("inserted above");
-        state.prune(now, self.rules.load().timing);
-        let out = op(state, now);
-        if state.forget_at(self.rules.load().timing).is_none() {
+        state.prune(now, timing);
+        let out = op(state, now, timing);
+        if state.forget_at(timing).is_none() {
             map.remove(account_id);
         }
         out
@@ -170,8 +171,8 @@ impl MemoryStore {
 
 impl LeaseStore for MemoryStore {
     async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
-        Ok(self.with_account(&cmd.account_id, |state, now| {
-            state.acquire(cmd, now, self.rules.load().timing)
+        Ok(self.with_account(&cmd.account_id, |state, now, timing| {
+            state.acquire(cmd, now, timing)
         }))
     }
 
@@ -181,14 +182,12 @@ impl LeaseStore for MemoryStore {
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
         // A lease lost with its account comes back under the plan its stream id carries.
-        let fresh_plan = if stream.plan.limit > 0 {
-            Plan::from(&stream.plan)
-        } else {
-            self.rules.load().book.default.clone()
-        };
-        Ok(self.with_account_or(account_id, &fresh_plan, |state, now| {
-            state.heartbeat(stream, now, self.rules.load().timing)
-        }))
+        let carried = (stream.plan.limit > 0).then(|| Plan::from(&stream.plan));
+        Ok(
+            self.with_account_or(account_id, carried.as_ref(), |state, now, timing| {
+                state.heartbeat(stream, now, timing)
+            }),
+        )
     }
 
     async fn release(
@@ -196,15 +195,15 @@ impl LeaseStore for MemoryStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<ReleaseOutcome, StoreError> {
-        Ok(self.with_account(account_id, |state, now| {
-            state.release(stream, now, self.rules.load().timing)
+        Ok(self.with_account(account_id, |state, now, timing| {
+            state.release(stream, now, timing)
         }))
     }
 
     async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
-        Ok(self.with_account(&cmd.account_id, |state, now| {
+        Ok(self.with_account(&cmd.account_id, |state, now, timing| {
             let device_meta = state.device_meta(&cmd.stream.device_id);
-            let outcome = state.force_stop(&cmd.stream, now, self.rules.load().timing);
+            let outcome = state.force_stop(&cmd.stream, now, timing);
             if outcome == ForceStopOutcome::Stopped {
                 self.record(audit_entry(cmd, now, device_meta));
             }
@@ -226,11 +225,11 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
-        Ok(self.with_account(account_id, |state, now| state.view(now)))
+        Ok(self.with_account(account_id, |state, now, _| state.view(now)))
     }
 
     async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
-        Ok(self.with_account(&cmd.account_id, |state, now| {
+        Ok(self.with_account(&cmd.account_id, |state, now, _| {
             let limit_override = cmd.grant.map(|g| LimitOverride {
                 limit: g.limit,
                 until: now + g.duration_ms,

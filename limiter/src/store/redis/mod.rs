@@ -915,12 +915,10 @@ impl RedisStore {
     /// too (about one heartbeat in twelve with its six-TTL life). False, when the lease key or
     /// the account key is gone, sends the stream through the full heartbeat script.
     async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<bool, StoreError> {
+        let timing = self.rules.load().timing;
         let lease = lease_key(account_id, &stream.nonce);
         let mut command = redis::cmd("GETEX");
-        command
-            .arg(&lease)
-            .arg("PX")
-            .arg(self.rules.load().timing.ttl_ms);
+        command.arg(&lease).arg("PX").arg(timing.ttl_ms);
         let renewal = self
             .send(Target::Tag(account_id), command, Priority::Renewal)
             .await?;
@@ -930,24 +928,22 @@ impl RedisStore {
                 .and_then(|text| text.parse::<u64>().ok()),
             _ => return Ok(false),
         };
-        if account_until
-            .is_some_and(|until| until >= now_ms() + 2 * self.rules.load().timing.ttl_ms)
-        {
+        if account_until.is_some_and(|until| until >= now_ms() + 2 * timing.ttl_ms) {
             return Ok(true);
         }
         let mut call = self
             .scripts
             .touch
             .call(&[account_key(account_id).into_bytes(), lease]);
-        call.arg(self.rules.load().timing.revocation_ms);
+        call.arg(timing.revocation_ms);
         let touched: u64 = self.run_as(account_id, call, Priority::Renewal).await?;
         Ok(touched == 1)
     }
 
-    fn timing_args<'a>(&self, invocation: &'a mut Call) -> &'a mut Call {
-        invocation
-            .arg(self.rules.load().timing.ttl_ms)
-            .arg(self.rules.load().timing.revocation_ms)
+    /// The lease lengths every script starts its arguments with, from one snapshot of the rules
+    /// (a reload between two reads must not mix old and new).
+    fn timing_args(invocation: &mut Call, timing: Timing) -> &mut Call {
+        invocation.arg(timing.ttl_ms).arg(timing.revocation_ms)
     }
 }
 
@@ -994,15 +990,16 @@ fn leases(records: &[Value]) -> Result<Vec<Lease>, StoreError> {
 
 impl LeaseStore for RedisStore {
     async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
+        let rules = self.rules.load();
         let mut invocation = self.scripts.acquire.call(&[account_key(&cmd.account_id)]);
-        self.timing_args(&mut invocation);
+        Self::timing_args(&mut invocation, rules.timing);
         match &cmd.plan {
             Some(plan) => invocation.arg(&plan.name).arg(plan.limit),
             None => invocation.arg("").arg(0),
         };
         invocation
-            .arg(&self.rules.load().book.default.name)
-            .arg(self.rules.load().book.default.limit)
+            .arg(&rules.book.default.name)
+            .arg(rules.book.default.limit)
             .arg(&cmd.device.id)
             .arg(&cmd.nonce[..])
             .arg(record::encode_details(&cmd.device));
@@ -1014,8 +1011,9 @@ impl LeaseStore for RedisStore {
         // default, for a new account) is found in the caps book inside the script.
         match &cmd.plan {
             Some(plan) => invocation.arg(&plan.device_caps.0[..]).arg(""),
-            None => invocation.arg("").arg(&self.rules.load().caps_book[..]),
+            None => invocation.arg("").arg(&rules.caps_book[..]),
         };
+        drop(rules);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         match reply.as_slice() {
             [granted, limit, count, expires, plan, plan_limit] if int(granted)? == 1 => {
@@ -1061,17 +1059,20 @@ impl LeaseStore for RedisStore {
             let expires_at = 0; // not read: the store's clock is not asked for a native renewal
             return Ok(HeartbeatOutcome::Renewed { expires_at });
         }
+        let rules = self.rules.load();
         let mut invocation = self.scripts.heartbeat.call(&[account_key(account_id)]);
+        let default = rules.book.default.tag();
         let plan = if stream.plan.limit > 0 {
             &stream.plan
         } else {
-            &self.rules.load().book.default.tag()
+            &default
         };
-        self.timing_args(&mut invocation)
+        Self::timing_args(&mut invocation, rules.timing)
             .arg(&plan.name)
             .arg(plan.limit)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
+        drop(rules);
         let reply: Vec<Value> = self.run(account_id, invocation).await?;
         match reply.as_slice() {
             [code, expires] if int(code)? == 1 => Ok(HeartbeatOutcome::Renewed {
@@ -1092,7 +1093,7 @@ impl LeaseStore for RedisStore {
         stream: &StreamRef,
     ) -> Result<ReleaseOutcome, StoreError> {
         let mut invocation = self.scripts.release.call(&[account_key(account_id)]);
-        self.timing_args(&mut invocation)
+        Self::timing_args(&mut invocation, self.rules.load().timing)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
         let code: u64 = self.run(account_id, invocation).await?;
@@ -1108,7 +1109,7 @@ impl LeaseStore for RedisStore {
             account_key(&cmd.account_id),
             account_audit_key(&cmd.account_id),
         ]);
-        self.timing_args(&mut invocation)
+        Self::timing_args(&mut invocation, self.rules.load().timing)
             .arg(&cmd.stream.device_id)
             .arg(&cmd.stream.nonce[..])
             .arg(&cmd.account_id)
@@ -1158,11 +1159,13 @@ impl LeaseStore for RedisStore {
     }
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
+        let rules = self.rules.load();
         let mut invocation = self.scripts.list.call(&[account_key(account_id)]);
         invocation
-            .arg(self.rules.load().timing.ttl_ms)
-            .arg(&self.rules.load().book.default.name)
-            .arg(self.rules.load().book.default.limit);
+            .arg(rules.timing.ttl_ms)
+            .arg(&rules.book.default.name)
+            .arg(rules.book.default.limit);
+        drop(rules);
         let reply: Vec<Value> = self.run(account_id, invocation).await?;
         match reply.as_slice() {
             [
@@ -1197,14 +1200,16 @@ impl LeaseStore for RedisStore {
             account_audit_key(&cmd.account_id),
         ]);
         let (limit, duration_ms) = cmd.grant.map_or((0, 0), |g| (g.limit, g.duration_ms));
-        self.timing_args(&mut invocation)
-            .arg(&self.rules.load().book.default.name)
-            .arg(self.rules.load().book.default.limit)
+        let rules = self.rules.load();
+        Self::timing_args(&mut invocation, rules.timing)
+            .arg(&rules.book.default.name)
+            .arg(rules.book.default.limit)
             .arg(limit)
             .arg(duration_ms)
             .arg(&cmd.account_id)
             .arg(&cmd.actor)
             .arg(&cmd.reason);
+        drop(rules);
         Self::audit_args(&mut invocation);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         let (limit, until) = match reply.as_slice() {
