@@ -34,6 +34,9 @@ fn redis_server_bin() -> String {
 pub struct RedisServer {
     pub port: u16,
     child: Option<Child>,
+    /// Its working directory, its own: a replica's full sync writes `dump.rdb` there, and a
+    /// server started in a shared directory would load another test's data at start.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl RedisServer {
@@ -48,18 +51,13 @@ impl RedisServer {
     /// A lone Redis Cluster node that serves every slot (as a one-shard cluster-mode service
     /// is), ready once it says `cluster_state:ok`.
     pub fn start_lone_cluster_node() -> Self {
-        let conf = std::env::temp_dir().join(format!(
-            "screenlimit-lone-node-{}-{}.conf",
-            std::process::id(),
-            free_port()
-        ));
         let bus = free_port().to_string();
-        let conf = conf.to_string_lossy().into_owned();
+        // In the server's own directory (its `--dir`), gone with it.
         let server = Self::spawn_on_a_free_port(&[
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
-            &conf,
+            "nodes.conf",
             "--cluster-port",
             &bus,
         ]);
@@ -104,8 +102,11 @@ impl RedisServer {
     }
 
     fn spawn(port: u16, extra: &[&str]) -> Result<Self, String> {
+        let dir = tempfile::tempdir().unwrap();
         let child = Command::new(redis_server_bin())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -116,6 +117,7 @@ impl RedisServer {
         let mut server = RedisServer {
             port,
             child: Some(child),
+            _dir: Some(dir),
         };
         server.wait_until_ready()?;
         Ok(server)
@@ -215,7 +217,11 @@ fn wait_for_own_redis(
     user: Option<(&str, &str)>,
 ) -> Result<(), String> {
     let our_pid = format!("process_id:{}\r\n", child.id());
-    let probe = RedisServer { port, child: None };
+    let probe = RedisServer {
+        port,
+        child: None,
+        _dir: None,
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(status)) = child.try_wait() {
@@ -313,6 +319,7 @@ impl SentinelServer {
         RedisServer {
             port: self.port,
             child: None,
+            _dir: None,
         }
         .command_as(user, command)
     }
