@@ -2,7 +2,8 @@
 //! (a mounted ConfigMap is updated by swapping a symlink, so the content is compared, not the
 //! inode or the mtime), validated whole like at start, and its live part (`rules.rs`) put in
 //! force at once, or the old config keeps serving and the refusal is counted and logged once.
-//! Fields that only a restart can change (listen address, store, threads, http, secrets, the
+//! Fields that only a restart can change (listen address, store (the failure policy's thresholds
+//! too: the store deadline and the circuit's, built into each shard), threads, http, secrets, the
 //! plan source's connection) are reported as pending, in the metric and `/v1/fleet`, until a
 //! restart (or their old values) clears them.
 
@@ -328,5 +329,21 @@ mod tests {
         );
         assert_eq!(restart_fields(&old, &new), ["listen", "threads"]);
         assert!(live_fields(&old, &old).is_empty() && restart_fields(&old, &old).is_empty());
+    }
+
+    #[test]
+    fn the_failure_policys_thresholds_are_store_fields_and_need_a_restart() {
+        let old = config("plans: { basic: 1 }\ndefault_plan: basic\n");
+        for store in [
+            "timeout: 40ms",
+            "circuit_failure_threshold: 5",
+            "circuit_probe_interval: 2s",
+        ] {
+            let new = config(&format!(
+                "plans: {{ basic: 1 }}\ndefault_plan: basic\nfailure_policy: closed\nstore: {{ {store} }}\n"
+            ));
+            assert_eq!(live_fields(&old, &new), ["failure_policy"], "{store}");
+            assert_eq!(restart_fields(&old, &new), ["store"], "{store}");
+        }
     }
 }

@@ -10,30 +10,51 @@
 //! pod behind it is a name in the hosts file ([`Cluster::add_service`]); the test reaches a pod
 //! from outside through [`Cluster::port_forward`], as `kubectl port-forward` does.
 //!
+//! What a rollout needs of a node and of kube-proxy, kept as small as the real ones allow:
+//! - **ConfigMap volumes are updated in place** ([`Cluster::set_config_maps`]) the way the
+//!   kubelet's atomic writer does it: each version in its own hidden timestamped directory, the
+//!   `..data` symlink swapped to it by a rename, the visible files symlinks through `..data`; the
+//!   volume is bind-mounted read-only, so a running container sees the new files at once.
+//! - **A Service over several pods** ([`Cluster::service_proxy`], [`ServiceProxy`]): the
+//!   kubelet's readiness probe (the container's HTTP probe, from the node, with its period and
+//!   thresholds), the endpoints a pod enters and leaves [`ENDPOINTS_LAG`] after it turns ready,
+//!   unready or is deleted (the endpoints controller, the watch, kube-proxy's sync), and each
+//!   new connection sent to the next endpoint in rotation (kube-proxy's userspace mode), reached
+//!   from the test's network like a LoadBalancer Service.
+//! - **A pod's stop** ([`Pod::terminate`]): its preStop hook, SIGTERM, SIGKILL at the end of
+//!   `terminationGracePeriodSeconds`; **a Deployment's roll** ([`Cluster::roll`]), as the
+//!   controller does it with `maxUnavailable: 0`: a new pod started and Ready, then an old one
+//!   deleted (out of the endpoints, stopped in the background), one at a time. Whether a roll
+//!   happens at all is the Deployment controller's rule: the pod template changed
+//!   ([`template_changed`]).
+//!
 //! Needs root (namespaces, mounts, `setpriv`), as the CI machine has.
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Read;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::symlink;
 use std::os::unix::fs::{PermissionsExt, chown};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Secret, Volume};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Probe, Secret, Volume};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The image's `PATH` (the official Redis image's), so the scripts find the same tools.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Sets up one container start inside a fresh mount namespace, then execs the command as the
-/// pod's user. `$1` pod dir, `$2` uid, `$3` gid, `$4` number of `src dst` bind pairs, then
-/// the pairs, then the command. The layer is copied onto a tmpfs first: overlayfs refuses a
+/// pod's user. `$1` pod dir, `$2` uid, `$3` gid, `$4` number of `src dst rw|ro` binds, then
+/// the binds, then the command. The layer is copied onto a tmpfs first: overlayfs refuses a
 /// lower layer that sits on the same filesystem as `/` below it.
 const SANDBOX: &str = r#"set -eu
 pod=$1 uid=$2 gid=$3 binds=$4
@@ -44,7 +65,8 @@ mkdir "$pod/ns/root"
 mount -t overlay overlay -o "ro,lowerdir=$pod/ns/layer:/" "$pod/ns/root"
 while [ "$binds" -gt 0 ]; do
   mount --bind "$1" "$pod/ns/root$2"
-  shift 2
+  if [ "$3" = ro ]; then mount -o remount,bind,ro "$pod/ns/root$2"; fi
+  shift 3
   binds=$((binds - 1))
 done
 mount --rbind /proc "$pod/ns/root/proc"
@@ -112,6 +134,8 @@ pub struct Cluster {
     hosts: BTreeMap<String, Ipv4Addr>,
     config_maps: BTreeMap<String, BTreeMap<String, String>>,
     secrets: BTreeMap<String, BTreeMap<String, String>>,
+    /// Every ConfigMap volume of every pod laid out, to update in place.
+    config_volumes: Vec<ConfigVolume>,
     next_ip: u8,
 }
 
@@ -134,6 +158,7 @@ impl Cluster {
                 })
                 .collect(),
             secrets: BTreeMap::new(),
+            config_volumes: Vec::new(),
             next_ip: 10,
         };
         cluster.write_hosts();
@@ -147,12 +172,21 @@ impl Cluster {
     }
 
     /// The operator applied new ConfigMaps: pods laid out from now on (a rolled pod, a new
-    /// StatefulSet's) see them; running ones keep what they were started with.
+    /// StatefulSet's) see them, and every volume of a ConfigMap whose data changed gets its new
+    /// version at once, as the kubelet writes it at its next sync (a minute or so on a node):
+    /// a new hidden directory, the `..data` symlink swapped to it (running containers see the
+    /// new files; a read never sees half of two versions).
     pub fn set_config_maps(&mut self, config_maps: &[ConfigMap]) {
         for cm in config_maps {
             let name = cm.metadata.name.clone().expect("ConfigMap name");
-            self.config_maps
-                .insert(name, cm.data.clone().unwrap_or_default());
+            let data = cm.data.clone().unwrap_or_default();
+            if self.config_maps.get(&name) == Some(&data) {
+                continue;
+            }
+            for volume in self.config_volumes.iter().filter(|v| v.config_map == name) {
+                volume.write(&data);
+            }
+            self.config_maps.insert(name, data);
         }
     }
 
@@ -180,16 +214,13 @@ impl Cluster {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let local = listener.local_addr().unwrap();
         let target = SocketAddr::from((pod.ip, port));
-        let netns = fs::File::open(format!("/proc/{}/ns/net", self.bridge.pid()))
-            .expect("the bridge's network namespace");
+        let netns = self.node_netns();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         std::thread::spawn(move || {
             // This thread, and those it starts, dial from the bridge's namespace; the listener
             // was bound before, in the test's.
-            // SAFETY: setns on an open namespace fd; it changes only this thread's namespace.
-            let entered = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(entered, 0, "setns: {}", io::Error::last_os_error());
+            enter(&netns);
             for client in listener.incoming() {
                 if stopped.load(Ordering::SeqCst) {
                     break;
@@ -202,6 +233,12 @@ impl Cluster {
             }
         });
         PortForward { local, stop }
+    }
+
+    /// The bridge's (the node's) network namespace, for a thread to `setns` into.
+    fn node_netns(&self) -> fs::File {
+        fs::File::open(format!("/proc/{}/ns/net", self.bridge.pid()))
+            .expect("the bridge's network namespace")
     }
 
     fn hosts_path(&self) -> PathBuf {
@@ -284,6 +321,9 @@ impl Cluster {
         // A pod recreated under the same name (a roll) is a new pod: fresh files, fresh emptyDirs.
         let dir = self.dir.path().join(format!("{name}@{ip}"));
         let container = spec.containers[0].clone();
+        let grace = Duration::from_secs(
+            u64::try_from(spec.termination_grace_period_seconds.unwrap_or(30)).unwrap(),
+        );
         let pod = Pod {
             name,
             dns,
@@ -294,10 +334,15 @@ impl Cluster {
             run_as: run_as(&spec),
             hosts: self.hosts_path(),
             empty_dirs: Vec::new(),
+            config_volumes: Vec::new(),
             env: Vec::new(),
+            grace,
             child: None,
         };
-        pod.lay_out(&spec, &self.config_maps, &self.secrets)
+        let pod = pod.lay_out(&spec, &self.config_maps, &self.secrets);
+        self.config_volumes
+            .extend(pod.config_volumes.iter().cloned());
+        pod
     }
 }
 
@@ -333,8 +378,12 @@ pub struct Pod {
     hosts: PathBuf,
     /// `(host dir, mount path)` of each emptyDir.
     empty_dirs: Vec<(PathBuf, String)>,
+    /// Each ConfigMap volume, bind-mounted read-only.
+    config_volumes: Vec<ConfigVolume>,
     /// The container's env as `NAME=value`, Secret references resolved.
     env: Vec<String>,
+    /// `terminationGracePeriodSeconds` (30 when the spec says none).
+    grace: Duration,
     child: Option<Child>,
 }
 
@@ -367,14 +416,22 @@ impl Pod {
                 let data = config_maps
                     .get(&source.name)
                     .unwrap_or_else(|| panic!("ConfigMap {} was not rendered", source.name));
-                let mode = u32::try_from(source.default_mode.unwrap_or(0o644)).unwrap();
-                for (key, value) in data {
-                    let file = target.join(key);
-                    fs::write(&file, value).unwrap();
-                    fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
-                }
-                // The kubelet's ConfigMap directory is read-only too.
-                fs::set_permissions(&target, fs::Permissions::from_mode(0o555)).unwrap();
+                let volume = ConfigVolume {
+                    config_map: source.name.clone(),
+                    dir: self.dir.join("volumes").join(&mount.name),
+                    mount_path: mount.mount_path.clone(),
+                    items: source.items.as_ref().map(|items| {
+                        items
+                            .iter()
+                            .map(|i| (i.key.clone(), i.path.clone(), i.mode))
+                            .collect()
+                    }),
+                    default_mode: u32::try_from(source.default_mode.unwrap_or(0o644)).unwrap(),
+                };
+                fs::create_dir_all(&volume.dir).unwrap();
+                fs::set_permissions(&volume.dir, fs::Permissions::from_mode(0o755)).unwrap();
+                volume.write(data);
+                self.config_volumes.push(volume);
             } else if let Some(source) = &volume.secret {
                 let name = source.secret_name.as_deref().expect("secretName");
                 let data = secrets
@@ -412,6 +469,23 @@ impl Pod {
                 );
             }
         }
+        // A volume mounted inside a ConfigMap volume (a Secret at `/etc/screenlimit/secret`
+        // under the config at `/etc/screenlimit`) needs its mount point in the ConfigMap's
+        // directory, which the container runtime creates there on a node too.
+        let mounts: Vec<String> = self
+            .container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.mount_path.clone())
+            .collect();
+        for volume in &self.config_volumes {
+            for path in &mounts {
+                if let Some(inner) = path.strip_prefix(&format!("{}/", volume.mount_path)) {
+                    fs::create_dir_all(volume.dir.join(inner)).unwrap();
+                }
+            }
+        }
         // Mount point for the shared hosts file.
         fs::create_dir_all(layer.join("etc")).unwrap();
         fs::write(layer.join("etc/hosts"), "").unwrap();
@@ -420,12 +494,40 @@ impl Pod {
 
     /// `args` run in this pod's sandbox: network, files and user as its container has them.
     fn sandboxed(&self, args: &[String]) -> Command {
-        let mut binds: Vec<String> =
-            vec![self.hosts.display().to_string(), "/etc/hosts".to_owned()];
+        let mut binds: Vec<String> = vec![
+            self.hosts.display().to_string(),
+            "/etc/hosts".to_owned(),
+            "rw".to_owned(),
+        ];
+        let mut mounts: Vec<[String; 3]> = Vec::new();
         for (host, path) in &self.empty_dirs {
-            binds.push(host.display().to_string());
-            binds.push(path.clone());
+            mounts.push([host.display().to_string(), path.clone(), "rw".to_owned()]);
         }
+        for volume in &self.config_volumes {
+            mounts.push([
+                volume.dir.display().to_string(),
+                volume.mount_path.clone(),
+                "ro".to_owned(),
+            ]);
+        }
+        // What the layer holds (Secret files) under a ConfigMap volume is hidden by its bind:
+        // bound again from the layer, after it.
+        for mount in self.container.volume_mounts.iter().flatten() {
+            let path = &mount.mount_path;
+            let nested = self
+                .config_volumes
+                .iter()
+                .any(|v| path.starts_with(&format!("{}/", v.mount_path)));
+            let bound = self.empty_dirs.iter().any(|(_, p)| p == path)
+                || self.config_volumes.iter().any(|v| &v.mount_path == path);
+            if nested && !bound {
+                let source = self.dir.join("layer").join(path.trim_start_matches('/'));
+                mounts.push([source.display().to_string(), path.clone(), "ro".to_owned()]);
+            }
+        }
+        // Parents before what they hold.
+        mounts.sort_by_key(|[_, path, _]| path.matches('/').count());
+        binds.extend(mounts.into_iter().flatten());
         let mut command = self
             .netns
             .command("unshare", &["--mount", "--propagation", "private"]);
@@ -434,7 +536,7 @@ impl Pod {
             .arg(&self.dir)
             .arg(self.run_as.0.to_string())
             .arg(self.run_as.1.to_string())
-            .arg((binds.len() / 2).to_string())
+            .arg((binds.len() / 3).to_string())
             .args(&binds)
             .args([
                 "env",
@@ -539,18 +641,7 @@ impl Pod {
             return command;
         }
         let http = probe.http_get.as_ref().expect("an exec or HTTP probe");
-        let port = match &http.port {
-            IntOrString::Int(port) => *port,
-            IntOrString::String(name) => {
-                self.container
-                    .ports
-                    .iter()
-                    .flatten()
-                    .find(|p| p.name.as_deref() == Some(name))
-                    .unwrap_or_else(|| panic!("{}: no container port {name}", self.name))
-                    .container_port
-            }
-        };
+        let port = self.container_port(&http.port);
         let path = http.path.as_deref().unwrap_or("/");
         [
             "curl",
@@ -561,6 +652,90 @@ impl Pod {
         ]
         .map(str::to_owned)
         .to_vec()
+    }
+
+    /// A probe's port: a number, or a container port's name.
+    fn container_port(&self, port: &IntOrString) -> i32 {
+        match port {
+            IntOrString::Int(port) => *port,
+            IntOrString::String(name) => {
+                self.container
+                    .ports
+                    .iter()
+                    .flatten()
+                    .find(|p| p.name.as_deref() == Some(name))
+                    .unwrap_or_else(|| panic!("{}: no container port {name}", self.name))
+                    .container_port
+            }
+        }
+    }
+
+    /// The running container's process id (the command itself: every step of the sandbox
+    /// `exec`s the next), `None` when it is not running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// `terminationGracePeriodSeconds`.
+    pub fn grace_period(&self) -> Duration {
+        self.grace
+    }
+
+    /// The kubelet's stop of a deleted pod: the container's preStop hook (an exec in its
+    /// sandbox, or a sleep), then SIGTERM, then SIGKILL once `terminationGracePeriodSeconds`
+    /// (counted from the start of the hook) has passed. Blocks until the container is gone.
+    pub fn terminate(mut self) -> Terminated {
+        let started = Instant::now();
+        let deadline = started + self.grace;
+        let hook = self
+            .container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_stop.clone());
+        if let Some(hook) = hook {
+            if let Some(command) = hook.exec.and_then(|e| e.command) {
+                let mut child = self
+                    .sandboxed(&command)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("run the preStop hook");
+                while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            } else if let Some(sleep) = hook.sleep {
+                std::thread::sleep(
+                    Duration::from_secs(u64::try_from(sleep.seconds).unwrap())
+                        .min(deadline.saturating_duration_since(Instant::now())),
+                );
+            } else {
+                panic!("{}: a preStop hook this runner does not run", self.name);
+            }
+        }
+        let mut child = self.child.take().expect("a running container to stop");
+        // SAFETY: a signal to our own child, which has not been reaped (no pid reuse).
+        unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGTERM) };
+        let mut killed = false;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for the container") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                killed = true;
+                let _ = child.kill();
+                break child.wait().expect("wait for the container");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Terminated {
+            took: started.elapsed(),
+            status,
+            killed,
+            pod: self,
+        }
     }
 
     /// Runs the container's readiness probe until it passes; panics with the log if the
@@ -672,4 +847,491 @@ fn splice(client: TcpStream, upstream: TcpStream) {
 fn copy_then_close(mut from: TcpStream, mut to: TcpStream) {
     let _ = io::copy(&mut from, &mut to);
     let _ = to.shutdown(Shutdown::Write);
+}
+
+/// One ConfigMap volume of one pod: where its versions are written on the node.
+#[derive(Clone)]
+struct ConfigVolume {
+    config_map: String,
+    /// On the node; bind-mounted read-only at `mount_path`.
+    dir: PathBuf,
+    mount_path: String,
+    /// `(key, path, mode)` of the volume's `items`; every key, by its name, when it has none.
+    items: Option<Vec<(String, String, Option<i32>)>>,
+    default_mode: u32,
+}
+
+/// Tells the versions written apart (two in the same nanosecond).
+static VERSION: AtomicU64 = AtomicU64::new(0);
+
+impl ConfigVolume {
+    /// Writes `data` as the kubelet's atomic writer does: the files in a new
+    /// `..<timestamp>` directory, the `..data` symlink pointed at it by a rename (atomic: a
+    /// reader sees the old version or the new one), a visible symlink `<file> -> ..data/<file>`
+    /// for each file, then the old version's directory and the visible names it alone had
+    /// removed.
+    fn write(&self, data: &BTreeMap<String, String>) {
+        let files: Vec<(String, &String, u32)> = match &self.items {
+            Some(items) => items
+                .iter()
+                .map(|(key, path, mode)| {
+                    let value = data.get(key).unwrap_or_else(|| {
+                        panic!("ConfigMap {} has no key {key}", self.config_map)
+                    });
+                    let mode = mode.map_or(self.default_mode, |m| u32::try_from(m).unwrap());
+                    (path.clone(), value, mode)
+                })
+                .collect(),
+            None => data
+                .iter()
+                .map(|(key, value)| (key.clone(), value, self.default_mode))
+                .collect(),
+        };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let version = format!(
+            "..{}_{:09}.{}",
+            now.as_secs(),
+            now.subsec_nanos(),
+            VERSION.fetch_add(1, Ordering::Relaxed)
+        );
+        let version_dir = self.dir.join(&version);
+        fs::create_dir(&version_dir).unwrap();
+        for (path, value, mode) in &files {
+            let file = version_dir.join(path);
+            fs::create_dir_all(file.parent().unwrap()).unwrap();
+            fs::write(&file, value).unwrap();
+            fs::set_permissions(&file, fs::Permissions::from_mode(*mode)).unwrap();
+        }
+        fs::set_permissions(&version_dir, fs::Permissions::from_mode(0o755)).unwrap();
+        let data_link = self.dir.join("..data");
+        let old = fs::read_link(&data_link).ok();
+        let tmp = self.dir.join("..data_tmp");
+        let _ = fs::remove_file(&tmp);
+        symlink(&version, &tmp).unwrap();
+        fs::rename(&tmp, &data_link).unwrap();
+        let visible: Vec<String> = files
+            .iter()
+            .map(|(path, _, _)| path.split('/').next().unwrap().to_owned())
+            .collect();
+        for name in &visible {
+            let link = self.dir.join(name);
+            if fs::symlink_metadata(&link).is_err() {
+                symlink(format!("..data/{name}"), &link).unwrap();
+            }
+        }
+        // The visible names only the old version had (mount points of nested volumes are
+        // directories, not the writer's: they stay).
+        for entry in fs::read_dir(&self.dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("..")
+                && !visible.contains(&name)
+                && entry.file_type().unwrap().is_symlink()
+            {
+                fs::remove_file(entry.path()).unwrap();
+            }
+        }
+        if let Some(old) = old {
+            fs::remove_dir_all(self.dir.join(old)).unwrap();
+        }
+    }
+}
+
+/// A pod's stop ([`Pod::terminate`]).
+pub struct Terminated {
+    /// The stopped pod (its log).
+    pub pod: Pod,
+    pub status: std::process::ExitStatus,
+    /// From the start of the preStop hook (or the SIGTERM) to the exit.
+    pub took: Duration,
+    /// The grace period ran out: SIGKILL.
+    pub killed: bool,
+}
+
+/// The Deployment controller's rule: a Deployment rolls when its pod template changed (the
+/// config hash annotation, the image, the env, …), and only then.
+pub fn template_changed(before: &Deployment, after: &Deployment) -> bool {
+    let template = |d: &Deployment| {
+        serde_json::to_string(&d.spec.as_ref().expect("Deployment spec").template)
+            .expect("a pod template serializes")
+    };
+    template(before) != template(after)
+}
+
+/// How long a change of a pod takes to reach kube-proxy: a pod deleted or turned unready stays
+/// an endpoint this long (the endpoints controller, the API server's watch, kube-proxy's
+/// resync), and a pod turned ready gets its first connection this long after.
+pub const ENDPOINTS_LAG: Duration = Duration::from_secs(2);
+
+impl Cluster {
+    /// Service `name` over port `port` of the pods [`ServiceProxy::add`]ed to it.
+    pub fn service_proxy(&self, name: &str, port: u16) -> ServiceProxy {
+        ServiceProxy::start(name, port, self.node_netns())
+    }
+
+    /// A rolling update of `pods` to `deployment`'s new template, as the Deployment
+    /// controller runs it with `maxUnavailable: 0` (the rendered strategy; asserted): for each
+    /// old pod in turn, a new pod (`new_names`, in order) is laid out, started and added to
+    /// `service`, and once the kubelet's probe has found it Ready, the old pod is deleted: out
+    /// of the Service's endpoints (after [`ENDPOINTS_LAG`]) while its stop ([`Pod::terminate`])
+    /// runs in the background, as the kubelet's does. The new pods, and the old pods' stops.
+    pub fn roll(
+        &mut self,
+        pods: Vec<Pod>,
+        deployment: &Deployment,
+        command: &[String],
+        new_names: &[String],
+        service: &ServiceProxy,
+        timeout: Duration,
+    ) -> (Vec<Pod>, Vec<JoinHandle<Terminated>>) {
+        let strategy = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.strategy.as_ref())
+            .and_then(|s| s.rolling_update.as_ref());
+        assert_eq!(
+            strategy.and_then(|r| r.max_unavailable.clone()),
+            Some(IntOrString::Int(0)),
+            "this runner rolls a Deployment with maxUnavailable: 0"
+        );
+        assert_eq!(pods.len(), new_names.len(), "one new pod per old one");
+        let mut new_pods = Vec::new();
+        let mut stops = Vec::new();
+        for (old, name) in pods.into_iter().zip(new_names) {
+            let mut pod = self.deployment_pod(deployment, name, command.to_vec());
+            pod.start();
+            service.add(&pod);
+            service.wait_ready(&mut pod, timeout);
+            stops.push(service.delete(old));
+            new_pods.push(pod);
+        }
+        (new_pods, stops)
+    }
+}
+
+/// The container's readiness probe as the kubelet runs it from the node: an HTTP GET of the
+/// pod's address.
+#[derive(Clone)]
+struct HttpProbe {
+    port: u16,
+    path: String,
+    initial_delay: Duration,
+    period: Duration,
+    timeout: Duration,
+    success_threshold: i32,
+    failure_threshold: i32,
+}
+
+impl HttpProbe {
+    fn of(pod: &Pod) -> HttpProbe {
+        let probe: &Probe = pod
+            .container
+            .readiness_probe
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: no readiness probe", pod.name));
+        let http = probe.http_get.as_ref().unwrap_or_else(|| {
+            panic!("{}: a Service here needs an HTTP readiness probe", pod.name)
+        });
+        let seconds = |s: Option<i32>, default: i32| {
+            Duration::from_secs(u64::try_from(s.unwrap_or(default)).unwrap())
+        };
+        HttpProbe {
+            port: u16::try_from(pod.container_port(&http.port)).unwrap(),
+            path: http.path.clone().unwrap_or_else(|| "/".to_owned()),
+            initial_delay: seconds(probe.initial_delay_seconds, 0),
+            period: seconds(probe.period_seconds, 10),
+            timeout: seconds(probe.timeout_seconds, 1),
+            success_threshold: probe.success_threshold.unwrap_or(1),
+            failure_threshold: probe.failure_threshold.unwrap_or(3),
+        }
+    }
+
+    /// One probe: a 2xx or 3xx status within the timeout.
+    fn passes(&self, ip: Ipv4Addr) -> bool {
+        let Ok(mut stream) =
+            TcpStream::connect_timeout(&SocketAddr::from((ip, self.port)), self.timeout)
+        else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(self.timeout));
+        let _ = stream.set_write_timeout(Some(self.timeout));
+        let request = format!(
+            "GET {} HTTP/1.1\r\nHost: {ip}:{}\r\nUser-Agent: kube-probe/1.31\r\nConnection: close\r\n\r\n",
+            self.path, self.port
+        );
+        if stream.write_all(request.as_bytes()).is_err() {
+            return false;
+        }
+        let mut head = [0u8; 12];
+        if stream.read_exact(&mut head).is_err() {
+            return false;
+        }
+        // `HTTP/1.1 200`
+        std::str::from_utf8(&head[9..12])
+            .ok()
+            .and_then(|code| code.parse::<u16>().ok())
+            .is_some_and(|code| (200..400).contains(&code))
+    }
+}
+
+/// One pod behind a Service.
+struct Endpoint {
+    pod: String,
+    ip: Ipv4Addr,
+    /// The kubelet's readiness, from the probe.
+    ready: bool,
+    /// Deleted: out of the endpoints whatever its readiness.
+    terminating: bool,
+    /// In kube-proxy's rotation.
+    published: bool,
+    /// When `ready && !terminating` last stopped matching `published`.
+    changed_at: Option<Instant>,
+    connections: u64,
+}
+
+impl Endpoint {
+    fn note_change(&mut self) {
+        let wanted = self.ready && !self.terminating;
+        if wanted == self.published {
+            self.changed_at = None;
+        } else if self.changed_at.is_none() {
+            self.changed_at = Some(Instant::now());
+        }
+    }
+
+    /// Whether kube-proxy sends new connections here now: the wanted state once it has held
+    /// for the lag.
+    fn in_rotation(&mut self) -> bool {
+        if let Some(at) = self.changed_at
+            && at.elapsed() >= ENDPOINTS_LAG
+        {
+            self.published = self.ready && !self.terminating;
+            self.changed_at = None;
+        }
+        self.published
+    }
+}
+
+struct ProxyState {
+    name: String,
+    port: u16,
+    endpoints: Mutex<Vec<Endpoint>>,
+    next: AtomicUsize,
+    /// Connections that found no endpoint, or whose endpoint did not take them.
+    dropped: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl ProxyState {
+    fn endpoints(&self) -> std::sync::MutexGuard<'_, Vec<Endpoint>> {
+        self.endpoints.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The endpoint the next connection goes to, round robin over those in rotation.
+    fn pick(&self) -> Option<Ipv4Addr> {
+        let mut endpoints = self.endpoints();
+        let live: Vec<usize> = (0..endpoints.len())
+            .filter(|&i| endpoints[i].in_rotation())
+            .collect();
+        if live.is_empty() {
+            return None;
+        }
+        let chosen = &mut endpoints[live[self.next.fetch_add(1, Ordering::Relaxed) % live.len()]];
+        chosen.connections += 1;
+        Some(chosen.ip)
+    }
+}
+
+/// A Service over several pods ([`Cluster::service_proxy`]): the kubelet's readiness probes,
+/// the endpoints with their lag, kube-proxy's choice of a pod per connection. Reached on a
+/// loopback port of the test's network ([`ServiceProxy::url`]), dialling the pods from the
+/// node, as a LoadBalancer Service's node port is. Stops taking connections when dropped.
+pub struct ServiceProxy {
+    state: Arc<ProxyState>,
+    local: SocketAddr,
+    node: Arc<fs::File>,
+}
+
+impl ServiceProxy {
+    fn start(name: &str, port: u16, node: fs::File) -> ServiceProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let local = listener.local_addr().unwrap();
+        let state = Arc::new(ProxyState {
+            name: name.to_owned(),
+            port,
+            endpoints: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let node = Arc::new(node);
+        let (accepting, netns) = (Arc::clone(&state), Arc::clone(&node));
+        std::thread::spawn(move || {
+            enter(&netns);
+            for client in listener.incoming() {
+                if accepting.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                let Some(ip) = accepting.pick() else {
+                    // No endpoint: the connection is refused (closed here, it was taken).
+                    accepting.dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let target = SocketAddr::from((ip, accepting.port));
+                match TcpStream::connect_timeout(&target, Duration::from_secs(2)) {
+                    Ok(upstream) => splice(client, upstream),
+                    Err(_) => {
+                        accepting.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        ServiceProxy { state, local, node }
+    }
+
+    /// `http://127.0.0.1:<port>`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.local)
+    }
+
+    /// A pod matching the Service's selector: the kubelet probes its readiness (the container's
+    /// HTTP readiness probe, from the node, with its delay, period, timeout and thresholds); it
+    /// enters the endpoints [`ENDPOINTS_LAG`] after it turns ready.
+    pub fn add(&self, pod: &Pod) {
+        let probe = HttpProbe::of(pod);
+        self.state.endpoints().push(Endpoint {
+            pod: pod.name.clone(),
+            ip: pod.ip,
+            ready: false,
+            terminating: false,
+            published: false,
+            changed_at: None,
+            connections: 0,
+        });
+        let (state, netns, name, ip) = (
+            Arc::clone(&self.state),
+            Arc::clone(&self.node),
+            pod.name.clone(),
+            pod.ip,
+        );
+        std::thread::spawn(move || {
+            enter(&netns);
+            std::thread::sleep(probe.initial_delay);
+            let (mut successes, mut failures) = (0, 0);
+            loop {
+                let passed = probe.passes(ip);
+                if passed {
+                    (successes, failures) = (successes + 1, 0);
+                } else {
+                    (successes, failures) = (0, failures + 1);
+                }
+                {
+                    let mut endpoints = state.endpoints();
+                    let Some(endpoint) = endpoints.iter_mut().find(|e| e.pod == name) else {
+                        return;
+                    };
+                    if state.stop.load(Ordering::SeqCst) || endpoint.terminating {
+                        return;
+                    }
+                    if passed && successes >= probe.success_threshold {
+                        endpoint.ready = true;
+                    } else if !passed && failures >= probe.failure_threshold {
+                        endpoint.ready = false;
+                    }
+                    endpoint.note_change();
+                }
+                std::thread::sleep(probe.period);
+            }
+        });
+    }
+
+    /// The kubelet has found `pod` Ready.
+    pub fn is_ready(&self, pod: &str) -> bool {
+        self.state
+            .endpoints()
+            .iter()
+            .any(|e| e.pod == pod && e.ready)
+    }
+
+    /// `pod` takes the Service's new connections.
+    pub fn in_rotation(&self, pod: &str) -> bool {
+        self.state
+            .endpoints()
+            .iter_mut()
+            .any(|e| e.pod == pod && e.in_rotation())
+    }
+
+    /// Until the kubelet finds `pod` Ready; panics with its log if it exits first or after
+    /// `timeout`.
+    pub fn wait_ready(&self, pod: &mut Pod, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.is_ready(&pod.name) {
+            if let Some(status) = pod.exited() {
+                panic!(
+                    "{} exited ({status}) before it was ready:\n{}",
+                    pod.name,
+                    pod.log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} not ready after {timeout:?}:\n{}",
+                pod.name,
+                pod.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Until `pod` takes the Service's connections (ready, and the lag passed).
+    pub fn wait_in_rotation(&self, pod: &mut Pod, timeout: Duration) {
+        self.wait_ready(pod, timeout);
+        wait_for(
+            timeout,
+            &format!("{} in {}'s endpoints", pod.name, self.state.name),
+            || self.in_rotation(&pod.name),
+        );
+    }
+
+    /// `kubectl delete pod`: out of the endpoints (after the lag: kube-proxy still sends it
+    /// connections until then) while the kubelet stops it ([`Pod::terminate`]) in the
+    /// background; the stop's outcome.
+    pub fn delete(&self, pod: Pod) -> JoinHandle<Terminated> {
+        if let Some(endpoint) = self
+            .state
+            .endpoints()
+            .iter_mut()
+            .find(|e| e.pod == pod.name)
+        {
+            endpoint.terminating = true;
+            endpoint.note_change();
+        }
+        std::thread::spawn(move || pod.terminate())
+    }
+
+    /// The connections sent to each pod so far, and those that found no pod to take them.
+    pub fn connections(&self) -> (BTreeMap<String, u64>, u64) {
+        let per_pod = self
+            .state
+            .endpoints()
+            .iter()
+            .map(|e| (e.pod.clone(), e.connections))
+            .collect();
+        (per_pod, self.state.dropped.load(Ordering::Relaxed))
+    }
+}
+
+impl Drop for ServiceProxy {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect_timeout(&self.local, Duration::from_secs(1));
+    }
+}
+
+/// Moves this thread (and those it starts) into the node's network namespace.
+fn enter(netns: &fs::File) {
+    // SAFETY: setns on an open namespace fd; it changes only this thread's namespace.
+    let entered = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(entered, 0, "setns: {}", io::Error::last_os_error());
 }
