@@ -1335,3 +1335,91 @@ fn enter(netns: &fs::File) {
     let entered = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
     assert_eq!(entered, 0, "setns: {}", io::Error::last_os_error());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(dir: &std::path::Path, name: &str) -> String {
+        fs::read_to_string(dir.join(name)).unwrap()
+    }
+
+    #[test]
+    fn a_config_map_volume_is_swapped_whole_through_its_data_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = ConfigVolume {
+            config_map: "limiter".to_owned(),
+            dir: dir.path().to_owned(),
+            mount_path: "/etc/screenlimit".to_owned(),
+            items: None,
+            default_mode: 0o644,
+        };
+        // A nested volume's mount point, as the layout makes it.
+        fs::create_dir(dir.path().join("secret")).unwrap();
+        let v1 = BTreeMap::from([
+            ("limiter.yaml".to_owned(), "plans: {basic: 1}\n".to_owned()),
+            ("old.txt".to_owned(), "gone next".to_owned()),
+        ]);
+        volume.write(&v1);
+        let first = fs::read_link(dir.path().join("..data")).unwrap();
+        assert_eq!(
+            fs::read_link(dir.path().join("limiter.yaml")).unwrap(),
+            PathBuf::from("..data/limiter.yaml")
+        );
+        assert_eq!(read(dir.path(), "limiter.yaml"), "plans: {basic: 1}\n");
+        let mode = fs::metadata(dir.path().join("limiter.yaml"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o644);
+
+        let v2 = BTreeMap::from([("limiter.yaml".to_owned(), "plans: {basic: 2}\n".to_owned())]);
+        volume.write(&v2);
+        let second = fs::read_link(dir.path().join("..data")).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(read(dir.path(), "limiter.yaml"), "plans: {basic: 2}\n");
+        assert!(
+            !dir.path().join(&first).exists(),
+            "the old version is removed"
+        );
+        assert!(fs::symlink_metadata(dir.path().join("old.txt")).is_err());
+        assert!(dir.path().join("secret").is_dir(), "a mount point stays");
+        let mut names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [second.to_str().unwrap(), "..data", "limiter.yaml", "secret"]
+        );
+    }
+
+    #[test]
+    fn a_volume_with_items_writes_only_those_keys_at_their_paths_and_modes() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = ConfigVolume {
+            config_map: "scripts".to_owned(),
+            dir: dir.path().to_owned(),
+            mount_path: "/scripts".to_owned(),
+            items: Some(vec![(
+                "run".to_owned(),
+                "bin/run.sh".to_owned(),
+                Some(0o755),
+            )]),
+            default_mode: 0o644,
+        };
+        let data = BTreeMap::from([
+            ("run".to_owned(), "#!/bin/sh\n".to_owned()),
+            ("other".to_owned(), "not listed".to_owned()),
+        ]);
+        volume.write(&data);
+        assert_eq!(read(dir.path(), "bin/run.sh"), "#!/bin/sh\n");
+        let mode = fs::metadata(dir.path().join("bin/run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o755);
+        assert!(fs::symlink_metadata(dir.path().join("other")).is_err());
+    }
+}
