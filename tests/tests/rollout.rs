@@ -9,11 +9,14 @@
 //!    build changes the limiter's ConfigMap and not its pod template, so nothing rolls; both pods
 //!    read the new file and report the new revision, the same processes as before, the new cap
 //!    in force on each; zero failed requests.
-//! 2. **An image change**: the pod template changes, the Deployment rolls (a new pod Ready,
+//! 2. **An image change**: the pod template changes (the runner runs the workspace's binary
+//!    whatever the image says: the template's change is what rolls), the Deployment rolls (a new pod Ready,
 //!    then an old one deleted: out of the endpoints after the lag, SIGTERM, its drain); every
 //!    old pod exits on its own within its grace period; zero failed requests, and the players
 //!    did see the drain (`Connection: close` answers) and moved to the new pods.
 //!
+//! A failed request is one with no answer, not a 200, or a degraded 200 (the store deadline is
+//! raised to 1 s for this, so that a loaded machine's stall is not taken for a store failure).
 //! The timings are printed (`--no-capture`), not asserted.
 
 use std::sync::atomic::{AtomicBool, Ordering};
