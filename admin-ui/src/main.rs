@@ -281,8 +281,10 @@ fn resolve_aliases(cli: &mut Cli) {
             std::env::var_os("SCREENLIMIT_LIMITER_TOKEN_FILE").map(PathBuf::from);
     }
     if let Some(dir) = &cli.auth_dir {
-        if cli.credentials_file.is_none() {
-            cli.credentials_file = Some(dir.join("users"));
+        // With the identity provider on, a Secret without `users` means no password users.
+        let users = dir.join("users");
+        if cli.credentials_file.is_none() && (users.exists() || cli.oidc_issuer.is_none()) {
+            cli.credentials_file = Some(users);
         }
         let secret = dir.join("session-secret");
         if cli.session_secret_file.is_none() && secret.exists() {
