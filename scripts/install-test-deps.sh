@@ -2,10 +2,12 @@
 # Installs what the test suite needs on a fresh Debian machine, and nothing that is already there:
 # libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests
 # start their own throwaway servers on free ports), Chromium and chromedriver (the dashboard's
-# browser test drives them headless) and cargo-nextest.
+# browser test drives them headless), Node.js with the npm package oidc-provider (the OpenID
+# provider of the dashboard's sign-in tests) and cargo-nextest.
 set -euo pipefail
 
 need_apt=()
+need_apt_late=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-cli >/dev/null || need_apt+=(redis-tools)
 [[ -x /usr/bin/chromium ]] || need_apt+=(chromium)
@@ -32,6 +34,25 @@ if ((${#need_apt[@]})); then
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+# The dashboard's OpenID Connect tests start the npm registry's oidc-provider (admin-ui/tests/oidc,
+# pinned by its package-lock.json) with Node.js.
+command -v node >/dev/null || need_apt_late+=(nodejs)
+command -v npm >/dev/null || need_apt_late+=(npm)
+if ((${#need_apt_late[@]})); then
+  echo "install-test-deps: installing ${need_apt_late[*]} from Debian's packages"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need_apt_late[@]}"
+fi
+oidc_dir="$(dirname "$0")/../admin-ui/tests/oidc"
+# Again whenever package-lock.json is newer than what node_modules holds.
+if ! [[ -d "$oidc_dir/node_modules/oidc-provider" \
+  && "$oidc_dir/node_modules/.package-lock.json" -nt "$oidc_dir/package-lock.json" ]]; then
+  echo "install-test-deps: installing oidc-provider from the npm registry (npm ci in admin-ui/tests/oidc)"
+  npm ci --prefix "$oidc_dir" --no-audit --no-fund --loglevel=error
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

@@ -7,12 +7,15 @@ use axum::http::HeaderName;
 use ipnet::IpNet;
 
 use crate::auth::Role;
+use crate::auth::oidc::OidcSettings;
 use crate::auth::throttle::ThrottleRules;
 use crate::auth::users::Users;
 
 /// How people sign in.
 pub enum AuthMode {
-    /// Users and argon2 hashes from a credentials file (or a mounted Kubernetes Secret).
+    /// The dashboard's own sessions: users and argon2 hashes from a credentials file (or a
+    /// mounted Kubernetes Secret; empty with sign-in through the identity provider only), and
+    /// the identity provider when `Settings::oidc` is set.
     Credentials(Users),
     /// An authenticating proxy in front sets the user name (and optionally a role list) in
     /// headers. Only in this mode are those headers believed.
@@ -53,6 +56,8 @@ pub struct Settings {
     pub client_address_header: HeaderName,
     /// Sign-in throttling per user name and per client address.
     pub throttle: ThrottleRules,
+    /// Sign-in through an OpenID Connect provider (besides or instead of passwords).
+    pub oidc: Option<OidcSettings>,
     /// Password verifications (argon2) running at once, at most.
     pub signin_concurrency: usize,
     /// How long a sign-in waits for a verification slot before it is answered 503.
@@ -83,6 +88,7 @@ impl Settings {
             trusted_proxies: Vec::new(),
             client_address_header: HeaderName::from_static("x-forwarded-for"),
             throttle: ThrottleRules::default(),
+            oidc: None,
             signin_concurrency: default_signin_concurrency(),
             signin_queue_timeout: Duration::from_secs(2),
         }

@@ -10,6 +10,7 @@ use anyhow::Context;
 use axum::http::HeaderName;
 use clap::{Parser, Subcommand};
 use screenlimit_admin_ui::auth::Role;
+use screenlimit_admin_ui::auth::oidc::OidcSettings;
 use screenlimit_admin_ui::auth::throttle::ThrottleRules;
 use screenlimit_admin_ui::auth::users::{Users, hash_password};
 use screenlimit_admin_ui::config::{AuthMode, Settings, default_signin_concurrency};
@@ -111,6 +112,64 @@ struct Cli {
         default_value = "x-forwarded-for"
     )]
     client_address_header: HeaderName,
+    /// OpenID Connect: the issuer URL of the company's identity provider (turns provider
+    /// sign-in on; needs --external-url, which gives the redirect URL `{external}/oidc/callback`).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_OIDC_ISSUER")]
+    oidc_issuer: Option<String>,
+    /// OpenID Connect: the dashboard's client id at the provider.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_OIDC_CLIENT_ID")]
+    oidc_client_id: Option<String>,
+    /// OpenID Connect: a file holding the client secret (a mounted Secret); none for a public
+    /// client.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_OIDC_CLIENT_SECRET_FILE")]
+    oidc_client_secret_file: Option<PathBuf>,
+    /// OpenID Connect: scopes asked for besides `openid` (comma separated).
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_OIDC_SCOPES",
+        value_delimiter = ',',
+        default_value = "profile,groups"
+    )]
+    oidc_scopes: Vec<String>,
+    /// OpenID Connect: the ID token claim listing the user's groups.
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_OIDC_ROLES_CLAIM",
+        default_value = "groups"
+    )]
+    oidc_roles_claim: String,
+    /// OpenID Connect: groups that grant `support` (comma separated).
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_OIDC_SUPPORT_GROUPS",
+        value_delimiter = ','
+    )]
+    oidc_support_groups: Vec<String>,
+    /// OpenID Connect: groups that grant `viewer` (comma separated).
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_OIDC_VIEWER_GROUPS",
+        value_delimiter = ','
+    )]
+    oidc_viewer_groups: Vec<String>,
+    /// OpenID Connect: claims tried in order for the name shown and audited.
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_OIDC_NAME_CLAIMS",
+        value_delimiter = ',',
+        default_value = "preferred_username,name,email"
+    )]
+    oidc_name_claims: Vec<String>,
+    /// OpenID Connect: the sign-in button reads "Sign in with …".
+    #[arg(
+        long,
+        env = "SCREENLIMIT_ADMIN_OIDC_DISPLAY_NAME",
+        default_value = "your company account"
+    )]
+    oidc_display_name: String,
+    /// OpenID Connect: deadline of each call to the provider.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_OIDC_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    oidc_timeout: Duration,
     /// Failed sign-ins (per user name and per address) answered without delay.
     #[arg(
         long,
@@ -125,13 +184,17 @@ struct Cli {
     /// refused (429 with Retry-After).
     #[arg(long, env = "SCREENLIMIT_ADMIN_SIGNIN_MAX_DELAY", default_value = "8s", value_parser = humantime::parse_duration)]
     signin_max_delay: Duration,
-    /// Failed sign-ins of one user name that pause its sign-in for --signin-lockout.
+    /// Failed sign-ins one known browser (a device cookie from an earlier sign-in as that user)
+    /// makes, answered at once, before its cookie is distrusted for --signin-lockout.
     #[arg(
         long,
-        env = "SCREENLIMIT_ADMIN_SIGNIN_USER_LOCKOUT_AFTER",
-        default_value_t = 10
+        env = "SCREENLIMIT_ADMIN_SIGNIN_DEVICE_FAILURES",
+        default_value_t = 5
     )]
-    signin_user_lockout_after: u32,
+    signin_device_failures: u32,
+    /// How long a device cookie (proof that a browser signed in before) lasts.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_SIGNIN_DEVICE_TTL", default_value = "90days", value_parser = humantime::parse_duration)]
+    signin_device_ttl: Duration,
     /// Failed sign-ins from one client address that pause sign-in from it for --signin-lockout.
     #[arg(
         long,
@@ -218,8 +281,10 @@ fn resolve_aliases(cli: &mut Cli) {
             std::env::var_os("SCREENLIMIT_LIMITER_TOKEN_FILE").map(PathBuf::from);
     }
     if let Some(dir) = &cli.auth_dir {
-        if cli.credentials_file.is_none() {
-            cli.credentials_file = Some(dir.join("users"));
+        // With the identity provider on, a Secret without `users` means no password users.
+        let users = dir.join("users");
+        if cli.credentials_file.is_none() && (users.exists() || cli.oidc_issuer.is_none()) {
+            cli.credentials_file = Some(users);
         }
         let secret = dir.join("session-secret");
         if cli.session_secret_file.is_none() && secret.exists() {
@@ -237,6 +302,9 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
             support_group: cli.proxy_support_group.clone(),
             default_role: Role::parse(&cli.proxy_default_role).unwrap_or(Role::Viewer),
         },
+        (None, _) if cli.credentials_file.is_none() && cli.oidc_issuer.is_some() => {
+            AuthMode::Credentials(Users::none())
+        }
         (None, _) => {
             let path = cli.credentials_file.as_ref().context(
                 "--credentials-file (SCREENLIMIT_ADMIN_CREDENTIALS_FILE) is required with \
@@ -271,6 +339,7 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
         "--session-ttl: at most 30 days (the limiter keeps a user's session generation that long \
          after the last sign-in event)"
     );
+    let oidc = oidc_settings(cli)?;
     let limiter_token = match &cli.limiter_token_file {
         Some(path) => Some(read_secret_file(path, "--limiter-token-file")?),
         None => None,
@@ -298,7 +367,8 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
             free_failures: cli.signin_free_failures,
             base_delay: cli.signin_delay,
             max_delay: cli.signin_max_delay,
-            user_lockout_after: cli.signin_user_lockout_after,
+            device_failures: cli.signin_device_failures.max(1),
+            device_ttl: cli.signin_device_ttl,
             address_lockout_after: cli.signin_address_lockout_after,
             lockout: cli.signin_lockout,
             ..ThrottleRules::default()
@@ -308,7 +378,50 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
             .unwrap_or_else(default_signin_concurrency)
             .max(1),
         signin_queue_timeout: cli.signin_queue_timeout,
+        oidc,
     })
+}
+
+/// The `--oidc-*` flags, checked: none at all means no provider sign-in.
+fn oidc_settings(cli: &Cli) -> anyhow::Result<Option<OidcSettings>> {
+    let Some(issuer) = &cli.oidc_issuer else {
+        anyhow::ensure!(
+            cli.oidc_client_id.is_none() && cli.oidc_client_secret_file.is_none(),
+            "--oidc-client-id and --oidc-client-secret-file need --oidc-issuer"
+        );
+        return Ok(None);
+    };
+    let client_id = cli
+        .oidc_client_id
+        .as_deref()
+        .context("--oidc-issuer needs --oidc-client-id (the dashboard's client at the provider)")?;
+    let external = cli.external_url.as_deref().context(
+        "--oidc-issuer needs --external-url: the provider sends people back to \
+         {external-url}/oidc/callback",
+    )?;
+    let secret = match &cli.oidc_client_secret_file {
+        Some(path) => Some(read_secret_file(path, "--oidc-client-secret-file")?),
+        None => None,
+    };
+    let mut settings = OidcSettings::new(issuer, client_id, secret.as_deref(), external);
+    let list = |items: &[String]| -> Vec<String> {
+        items
+            .iter()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    settings.scopes = list(&cli.oidc_scopes);
+    settings.roles_claim = cli.oidc_roles_claim.trim().to_owned();
+    settings.support_groups = list(&cli.oidc_support_groups);
+    settings.viewer_groups = list(&cli.oidc_viewer_groups);
+    settings.name_claims = list(&cli.oidc_name_claims);
+    settings.display_name = cli.oidc_display_name.clone();
+    settings.timeout = cli.oidc_timeout;
+    settings
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--oidc-*: {e}"))?;
+    Ok(Some(settings))
 }
 
 /// The drain flags, checked by the limiter's own bounds for the same settings.

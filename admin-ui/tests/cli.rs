@@ -85,6 +85,37 @@ fn a_missing_users_file_stops_the_start_with_a_message() {
     );
 }
 
+#[test]
+fn oidc_flags_are_checked_before_the_start() {
+    let run = |args: &[&str]| {
+        let output = Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("SCREENLIMIT_ADMIN_CREDENTIALS_FILE")
+            .env_remove("SCREENLIMIT_ADMIN_AUTH_DIR")
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let issuer = ["--oidc-issuer", "https://idp.example.com"];
+    let stderr = run(&issuer);
+    assert!(stderr.contains("--oidc-client-id"), "{stderr}");
+    let stderr = run(&[&issuer[..], &["--oidc-client-id", "dash"]].concat());
+    assert!(stderr.contains("--external-url"), "{stderr}");
+    let stderr = run(&[
+        &issuer[..],
+        &[
+            "--oidc-client-id",
+            "dash",
+            "--external-url",
+            "https://s.example.com",
+        ],
+    ]
+    .concat());
+    assert!(stderr.contains("group"), "no group: {stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_mode_serves_a_limiter_and_the_dashboard_together() {
     let (limiter_port, ui_port) = (free_port().await, free_port().await);

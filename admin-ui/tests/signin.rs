@@ -80,8 +80,8 @@ fn rules() -> ThrottleRules {
         free_failures: 3,
         base_delay: Duration::from_millis(100),
         max_delay: Duration::from_millis(800),
-        user_lockout_after: 8,
-        address_lockout_after: 40,
+        device_failures: 5,
+        address_lockout_after: 10,
         lockout: Duration::from_secs(60),
         ..ThrottleRules::default()
     }
@@ -112,6 +112,7 @@ async fn replicas() -> Replicas {
         settings.trusted_proxies = vec![parse_trusted_proxy("127.0.0.1").unwrap()];
         settings.throttle = rules();
         settings.signin_queue_timeout = Duration::from_secs(1);
+        settings.signin_concurrency = 1;
         settings
     };
     let a = common::dashboard(settings()).await;
@@ -239,100 +240,192 @@ async fn a_cookie_signed_out_on_one_replica_is_refused_by_the_other() {
     assert_eq!(audited(&replicas.limiter, "sign_in", 2).await.len(), 2);
 }
 
-#[tokio::test]
-async fn fifty_wrong_passwords_are_slowed_then_refused_while_another_user_signs_in() {
+/// Signs `agent` in again as `who` from `address` after dropping its session (its device
+/// cookie, if any, stays): (status, time, body).
+async fn sign_in_again(
+    agent: &mut Agent,
+    who: (&str, &str),
+    address: &str,
+) -> (StatusCode, Duration, String) {
+    agent.cookies.remove("sl_session");
+    let (status, _, took, body) = attempt(agent, who, address).await;
+    (status, took, body)
+}
+
+fn summary(results: &[(StatusCode, Option<u64>, Duration, String)]) -> String {
+    let mut counts: BTreeMap<u16, usize> = BTreeMap::new();
+    for (status, ..) in results {
+        *counts.entry(status.as_u16()).or_default() += 1;
+    }
+    let mut times: Vec<Duration> = results.iter().map(|r| r.2).collect();
+    format!("statuses {counts:?}, answer times {}", figures(&mut times))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_guesses_never_keep_the_rightful_user_out() {
     let replicas = replicas().await;
+    let rules = rules();
+    // The rightful user signed in from this browser before (it holds a device cookie).
+    let mut known = Agent::new(&replicas.a);
+    let (status, _, _, body) = attempt(&mut known, SUPPORT, "198.51.100.2").await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert!(known.cookies.contains_key("sl_device"));
+    let mut known_b = Agent::new(&replicas.b);
+    known_b.cookies = known.cookies.clone();
+
+    // 100 wrong guesses for the same name from one address, one after the other.
     let attacker = "203.0.113.7";
-    // Another user signs in from elsewhere while the guessing goes on.
-    let meanwhile = {
-        let url = replicas.a.clone();
+    let guessing = {
+        let a = replicas.a.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let mut agent = Agent::new(&url);
-            attempt(&mut agent, VIEWER, "198.51.100.2").await
+            let mut agent = Agent::new(&a);
+            let mut results = Vec::new();
+            for _ in 0..100 {
+                results.push(attempt(&mut agent, (SUPPORT.0, "guess"), attacker).await);
+            }
+            results
         })
     };
-    let mut agent = Agent::new(&replicas.a);
-    let started = Instant::now();
-    let mut results = Vec::new();
-    let mut starts = Vec::new();
-    for _ in 0..50 {
-        starts.push(started.elapsed());
-        results.push(attempt(&mut agent, (SUPPORT.0, "guess"), attacker).await);
-    }
-    let total = started.elapsed();
-    let summary: Vec<String> = results
-        .iter()
-        .map(|(status, _, took, _)| format!("{}:{}ms", status.as_u16(), took.as_millis()))
-        .collect();
+    // Meanwhile the browser that signed in before signs in at once, on either replica.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, took, body) = sign_in_again(&mut known_b, SUPPORT, "198.51.100.2").await;
     println!(
-        "50 wrong passwords in {} ms: {}",
-        total.as_millis(),
-        summary.join(" ")
-    );
-
-    let failed = results
-        .iter()
-        .take_while(|r| r.0 == StatusCode::UNAUTHORIZED)
-        .count();
-    assert!((4..=9).contains(&failed), "{summary:?}");
-    // Slowed: past the three free failures each guess waits its turn, 100, 200, 400, 800 ms
-    // after the one before, however fast the one before was answered.
-    let fourth_to_eighth_done = starts[7] + results[7].2 - starts[3];
-    println!(
-        "guesses 4 to 8 took {} ms",
-        fourth_to_eighth_done.as_millis()
-    );
-    assert!(
-        failed < 8 || fourth_to_eighth_done >= Duration::from_millis(1500),
-        "guesses 4 to 8 were spaced out: {summary:?}"
-    );
-    // Then refused, every one, with a message and Retry-After.
-    for (status, retry_after, _, body) in &results[failed..] {
-        assert_eq!(*status, StatusCode::TOO_MANY_REQUESTS, "{summary:?}");
-        assert!(retry_after.is_some_and(|s| (1..=60).contains(&s)));
-        assert!(body.contains("Sign-in is paused for"), "{body}");
-    }
-    // The lockout holds even for the right password, from any address.
-    let (status, _, _, _) = attempt(&mut agent, SUPPORT, "192.0.2.50").await;
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-
-    let (status, _, took, body) = meanwhile.await.unwrap();
-    println!(
-        "the other user's sign-in meanwhile: {status} in {} ms",
+        "known browser during guesses from one address: {status} in {} ms",
         took.as_millis()
     );
     assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
-    // And after it, from the same address as ever.
-    let (status, _, _, _) = attempt(&mut Agent::new(&replicas.b), VIEWER, "198.51.100.2").await;
-    assert_eq!(status, StatusCode::SEE_OTHER);
-
-    // The audit log has every failure (who, from where) and the one lockout.
-    let failures = audited(&replicas.limiter, "sign_in_failed", failed).await;
-    assert_eq!(failures.len(), failed, "{failures:?}");
-    assert!(
-        failures
-            .iter()
-            .all(|e| e["actor"] == SUPPORT.0 && e["address"] == attacker && e["account_id"] == "")
+    let one_address = guessing.await.unwrap();
+    println!("100 guesses from one address: {}", summary(&one_address));
+    // The address was slowed, then paused; the pause was logged once.
+    let failed = one_address
+        .iter()
+        .take_while(|r| r.0 == StatusCode::UNAUTHORIZED)
+        .count();
+    assert_eq!(
+        failed as u32,
+        rules.address_lockout_after,
+        "{}",
+        summary(&one_address)
     );
+    for (status, retry_after, _, body) in &one_address[failed..] {
+        assert_eq!(*status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(retry_after.is_some_and(|s| (1..=60).contains(&s)));
+        assert!(body.contains("Sign-in is paused for"), "{body}");
+    }
+
+    // Then 100 more from 100 addresses, 10 at a time, on both replicas.
+    let mut from_many = Vec::new();
+    let mut during = Vec::new();
+    for batch in 0..10u32 {
+        let guesses: Vec<_> = (0..10u32)
+            .map(|i| {
+                let n = batch * 10 + i;
+                let url = if n % 2 == 0 { &replicas.a } else { &replicas.b }.clone();
+                tokio::spawn(async move {
+                    let mut agent = Agent::new(&url);
+                    let address = format!("192.0.2.{}", n + 1);
+                    attempt(&mut agent, (SUPPORT.0, "guess"), &address).await
+                })
+            })
+            .collect();
+        if batch == 5 {
+            // Meanwhile: the known browser at once; a new browser within the longest delay.
+            let known = sign_in_again(&mut known, SUPPORT, "198.51.100.2").await;
+            let mut new_browser = Agent::new(&replicas.b);
+            let new = sign_in_again(&mut new_browser, SUPPORT, "198.51.100.99").await;
+            during.push((known, new));
+        }
+        for guess in guesses {
+            from_many.push(guess.await.unwrap());
+        }
+    }
+    println!("100 guesses from 100 addresses: {}", summary(&from_many));
+    // None refused: a name is only ever delayed. Past the free failures each guess waited.
+    assert!(
+        from_many.iter().all(|r| r.0 == StatusCode::UNAUTHORIZED),
+        "{}",
+        summary(&from_many)
+    );
+    let slowed = from_many.iter().filter(|r| r.2 >= rules.base_delay).count();
+    assert!(slowed >= 80, "guesses delayed: {slowed} of 100");
+    let after = (
+        sign_in_again(&mut known, SUPPORT, "198.51.100.2").await,
+        sign_in_again(&mut Agent::new(&replicas.a), SUPPORT, "198.51.100.98").await,
+    );
+    // A new browser waits at most the longest delay, then its turn at a verification slot.
+    let documented = rules.max_delay + Duration::from_secs(1);
+    for (when, ((known_status, known_took, known_body), (new_status, new_took, new_body))) in
+        [("during", &during[0]), ("after", &after)]
+    {
+        println!(
+            "{when} guesses from many addresses: known browser {known_status} in {} ms, new \
+             browser {new_status} in {} ms",
+            known_took.as_millis(),
+            new_took.as_millis()
+        );
+        assert_eq!(*known_status, StatusCode::SEE_OTHER, "{known_body}");
+        assert_eq!(*new_status, StatusCode::SEE_OTHER, "{new_body}");
+        assert!(
+            *new_took < documented + Duration::from_secs(3),
+            "a new browser signed in within the longest delay and a verification: {new_took:?}"
+        );
+    }
+
+    // The audit log has every failure (who, from where) and the one pause of the address.
+    let failures = audited(&replicas.limiter, "sign_in_failed", failed + 100).await;
+    assert_eq!(failures.len(), failed + 100);
+    assert!(failures.iter().all(|e| e["actor"] == SUPPORT.0));
     let throttled = audited(&replicas.limiter, "sign_in_throttled", 1).await;
-    assert_eq!(throttled.len(), 1, "once per lockout: {throttled:?}");
-    assert_eq!(throttled[0]["actor"], SUPPORT.0);
+    assert_eq!(throttled.len(), 1, "once per pause: {throttled:?}");
+    assert_eq!(throttled[0]["address"], attacker);
 
     // The Audit page shows them, filtered by kind.
     let mut lead = Agent::signed_in(&replicas.b, VIEWER).await;
-    let page = lead.get("/audit?kind=sign_in_failed").await;
-    assert_eq!(page.status, StatusCode::OK);
-    assert_eq!(
-        page.body.matches("data-kind=\"sign_in_failed\"").count(),
-        failed
-    );
-    assert!(page.body.contains("From 203.0.113.7") && page.body.contains("Failed sign-ins"));
     let page = lead.get("/audit?kind=sign_in_throttled").await;
+    assert_eq!(page.status, StatusCode::OK);
     assert_eq!(
         page.body.matches("data-kind=\"sign_in_throttled\"").count(),
         1
     );
+    assert!(page.body.contains("From 203.0.113.7"));
+}
+
+#[tokio::test]
+async fn a_known_browser_has_its_own_small_budget() {
+    let replicas = replicas().await;
+    let rules = rules();
+    let mut known = Agent::new(&replicas.a);
+    let (status, ..) = attempt(&mut known, SUPPORT, "198.51.100.2").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    known.cookies.remove("sl_session");
+    // Its own failures are answered at once, up to its budget...
+    for _ in 0..rules.device_failures {
+        let (status, _, took, _) = attempt(&mut known, (SUPPORT.0, "typo"), "198.51.100.2").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        println!("known browser's failure: {} ms", took.as_millis());
+    }
+    // ...then it is a new browser for a while, and the pause is logged.
+    let throttled = audited(&replicas.limiter, "sign_in_throttled", 1).await;
+    assert_eq!(throttled.len(), 1, "{throttled:?}");
+    assert!(
+        throttled[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("own budget")
+    );
+    // Another browser of the same user keeps its own budget; strangers' guesses have left the
+    // name's count alone, so a new browser signs in without a delay too.
+    let mut other = Agent::new(&replicas.b);
+    let (status, ..) = attempt(&mut other, SUPPORT, "198.51.100.3").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (status, ..) = attempt(&mut known, SUPPORT, "198.51.100.2").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    // A device cookie proves nothing for another name.
+    known.cookies.remove("sl_session");
+    let (status, ..) = attempt(&mut known, (VIEWER.0, "typo"), "198.51.100.2").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let failures = audited(&replicas.limiter, "sign_in_failed", 6).await;
+    assert_eq!(failures.len() as u32, rules.device_failures + 1);
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

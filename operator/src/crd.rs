@@ -837,6 +837,55 @@ pub struct AdminUiSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32), inner(length(min = 1, max = 43)))]
     pub trusted_proxies: Vec<String>,
+    /// The admin UI's address as people open it (`https://support.example.com`, no path): an
+    /// https URL marks its cookies Secure; with `oidc`, the identity provider sends people back
+    /// to `{externalUrl}/oidc/callback` (register that URL at the provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    pub external_url: Option<String>,
+    /// Sign-in through the company's OpenID Connect provider (Okta, Entra ID, Google Workspace,
+    /// Keycloak, Dex). Needs `externalUrl`. The auth Secret's `users` key becomes optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<AdminUiOidcSpec>,
+}
+
+/// The admin UI's OpenID Connect sign-in.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminUiOidcSpec {
+    /// The provider's issuer URL (https; its `/.well-known/openid-configuration` is read).
+    #[schemars(length(min = 1, max = 2048))]
+    pub issuer_url: String,
+    /// The admin UI's client id at the provider.
+    #[schemars(length(min = 1, max = 255))]
+    pub client_id: String,
+    /// A key of a Secret holding the client secret; none for a public client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<SecretKeyRef>,
+    /// The ID token claim listing the user's groups.
+    #[serde(default = "default_roles_claim")]
+    #[schemars(length(min = 1, max = 255))]
+    pub roles_claim: String,
+    /// Groups that grant the `support` role (force-stop, temporary limits).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 255)))]
+    pub support_groups: Vec<String>,
+    /// Groups that grant the `viewer` role; someone in no listed group gets no access.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 255)))]
+    pub viewer_groups: Vec<String>,
+    /// Scopes asked for besides `openid`, `profile` and `groups`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 255)))]
+    pub extra_scopes: Vec<String>,
+    /// The sign-in button reads "Sign in with {displayName}".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub display_name: Option<String>,
+}
+
+fn default_roles_claim() -> String {
+    "groups".to_owned()
 }
 
 /// What a decision does when Redis cannot answer in time.
@@ -1146,6 +1195,8 @@ impl Default for AdminUiSpec {
             auth_secret_name: None,
             resources: None,
             trusted_proxies: Vec::new(),
+            external_url: None,
+            oidc: None,
         }
     }
 }

@@ -268,6 +268,56 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             ));
         }
     }
+    let ui = &spec.admin_ui;
+    let https_url = |text: &str| {
+        text.strip_prefix("https://")
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace))
+    };
+    if let Some(url) = &ui.external_url
+        && !(https_url(url) || url.starts_with("http://"))
+    {
+        errors.push(err(
+            "spec.adminUI.externalUrl",
+            format!("`{url}` is not an http(s) URL such as https://support.example.com"),
+        ));
+    }
+    if let Some(oidc) = &ui.oidc {
+        if ui.external_url.is_none() {
+            errors.push(err(
+                "spec.adminUI.externalUrl",
+                "required with adminUI.oidc: the provider sends people back to {externalUrl}/oidc/callback",
+            ));
+        }
+        if !https_url(&oidc.issuer_url) {
+            errors.push(err(
+                "spec.adminUI.oidc.issuerUrl",
+                format!("`{}` is not an https URL", oidc.issuer_url),
+            ));
+        }
+        if oidc.client_id.trim().is_empty() {
+            errors.push(err("spec.adminUI.oidc.clientId", "must not be empty"));
+        }
+        if oidc.support_groups.is_empty() && oidc.viewer_groups.is_empty() {
+            errors.push(err(
+                "spec.adminUI.oidc.supportGroups",
+                "name at least one support or viewer group (nobody could sign in)",
+            ));
+        }
+        for (field, items) in [
+            ("supportGroups", &oidc.support_groups),
+            ("viewerGroups", &oidc.viewer_groups),
+            ("extraScopes", &oidc.extra_scopes),
+        ] {
+            for (i, item) in items.iter().enumerate() {
+                if item.contains([',', ' ']) || item.trim().is_empty() {
+                    errors.push(err(
+                        format!("spec.adminUI.oidc.{field}[{i}]"),
+                        format!("`{item}` may not be empty or hold commas or spaces"),
+                    ));
+                }
+            }
+        }
+    }
     if spec.failure_policy.store_timeout_millis < 1 {
         errors.push(err(
             "spec.failurePolicy.storeTimeoutMillis",

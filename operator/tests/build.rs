@@ -287,6 +287,51 @@ fn admin_ui_is_rendered_only_when_enabled() {
 }
 
 #[test]
+fn admin_ui_oidc_reaches_the_pod() {
+    let built = build(&fixture("admin-ui-oidc.yaml")).unwrap();
+    let pod = deployment_pod(&built.deployments[1]);
+    let c = &pod.containers[0];
+    let env = env_of(c);
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_EXTERNAL_URL"], "https://support.example.com",
+        "the redirect URL is {{externalUrl}}/oidc/callback"
+    );
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_OIDC_ISSUER"],
+        "https://keycloak.example.com/realms/staff"
+    );
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_OIDC_CLIENT_ID"],
+        "screenlimit-dashboard"
+    );
+    assert_eq!(env["SCREENLIMIT_ADMIN_OIDC_ROLES_CLAIM"], "groups");
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_OIDC_SUPPORT_GROUPS"],
+        "support-agents"
+    );
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_OIDC_VIEWER_GROUPS"],
+        "support-leads,engineering"
+    );
+    assert_eq!(env["SCREENLIMIT_ADMIN_OIDC_SCOPES"], "profile,groups,email");
+    assert_eq!(env["SCREENLIMIT_ADMIN_OIDC_DISPLAY_NAME"], "Example SSO");
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_OIDC_CLIENT_SECRET_FILE"],
+        "/etc/screenlimit/oidc-client/client-secret"
+    );
+    let volumes = pod.volumes.as_ref().unwrap();
+    let secret = volumes
+        .iter()
+        .find(|v| v.name == "oidc-client")
+        .expect("the client secret is mounted");
+    assert_eq!(secret_name(secret), Some("admin-oidc"));
+    // Without oidc, none of it.
+    let plain = build(&fixture("admin-ui.yaml")).unwrap();
+    let env = env_of(&deployment_pod(&plain.deployments[1]).containers[0]);
+    assert!(!env.keys().any(|k| k.contains("OIDC")), "{env:?}");
+}
+
+#[test]
 fn a_plan_change_reaches_the_pods_live_and_a_store_change_rolls_them() {
     let mut sl = fixture("managed.yaml");
     let before = build(&sl).unwrap();

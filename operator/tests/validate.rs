@@ -202,6 +202,38 @@ fn trusted_proxies_must_be_addresses_or_networks() {
 }
 
 #[test]
+fn admin_ui_oidc_is_checked_with_the_field_named() {
+    let mut sl = fixture("admin-ui-oidc.yaml");
+    assert!(validate(&sl).is_ok(), "{:?}", validate(&sl));
+    sl.spec.admin_ui.external_url = None;
+    let oidc = sl.spec.admin_ui.oidc.as_mut().unwrap();
+    oidc.issuer_url = "http://keycloak.example.com".into();
+    oidc.client_id = " ".into();
+    oidc.support_groups.clear();
+    oidc.viewer_groups = vec!["a,b".into()];
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.adminUI.externalUrl",
+            "spec.adminUI.oidc.issuerUrl",
+            "spec.adminUI.oidc.clientId",
+            "spec.adminUI.oidc.viewerGroups[0]"
+        ]
+    );
+    sl.spec
+        .admin_ui
+        .oidc
+        .as_mut()
+        .unwrap()
+        .viewer_groups
+        .clear();
+    assert!(
+        fields(validate(&sl)).contains(&"spec.adminUI.oidc.supportGroups".to_owned()),
+        "no group at all"
+    );
+}
+
+#[test]
 fn monitoring_labels_interval_and_thresholds_are_checked_with_the_field_named() {
     let mut sl = fixture("managed.yaml");
     let m = &mut sl.spec.monitoring;

@@ -2,7 +2,9 @@
 //! CSRF tokens, and the trusted-proxy-header mode.
 
 pub mod csrf;
+pub mod device;
 pub mod keys;
+pub mod oidc;
 pub mod session;
 pub mod throttle;
 pub mod users;
@@ -41,9 +43,16 @@ impl Role {
 pub struct User {
     pub name: String,
     pub role: Role,
+    /// The name shown, when it is not `name` (an identity provider's user: their name there).
+    pub display: Option<String>,
 }
 
 impl User {
+    /// The name the page shows.
+    pub fn shown(&self) -> &str {
+        self.display.as_deref().unwrap_or(&self.name)
+    }
+
     pub fn can_force_stop(&self) -> bool {
         self.role >= Role::Support
     }

@@ -31,6 +31,12 @@ pub struct Session {
     /// The user's session generation when it was issued.
     #[serde(rename = "g", default)]
     pub generation: u64,
+    /// The name shown, for a user signed in through the identity provider.
+    #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
+    /// Signed in through the identity provider (sign-out offers its end-session URL).
+    #[serde(rename = "o", default, skip_serializing_if = "std::ops::Not::not")]
+    pub provider: bool,
 }
 
 impl Session {
@@ -38,6 +44,7 @@ impl Session {
         User {
             name: self.user.clone(),
             role: self.role,
+            display: self.display.clone(),
         }
     }
 }
@@ -71,12 +78,19 @@ impl Sessions {
 
     /// A new session for `user` under session generation `generation`, as the cookie value.
     pub fn issue(&self, user: &User, generation: u64) -> String {
+        self.issue_from(user, generation, false)
+    }
+
+    /// As [`Sessions::issue`]; `provider` marks a sign-in through the identity provider.
+    pub fn issue_from(&self, user: &User, generation: u64, provider: bool) -> String {
         let session = Session {
             user: user.name.clone(),
             role: user.role,
             expires: now_unix() + self.ttl.as_secs(),
             nonce: b64(&random_bytes::<16>()),
             generation,
+            display: user.display.clone(),
+            provider,
         };
         let payload = b64(&serde_json::to_vec(&session).expect("session serializes"));
         let tag = b64(&self.signer.sign(payload.as_bytes()));
@@ -154,6 +168,7 @@ mod tests {
         User {
             name: "ana".into(),
             role: Role::Support,
+            display: None,
         }
     }
 
@@ -171,6 +186,8 @@ mod tests {
             expires: u64::MAX,
             nonce: "x".into(),
             generation: 0,
+            display: None,
+            provider: false,
         })
         .unwrap();
         assert!(sessions.read(&format!("{}.{tag}", b64(&forged))).is_none());

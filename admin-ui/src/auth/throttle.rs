@@ -1,12 +1,21 @@
-//! Sign-in throttling, per user name and per client address.
+//! Sign-in throttling that strangers cannot turn against the rightful user (OWASP's "device
+//! cookies"): a browser that signed in as a user before carries a signed device cookie
+//! (`auth::device`), and is judged apart from everyone else.
+//!
+//! - **A known browser** (a valid device cookie for the name typed) has its own budget:
+//!   `device_failures` failures answered at once; past them its cookie is distrusted for
+//!   `lockout` and it is judged like a new browser. Strangers' failures never touch it.
+//! - **Everyone else** is counted per user name and per client address. Per name, the first
+//!   `free_failures` cost nothing; after that every attempt waits `base_delay`, doubled for each
+//!   further failure, at most `max_delay`: delayed, never refused, so the rightful user signs in
+//!   from a new browser within `max_delay` whatever strangers try. Per address, attempts also
+//!   queue behind each other (the same ladder, one at a time), an attempt whose turn is further
+//!   away than `max_delay` is refused at once, and at `address_lockout_after` failures the
+//!   address is refused for `lockout`.
 //!
 //! Every attempt counts as a failure when it starts (so that a burst of concurrent guesses is
-//! counted before any of them is verified); a success takes its count back and clears the user's.
-//! The first `free_failures` of a key cost nothing; after that each attempt must wait its turn,
-//! `base_delay` doubled for every further failure (at most `max_delay`), and concurrent attempts
-//! queue behind each other; an attempt whose turn is further away than `max_delay` is refused
-//! at once. At `lockout_after` failures the key is refused for `lockout`. A key with no attempt
-//! for `lockout` is forgotten.
+//! counted before any of them is verified); a success takes its count back (and clears the
+//! name's count, or the browser's). A key with no attempt for `lockout` is forgotten.
 //!
 //! Memory is bounded: each map holds at most `capacity` keys; when full, forgotten keys go
 //! first, then the least recently seen tenth, keys under lockout last.
@@ -19,18 +28,22 @@ use std::time::{Duration, Instant};
 /// The throttle's rules (flags `--signin-*`).
 #[derive(Debug, Clone)]
 pub struct ThrottleRules {
-    /// Failures allowed without delay.
+    /// Failures allowed without delay (per name, per address).
     pub free_failures: u32,
     /// Delay after the first counted failure; doubles with each further one.
     pub base_delay: Duration,
-    /// Longest wait an attempt is made to sit through; a longer one is refused (429).
+    /// Longest wait: a name's attempts wait at most this long; an address's attempt whose turn
+    /// is further away is refused (429).
     pub max_delay: Duration,
-    /// Failures of one user name that lock it out for `lockout`.
-    pub user_lockout_after: u32,
+    /// Failures one known browser may make (answered at once) before its device cookie is
+    /// distrusted for `lockout`.
+    pub device_failures: u32,
     /// Failures from one client address that lock it out for `lockout`.
     pub address_lockout_after: u32,
     /// How long a lockout lasts; also how long an idle key's count is remembered.
     pub lockout: Duration,
+    /// How long a device cookie lasts.
+    pub device_ttl: Duration,
     /// Keys each map holds at most.
     pub capacity: usize,
 }
@@ -41,9 +54,10 @@ impl Default for ThrottleRules {
             free_failures: 3,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(8),
-            user_lockout_after: 10,
+            device_failures: 5,
             address_lockout_after: 30,
             lockout: Duration::from_secs(15 * 60),
+            device_ttl: Duration::from_secs(90 * 24 * 3600),
             capacity: 10_000,
         }
     }
@@ -52,7 +66,7 @@ impl Default for ThrottleRules {
 #[derive(Debug, Clone)]
 struct Entry {
     failures: u32,
-    /// The earliest time the next attempt may be verified.
+    /// The earliest time the next attempt may be verified (addresses only).
     next_turn: Instant,
     locked_until: Option<Instant>,
     last_seen: Instant,
@@ -75,17 +89,15 @@ impl Entry {
     }
 }
 
-/// One bounded map of counts, keyed by user name or by address.
+/// One bounded map of counts, keyed by user name, address or device cookie.
 struct Counts<K> {
     map: HashMap<K, Entry>,
-    lockout_after: u32,
 }
 
 impl<K: std::hash::Hash + Eq + Clone> Counts<K> {
-    fn new(lockout_after: u32) -> Self {
+    fn new() -> Self {
         Counts {
             map: HashMap::new(),
-            lockout_after,
         }
     }
 
@@ -125,6 +137,15 @@ impl<K: std::hash::Hash + Eq + Clone> Counts<K> {
         }
     }
 
+    fn take_back(&mut self, key: &K, rules: &ThrottleRules) {
+        if let Some(entry) = self.map.get_mut(key) {
+            entry.failures = entry.failures.saturating_sub(1);
+            if entry.failures < rules.free_failures {
+                entry.next_turn = entry.last_seen;
+            }
+        }
+    }
+
     fn len(&self) -> usize {
         self.map.len()
     }
@@ -140,13 +161,32 @@ fn user_key(user: &str) -> String {
     }
 }
 
+/// What an attempt was counted as, to take back or clear when it is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    user: String,
+    address: IpAddr,
+    /// The known browser's device id, when the attempt was judged as one.
+    device: Option<String>,
+    /// This attempt used up its browser's budget: from now on that browser is a new one.
+    pub device_distrusted: bool,
+}
+
+impl Ticket {
+    /// Whether the attempt came from a browser that signed in as this user before.
+    pub fn known_browser(&self) -> bool {
+        self.device.is_some()
+    }
+}
+
 /// Whether an attempt may go on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Verify after waiting `wait` (zero for the first few failures).
-    Proceed { wait: Duration },
-    /// Refused; try again after `retry_after`. `lockout_started` is true for the attempt that
-    /// started a lockout (logged once per lockout, not once per refused attempt).
+    /// Verify after waiting `wait` (zero for the first few failures and known browsers).
+    Proceed { wait: Duration, ticket: Ticket },
+    /// Refused (only ever for an address); try again after `retry_after`. `lockout_started` is
+    /// true for the attempt that started a lockout (logged once per lockout, not once per
+    /// refused attempt).
     Refused {
         retry_after: Duration,
         locked: bool,
@@ -154,19 +194,26 @@ pub enum Verdict {
     },
 }
 
-/// The sign-in throttle: one map of counts per user name, one per client address.
+struct Maps {
+    users: Counts<String>,
+    addresses: Counts<IpAddr>,
+    devices: Counts<String>,
+}
+
+/// The sign-in throttle: counts per known browser, per user name and per client address.
 pub struct Throttle {
     rules: ThrottleRules,
-    inner: Mutex<(Counts<String>, Counts<IpAddr>)>,
+    inner: Mutex<Maps>,
 }
 
 impl Throttle {
     pub fn new(rules: ThrottleRules) -> Throttle {
         Throttle {
-            inner: Mutex::new((
-                Counts::new(rules.user_lockout_after),
-                Counts::new(rules.address_lockout_after),
-            )),
+            inner: Mutex::new(Maps {
+                users: Counts::new(),
+                addresses: Counts::new(),
+                devices: Counts::new(),
+            }),
             rules,
         }
     }
@@ -187,102 +234,133 @@ impl Throttle {
     }
 
     /// Decides whether an attempt for `user` from `address` may be verified, and counts it as a
-    /// failure until [`Throttle::succeeded`] says otherwise.
-    pub fn attempt(&self, user: &str, address: IpAddr) -> Verdict {
-        self.attempt_at(user, address, Instant::now())
+    /// failure until [`Throttle::succeeded`] or [`Throttle::not_tried`] says otherwise.
+    /// `device` is the id in the browser's device cookie when that cookie is genuine and names
+    /// `user`.
+    pub fn attempt(&self, user: &str, address: IpAddr, device: Option<&str>) -> Verdict {
+        self.attempt_at(user, address, device, Instant::now())
     }
 
-    fn attempt_at(&self, user: &str, address: IpAddr, now: Instant) -> Verdict {
+    fn attempt_at(
+        &self,
+        user: &str,
+        address: IpAddr,
+        device: Option<&str>,
+        now: Instant,
+    ) -> Verdict {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (users, addresses) = &mut *guard;
+        let maps = &mut *guard;
         let user_key = user_key(user);
-        // Refused at once while either key is locked out.
-        let locked = [
-            users.entry(&user_key, now, &self.rules).locked(now),
-            addresses.entry(&address, now, &self.rules).locked(now),
-        ]
-        .into_iter()
-        .flatten()
-        .max();
-        if let Some(retry_after) = locked {
+        if let Some(device) = device {
+            let entry = maps.devices.entry(&device.to_owned(), now, &self.rules);
+            if entry.locked(now).is_none() {
+                entry.last_seen = now;
+                entry.failures += 1;
+                let device_distrusted = entry.failures >= self.rules.device_failures.max(1);
+                if device_distrusted {
+                    entry.locked_until = Some(now + self.rules.lockout);
+                }
+                return Verdict::Proceed {
+                    wait: Duration::ZERO,
+                    ticket: Ticket {
+                        user: user_key,
+                        address,
+                        device: Some(device.to_owned()),
+                        device_distrusted,
+                    },
+                };
+            }
+        }
+        // A new browser (or one whose budget is spent). The address first: refused at once
+        // while it is locked out, or when its turn is too far away.
+        let rules = &self.rules;
+        let a = maps.addresses.entry(&address, now, rules);
+        if let Some(retry_after) = a.locked(now) {
             return Verdict::Refused {
                 retry_after,
                 locked: true,
                 lockout_started: false,
             };
         }
-        let turn = {
-            let u = users.entry(&user_key, now, &self.rules);
-            let a_turn = addresses.map.get(&address).map_or(now, |a| a.next_turn);
-            u.next_turn.max(a_turn).max(now)
-        };
-        let wait = turn - now;
-        if wait > self.rules.max_delay {
+        let turn = a.next_turn.max(now);
+        if turn - now > rules.max_delay {
             return Verdict::Refused {
-                retry_after: wait,
+                retry_after: turn - now,
                 locked: false,
                 lockout_started: false,
             };
         }
-        let mut lockout_started = false;
-        let mut counted =
-            |entry: &mut Entry, lockout_after: u32, delay: &dyn Fn(u32) -> Duration| {
-                entry.last_seen = now;
-                entry.next_turn = turn + delay(entry.failures);
-                entry.failures += 1;
-                if entry.failures > lockout_after {
-                    entry.locked_until = Some(now + self.rules.lockout);
-                    lockout_started = true;
-                }
-            };
-        let delay = |f| self.delay(f);
-        let user_limit = users.lockout_after;
-        counted(users.entry(&user_key, now, &self.rules), user_limit, &delay);
-        let address_limit = addresses.lockout_after;
-        counted(
-            addresses.entry(&address, now, &self.rules),
-            address_limit,
-            &delay,
-        );
-        if lockout_started {
+        a.last_seen = now;
+        a.next_turn = turn + self.delay(a.failures);
+        a.failures += 1;
+        if a.failures > rules.address_lockout_after {
+            a.locked_until = Some(now + rules.lockout);
             return Verdict::Refused {
-                retry_after: self.rules.lockout,
+                retry_after: rules.lockout,
                 locked: true,
                 lockout_started: true,
             };
         }
-        Verdict::Proceed { wait }
+        // Then the name: a delay that grows with its failures, never a refusal.
+        let u = maps.users.entry(&user_key, now, rules);
+        let name_wait = self.delay(u.failures);
+        u.last_seen = now;
+        u.failures += 1;
+        Verdict::Proceed {
+            wait: (turn - now).max(name_wait).min(rules.max_delay),
+            ticket: Ticket {
+                user: user_key,
+                address,
+                device: None,
+                device_distrusted: false,
+            },
+        }
     }
 
-    /// A verified sign-in: the user's count is cleared, the address's attempt taken back.
-    pub fn succeeded(&self, user: &str, address: IpAddr) {
+    /// A verified sign-in: the count it was judged by is cleared (the browser's, or the
+    /// name's), the address's attempt taken back.
+    pub fn succeeded(&self, ticket: &Ticket) {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (users, addresses) = &mut *guard;
-        users.map.remove(&user_key(user));
-        Self::take_back(addresses.map.get_mut(&address), &self.rules);
-    }
-
-    /// An attempt that was never verified (no verification slot in time): not a failure.
-    pub fn not_tried(&self, user: &str, address: IpAddr) {
-        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (users, addresses) = &mut *guard;
-        Self::take_back(users.map.get_mut(&user_key(user)), &self.rules);
-        Self::take_back(addresses.map.get_mut(&address), &self.rules);
-    }
-
-    fn take_back(entry: Option<&mut Entry>, rules: &ThrottleRules) {
-        if let Some(entry) = entry {
-            entry.failures = entry.failures.saturating_sub(1);
-            if entry.failures < rules.free_failures {
-                entry.next_turn = entry.last_seen;
+        let maps = &mut *guard;
+        match &ticket.device {
+            Some(device) => {
+                maps.devices.map.remove(device);
+            }
+            None => {
+                maps.users.map.remove(&ticket.user);
+                maps.addresses.take_back(&ticket.address, &self.rules);
             }
         }
     }
 
-    /// Keys held: (user names, addresses).
-    pub fn sizes(&self) -> (usize, usize) {
+    /// An attempt that was never verified (no verification slot in time): not a failure.
+    pub fn not_tried(&self, ticket: &Ticket) {
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let maps = &mut *guard;
+        match &ticket.device {
+            Some(device) => {
+                if let Some(entry) = maps.devices.map.get_mut(device) {
+                    entry.failures = entry.failures.saturating_sub(1);
+                    if ticket.device_distrusted {
+                        entry.locked_until = None;
+                    }
+                }
+            }
+            None => {
+                maps.users.take_back(&ticket.user, &self.rules);
+                maps.addresses.take_back(&ticket.address, &self.rules);
+            }
+        }
+    }
+
+    /// Keys held: (user names, addresses, known browsers).
+    pub fn sizes(&self) -> (usize, usize, usize) {
         let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        (guard.0.len(), guard.1.len())
+        (
+            guard.users.len(),
+            guard.addresses.len(),
+            guard.devices.len(),
+        )
     }
 }
 
@@ -295,10 +373,11 @@ mod tests {
             free_failures: 2,
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_millis(400),
-            user_lockout_after: 6,
-            address_lockout_after: 20,
+            device_failures: 3,
+            address_lockout_after: 6,
             lockout: Duration::from_secs(60),
             capacity: 100,
+            ..ThrottleRules::default()
         }
     }
 
@@ -306,23 +385,26 @@ mod tests {
         IpAddr::from([10, 0, 0, last])
     }
 
+    fn wait_of(verdict: &Verdict) -> Option<u128> {
+        match verdict {
+            Verdict::Proceed { wait, .. } => Some(wait.as_millis()),
+            Verdict::Refused { .. } => None,
+        }
+    }
+
     #[test]
-    fn delays_grow_then_lock_out_and_success_clears() {
+    fn an_address_is_slowed_then_locked_out_and_a_success_clears_the_name() {
         let throttle = Throttle::new(rules());
-        let t0 = Instant::now();
-        let mut now = t0;
+        let mut now = Instant::now();
         let mut waits = Vec::new();
         for _ in 0..6 {
-            match throttle.attempt_at("ana", ip(1), now) {
-                Verdict::Proceed { wait } => {
-                    now += wait;
-                    waits.push(wait.as_millis());
-                }
-                other => panic!("refused too early: {other:?}"),
-            }
+            let verdict = throttle.attempt_at("ana", ip(1), None, now);
+            let wait = wait_of(&verdict).unwrap_or_else(|| panic!("refused: {verdict:?}"));
+            now += Duration::from_millis(wait as u64);
+            waits.push(wait);
         }
-        assert_eq!(waits, [0, 0, 0, 100, 200, 400]);
-        match throttle.attempt_at("ana", ip(1), now + Duration::from_millis(400)) {
+        assert_eq!(waits, [0, 0, 100, 200, 400, 400]);
+        match throttle.attempt_at("ana", ip(1), None, now + Duration::from_millis(400)) {
             Verdict::Refused {
                 locked: true,
                 lockout_started: true,
@@ -330,52 +412,123 @@ mod tests {
             } => {}
             other => panic!("expected a lockout: {other:?}"),
         }
-        match throttle.attempt_at("ana", ip(2), now + Duration::from_secs(1)) {
+        match throttle.attempt_at("bo", ip(1), None, now + Duration::from_secs(1)) {
             Verdict::Refused {
                 locked: true,
                 lockout_started: false,
                 retry_after,
             } => assert!(retry_after > Duration::from_secs(50)),
-            other => panic!("expected a refusal: {other:?}"),
+            other => panic!("the address stays refused: {other:?}"),
         }
-        // Another user from the same address is not locked out.
-        assert!(matches!(
-            throttle.attempt_at("bo", ip(1), now + Duration::from_secs(1)),
-            Verdict::Proceed { .. }
-        ));
-        // The lockout ends; a success then clears the user's count.
-        let later = now + Duration::from_secs(61);
-        assert!(matches!(
-            throttle.attempt_at("ana", ip(3), later),
-            Verdict::Proceed { .. }
-        ));
-        throttle.succeeded("ana", ip(3));
+        // The name is only ever delayed, never refused: from another address it waits at
+        // most the longest delay.
+        let verdict = throttle.attempt_at("ana", ip(2), None, now + Duration::from_secs(1));
+        assert_eq!(wait_of(&verdict), Some(400));
+        let Verdict::Proceed { ticket, .. } = verdict else {
+            unreachable!()
+        };
+        throttle.succeeded(&ticket);
+        let later = now + Duration::from_secs(2);
         for _ in 0..2 {
             assert_eq!(
-                throttle.attempt_at("ana", ip(3), later),
-                Verdict::Proceed {
-                    wait: Duration::ZERO
-                }
+                wait_of(&throttle.attempt_at("ana", ip(3), None, later)),
+                Some(0)
             );
         }
     }
 
     #[test]
-    fn concurrent_attempts_queue_and_the_far_ones_are_refused() {
+    fn strangers_never_touch_a_known_browser_and_each_has_its_own_budget() {
         let throttle = Throttle::new(rules());
         let now = Instant::now();
-        let verdicts: Vec<Verdict> = (0..8)
-            .map(|_| throttle.attempt_at("ana", ip(1), now))
+        // Strangers from many addresses make a hundred guesses at ana.
+        for i in 0..100u8 {
+            throttle.attempt_at("ana", ip(i), None, now);
+        }
+        // ana's own browser is answered at once...
+        let verdict = throttle.attempt_at("ana", ip(200), Some("dev-1"), now);
+        assert_eq!(wait_of(&verdict), Some(0));
+        let Verdict::Proceed { ticket, .. } = verdict else {
+            unreachable!()
+        };
+        assert!(ticket.known_browser());
+        throttle.succeeded(&ticket);
+        // ...even from an address that is locked out.
+        for _ in 0..10 {
+            throttle.attempt_at("bo", ip(7), None, now);
+        }
+        assert!(wait_of(&throttle.attempt_at("bo", ip(7), None, now)).is_none());
+        assert_eq!(
+            wait_of(&throttle.attempt_at("ana", ip(7), Some("dev-1"), now)),
+            Some(0)
+        );
+        // A browser that keeps failing spends its own budget (three here), then is judged as a
+        // new browser: delayed, not refused; another known browser is not affected.
+        let throttle = Throttle::new(rules());
+        let mut distrusted = Vec::new();
+        for i in 0..3u8 {
+            match throttle.attempt_at("ana", ip(i), Some("dev-1"), now) {
+                Verdict::Proceed { wait, ticket } => {
+                    assert_eq!(wait, Duration::ZERO);
+                    distrusted.push(ticket.device_distrusted);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(distrusted, [false, false, true]);
+        match throttle.attempt_at("ana", ip(9), Some("dev-1"), now) {
+            Verdict::Proceed { ticket, .. } => assert!(!ticket.known_browser()),
+            other => panic!("{other:?}"),
+        }
+        match throttle.attempt_at("ana", ip(9), Some("dev-2"), now) {
+            Verdict::Proceed { ticket, wait } => {
+                assert!(ticket.known_browser());
+                assert_eq!(wait, Duration::ZERO);
+            }
+            other => panic!("{other:?}"),
+        }
+        // The budget comes back after the lockout.
+        let later = now + Duration::from_secs(61);
+        match throttle.attempt_at("ana", ip(9), Some("dev-1"), later) {
+            Verdict::Proceed { ticket, .. } => assert!(ticket.known_browser()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn concurrent_attempts_from_one_address_queue_and_the_far_ones_are_refused() {
+        let throttle = Throttle::new(rules());
+        let now = Instant::now();
+        let waits: Vec<Option<u128>> = (0..8)
+            .map(|_| wait_of(&throttle.attempt_at("ana", ip(1), None, now)))
             .collect();
-        let waits: Vec<u128> = verdicts
-            .iter()
-            .map(|v| match v {
-                Verdict::Proceed { wait } => wait.as_millis(),
-                Verdict::Refused { .. } => u128::MAX,
-            })
-            .collect();
-        assert_eq!(&waits[..5], [0, 0, 0, 100, 300]);
-        assert!(waits[5..].iter().all(|w| *w == u128::MAX), "{waits:?}");
+        assert_eq!(
+            &waits[..5],
+            [Some(0), Some(0), Some(100), Some(200), Some(400)]
+        );
+        assert!(waits[5..].iter().all(Option::is_none), "{waits:?}");
+    }
+
+    #[test]
+    fn an_untried_attempt_is_taken_back() {
+        let throttle = Throttle::new(rules());
+        let now = Instant::now();
+        for _ in 0..20 {
+            let verdict = throttle.attempt_at("ana", ip(1), Some("dev-1"), now);
+            let Verdict::Proceed { ticket, .. } = verdict else {
+                panic!("{verdict:?}")
+            };
+            assert!(ticket.known_browser());
+            throttle.not_tried(&ticket);
+        }
+        for _ in 0..20 {
+            let verdict = throttle.attempt_at("ana", ip(1), None, now);
+            assert_eq!(wait_of(&verdict), Some(0));
+            let Verdict::Proceed { ticket, .. } = verdict else {
+                unreachable!()
+            };
+            throttle.not_tried(&ticket);
+        }
     }
 
     #[test]
@@ -384,14 +537,18 @@ mod tests {
         let now = Instant::now();
         for i in 0..1000u32 {
             let address = IpAddr::from(i.to_be_bytes());
-            throttle.attempt_at(&format!("user-{i}"), address, now);
+            throttle.attempt_at(&format!("user-{i}"), address, None, now);
+            throttle.attempt_at("ana", address, Some(&format!("dev-{i}")), now);
         }
-        let (users, addresses) = throttle.sizes();
-        assert!(users <= 100 && addresses <= 100, "{users} {addresses}");
+        let (users, addresses, devices) = throttle.sizes();
+        assert!(
+            users <= 100 && addresses <= 100 && devices <= 100,
+            "{users} {addresses} {devices}"
+        );
         // However long the names typed, a key stays short.
         let throttle = Throttle::new(rules());
         for i in 0..10u8 {
-            throttle.attempt_at(&"x".repeat(10_000 + usize::from(i)), ip(i), now);
+            throttle.attempt_at(&"x".repeat(10_000 + usize::from(i)), ip(i), None, now);
         }
         assert_eq!(throttle.sizes().0, 1);
     }

@@ -11,6 +11,7 @@ use std::path::Path;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use argon2::{Argon2, PasswordHash};
 
+use super::keys::{b64, random_bytes};
 use super::{Role, User};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,11 +33,16 @@ struct Entry {
 }
 
 /// The users that may sign in with a password.
+///
+/// Every check does the same work, whoever is named: one argon2 verification per set of hash
+/// parameters the file holds (usually one), against the named user's own hash for the user's
+/// set and against a decoy (another user's hash of that set, which never signs anyone in) for
+/// every other set; an unknown name is checked against the decoys alone. So no answer tells a
+/// known name from an unknown one, even when the file mixes hash parameters.
 pub struct Users {
     entries: BTreeMap<String, Entry>,
-    /// Verified against when the name is unknown, so that both cases take as long: the
-    /// costliest known user's hash (an unknown name never signs in, whatever matches).
-    decoy: String,
+    /// One hash per parameter set (algorithm, version, memory, passes, lanes), in a fixed order.
+    decoys: Vec<(String, String)>,
 }
 
 impl Users {
@@ -90,14 +96,25 @@ impl Users {
         if entries.is_empty() {
             return Err(UsersError::Empty);
         }
-        // An unknown name is verified against the costliest known hash: the same work, so its
-        // answer takes as long (no user enumeration by timing); its answer is never a match.
-        let decoy = entries
-            .values()
-            .max_by_key(|e| cost(&e.hash))
-            .map(|e| e.hash.clone())
-            .expect("at least one entry");
-        Ok(Users { entries, decoy })
+        let mut decoys: BTreeMap<String, String> = BTreeMap::new();
+        for entry in entries.values() {
+            decoys
+                .entry(parameter_set(&entry.hash))
+                .or_insert_with(|| entry.hash.clone());
+        }
+        Ok(Users {
+            entries,
+            decoys: decoys.into_iter().collect(),
+        })
+    }
+
+    /// No password users (sign-in through the identity provider only).
+    pub fn none() -> Users {
+        let decoy = hash_password(&b64(&random_bytes::<16>()));
+        Users {
+            entries: BTreeMap::new(),
+            decoys: vec![(parameter_set(&decoy), decoy)],
+        }
     }
 
     /// Builds the user list from (name, role, password) triples, hashing each password.
@@ -113,17 +130,28 @@ impl Users {
 
     /// Checks a password; slow on purpose (argon2), so call it off the async threads.
     pub fn verify(&self, name: &str, password: &str) -> Option<User> {
-        let (entry, known) = match self.entries.get(name) {
-            Some(entry) => (entry.hash.as_str(), true),
-            None => (self.decoy.as_str(), false),
-        };
-        let hash = PasswordHash::new(entry).ok()?;
-        let ok = Argon2::default()
-            .verify_password(password.as_bytes(), &hash)
-            .is_ok();
-        (ok && known).then(|| User {
+        let entry = self.entries.get(name);
+        let own_set = entry.map(|e| parameter_set(&e.hash));
+        let mut matched = false;
+        for (set, decoy) in &self.decoys {
+            let mine = own_set.as_deref() == Some(set.as_str());
+            let hash = match entry {
+                Some(entry) if mine => entry.hash.as_str(),
+                _ => decoy.as_str(),
+            };
+            let ok = PasswordHash::new(hash).is_ok_and(|hash| {
+                Argon2::default()
+                    .verify_password(password.as_bytes(), &hash)
+                    .is_ok()
+            });
+            // Only the user's own hash can sign them in.
+            matched |= ok && mine;
+        }
+        let entry = entry?;
+        matched.then(|| User {
             name: name.to_owned(),
-            role: self.entries[name].role,
+            role: entry.role,
+            display: None,
         })
     }
 
@@ -136,14 +164,18 @@ impl Users {
     }
 }
 
-/// The work a hash asks for (memory × passes × lanes), 0 when it cannot be read.
-fn cost(hash: &str) -> u64 {
-    PasswordHash::new(hash)
-        .ok()
-        .and_then(|h| argon2::Params::try_from(&h).ok())
-        .map_or(0, |p| {
-            u64::from(p.m_cost()) * u64::from(p.t_cost()) * u64::from(p.p_cost())
-        })
+/// What a hash's check costs, as text: its algorithm, version and parameters (memory, passes,
+/// lanes), without salt or output.
+fn parameter_set(hash: &str) -> String {
+    match PasswordHash::new(hash) {
+        Ok(hash) => format!(
+            "{}${}${}",
+            hash.algorithm,
+            hash.version.unwrap_or_default(),
+            hash.params
+        ),
+        Err(_) => String::new(),
+    }
 }
 
 /// An argon2id PHC string for `password`, with a fresh random salt.
@@ -171,8 +203,32 @@ mod tests {
         assert!(users.verify("nobody", "s3cret").is_none());
         // An unknown name is checked against a known user's hash (the same work), and never
         // signs in, even with that user's password.
-        assert!(users.entries.values().any(|e| e.hash == users.decoy));
+        assert_eq!(users.decoys.len(), 1, "one parameter set");
+        assert!(users.entries.values().any(|e| e.hash == users.decoys[0].1));
         assert!(users.verify("nobody", "pw").is_none());
+    }
+
+    #[test]
+    fn mixed_parameters_each_verify_and_every_check_covers_every_set() {
+        let cheap = {
+            let params = argon2::Params::new(8192, 1, 1, None).unwrap();
+            Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params)
+                .hash_password(b"cheap-pw")
+                .unwrap()
+                .to_string()
+        };
+        let text = format!(
+            "ana:support:{}\nbo:viewer:{cheap}\n",
+            hash_password("ana-pw")
+        );
+        let users = Users::parse(&text).unwrap();
+        assert_eq!(users.decoys.len(), 2);
+        assert!(users.verify("ana", "ana-pw").is_some());
+        assert!(users.verify("bo", "cheap-pw").is_some());
+        // Another set's hash never signs anyone in, nor an unknown name.
+        assert!(users.verify("ana", "cheap-pw").is_none());
+        assert!(users.verify("bo", "ana-pw").is_none());
+        assert!(users.verify("nobody", "ana-pw").is_none());
     }
 
     #[test]

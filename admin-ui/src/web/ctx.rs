@@ -36,7 +36,24 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// A `Set-Cookie` value: always `HttpOnly; SameSite=Strict; Path=/`, `Secure` over TLS.
 pub fn set_cookie(name: &str, value: &str, max_age: Option<u64>, secure: bool) -> HeaderValue {
-    let mut text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict");
+    cookie_with(
+        name,
+        value,
+        max_age,
+        secure,
+        "Path=/; HttpOnly; SameSite=Strict",
+    )
+}
+
+/// A cookie with `attributes` (path, SameSite, ...), otherwise as [`set_cookie`].
+pub fn cookie_with(
+    name: &str,
+    value: &str,
+    max_age: Option<u64>,
+    secure: bool,
+    attributes: &str,
+) -> HeaderValue {
+    let mut text = format!("{name}={value}; {attributes}");
     if let Some(age) = max_age {
         text.push_str(&format!("; Max-Age={age}"));
     }
@@ -241,6 +258,7 @@ impl FromRequestParts<AppState> for Ctx {
                     user: User {
                         name: name.to_owned(),
                         role,
+                        display: None,
                     },
                     csrf,
                     session: None,

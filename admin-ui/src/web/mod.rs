@@ -8,6 +8,7 @@ pub mod ctx;
 pub mod error;
 pub mod fleet;
 pub mod guard;
+pub mod oidc;
 pub mod signin;
 
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use axum::response::Redirect;
 use axum::routing::get;
 
 use crate::auth::csrf::Csrf;
+use crate::auth::device::Devices;
+use crate::auth::oidc::Oidc;
 use crate::auth::session::{Generations, Session, Sessions};
 use crate::auth::throttle::Throttle;
 use crate::config::Settings;
@@ -41,6 +44,12 @@ pub struct Shared {
     pub throttle: Throttle,
     /// Bounds the argon2 verifications running at once.
     pub verify_slots: Arc<tokio::sync::Semaphore>,
+    /// One more verification at a time, for known browsers only (strangers cannot fill it).
+    pub known_browser_slots: Arc<tokio::sync::Semaphore>,
+    /// Device cookies: which browsers signed in as a user before.
+    pub devices: Devices,
+    /// The identity provider, when OpenID Connect sign-in is on.
+    pub oidc: Option<Oidc>,
 }
 
 impl std::ops::Deref for AppState {
@@ -68,6 +77,12 @@ impl AppState {
                 verify_slots: Arc::new(tokio::sync::Semaphore::new(
                     settings.signin_concurrency.max(1),
                 )),
+                known_browser_slots: Arc::new(tokio::sync::Semaphore::new(1)),
+                devices: Devices::new(&settings.secret, settings.throttle.device_ttl),
+                oidc: match &settings.oidc {
+                    Some(oidc) => Some(Oidc::new(oidc.clone(), &settings.secret)?),
+                    None => None,
+                },
                 settings,
             }),
         })
@@ -98,6 +113,7 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(|| async { Redirect::to("/accounts") }))
         .route("/healthz", get(|| async { "ok" }))
         .merge(signin::router())
+        .merge(oidc::router())
         .merge(accounts::router())
         .merge(audit::router())
         .merge(fleet::router())

@@ -7,7 +7,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use screenlimit_limiter::model::AuditKind;
@@ -17,8 +17,8 @@ use super::AppState;
 use super::client::client_address;
 use super::ctx::{CsrfToken, Nav, Peer, cookie, set_cookie};
 use super::error::PageError;
-use crate::auth::session;
 use crate::auth::throttle::Verdict;
+use crate::auth::{device, session};
 use crate::config::AuthMode;
 use crate::view::local_path;
 
@@ -30,21 +30,52 @@ pub fn router() -> Router<AppState> {
 
 #[derive(Template, WebTemplate)]
 #[template(path = "pages/sign_in.html")]
-struct SignInPage {
+pub(super) struct SignInPage {
     nav: Nav,
     next: String,
     user: String,
     error: Option<String>,
     notice: Option<String>,
+    /// The password form is drawn (there are password users).
+    passwords: bool,
+    /// "Sign in with …", when the identity provider is on.
+    provider: Option<String>,
+    /// The provider's end-session URL, offered after a sign-out of a provider's user.
+    end_session: Option<String>,
+}
+
+impl SignInPage {
+    /// The sign-in page for `next`, with what this dashboard offers.
+    pub(super) fn new(state: &AppState, csrf: String, next: String) -> SignInPage {
+        SignInPage {
+            nav: Nav::anonymous(csrf),
+            next,
+            user: String::new(),
+            error: None,
+            notice: None,
+            passwords: matches!(&state.settings.auth, AuthMode::Credentials(users) if !users.is_empty()),
+            provider: state
+                .oidc
+                .as_ref()
+                .map(|oidc| oidc.settings().display_name.clone()),
+            end_session: None,
+        }
+    }
+
+    pub(super) fn with_error(mut self, error: String) -> SignInPage {
+        self.error = Some(error);
+        self
+    }
 }
 
 #[derive(Deserialize)]
 struct ShowQuery {
     next: Option<String>,
     signed_out: Option<String>,
+    provider: Option<String>,
 }
 
-fn next_or_home(next: Option<&str>) -> String {
+pub(super) fn next_or_home(next: Option<&str>) -> String {
     next.and_then(local_path)
         .filter(|p| !p.starts_with("/sign-"))
         .unwrap_or("/accounts")
@@ -66,14 +97,16 @@ async fn show(
     if signed_in || matches!(state.settings.auth, AuthMode::ProxyHeader { .. }) {
         return Redirect::to(&next).into_response();
     }
-    SignInPage {
-        nav: Nav::anonymous(csrf),
-        next,
-        user: String::new(),
-        error: None,
-        notice: query.signed_out.map(|_| "You are signed out.".to_owned()),
+    let mut page = SignInPage::new(&state, csrf, next);
+    if query.signed_out.is_some() {
+        page.notice = Some("You are signed out of the dashboard, on every replica.".to_owned());
+        if query.provider.is_some()
+            && let Some(oidc) = &state.oidc
+        {
+            page.end_session = oidc.end_session_url().await;
+        }
     }
-    .into_response()
+    page.into_response()
 }
 
 #[derive(Deserialize)]
@@ -98,20 +131,14 @@ fn wait_words(wait: Duration) -> String {
 
 /// The sign-in page again, with `status`, an error and, for refusals, `Retry-After`.
 fn refused(
+    state: &AppState,
     status: StatusCode,
-    csrf: String,
-    next: String,
-    user: String,
+    (csrf, next, user): (String, String, String),
     error: String,
     retry_after: Option<Duration>,
 ) -> Response {
-    let page = SignInPage {
-        nav: Nav::anonymous(csrf),
-        next,
-        user,
-        error: Some(error),
-        notice: None,
-    };
+    let mut page = SignInPage::new(state, csrf, next).with_error(error);
+    page.user = user;
     let mut response = (status, page).into_response();
     if let Some(wait) = retry_after {
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
@@ -131,12 +158,28 @@ async fn submit(
 ) -> Response {
     let next = next_or_home(form.next.as_deref());
     let name = form.user.trim().to_owned();
-    let AuthMode::Credentials(_) = &state.settings.auth else {
+    let AuthMode::Credentials(users) = &state.settings.auth else {
         return Redirect::to(&next).into_response();
     };
+    if users.is_empty() {
+        let error = "This dashboard has no password users: sign in with the button below.";
+        return refused(
+            &state,
+            StatusCode::NOT_FOUND,
+            (csrf, next, name),
+            error.into(),
+            None,
+        );
+    }
     let address = client_address(&state.settings, peer, &headers);
-    let wait = match state.throttle.attempt(&name, address) {
-        Verdict::Proceed { wait } => wait,
+    // A browser that signed in as this name before (a genuine device cookie naming it) is
+    // judged on its own budget, apart from strangers' guesses.
+    let device_cookie = cookie(&headers, device::COOKIE);
+    let device_id = device_cookie
+        .as_deref()
+        .and_then(|value| state.devices.read(value, &name));
+    let (wait, ticket) = match state.throttle.attempt(&name, address, device_id.as_deref()) {
+        Verdict::Proceed { wait, ticket } => (wait, ticket),
         Verdict::Refused {
             retry_after,
             locked,
@@ -145,14 +188,17 @@ async fn submit(
             tracing::warn!(user = name, %address, locked, lockout_started, "sign-in throttled");
             if lockout_started {
                 // Once per lockout, not once per refused attempt.
-                let reason = format!("sign-in paused for {}", wait_words(retry_after));
+                let reason = format!(
+                    "sign-in from this address paused for {}",
+                    wait_words(retry_after)
+                );
                 audit(&state, &name, AuditKind::SignInThrottled, address, reason);
             }
             let error = if locked {
                 format!(
-                    "Too many failed sign-ins for this user name or from this address. Sign-in \
-                     is paused for {}; try again then, or ask an administrator to check the \
-                     audit log.",
+                    "Too many failed sign-ins from this address. Sign-in is paused for {}; try \
+                     again then, from a browser you signed in with before, or ask an \
+                     administrator to check the audit log.",
                     wait_words(retry_after)
                 )
             } else {
@@ -162,30 +208,42 @@ async fn submit(
                 )
             };
             return refused(
+                &state,
                 StatusCode::TOO_MANY_REQUESTS,
-                csrf,
-                next,
-                name,
+                (csrf, next, name),
                 error,
                 Some(retry_after),
             );
         }
     };
+    if ticket.device_distrusted {
+        tracing::warn!(user = name, %address, "a known browser used up its sign-in budget");
+        let reason = format!(
+            "a known browser used up its own budget; judged as a new browser for {}",
+            wait_words(state.throttle.rules().lockout)
+        );
+        audit(&state, &name, AuditKind::SignInThrottled, address, reason);
+    }
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
     }
     // At most a few argon2 verifications at once, so other pages keep answering.
     let queue_timeout = state.settings.signin_queue_timeout;
-    let Ok(Ok(permit)) =
-        tokio::time::timeout(queue_timeout, state.verify_slots.clone().acquire_owned()).await
+    // Known browsers have slots of their own: a flood of strangers' guesses cannot keep them
+    // waiting.
+    let slots = if ticket.known_browser() {
+        &state.known_browser_slots
+    } else {
+        &state.verify_slots
+    };
+    let Ok(Ok(permit)) = tokio::time::timeout(queue_timeout, slots.clone().acquire_owned()).await
     else {
-        state.throttle.not_tried(&name, address);
+        state.throttle.not_tried(&ticket);
         tracing::warn!(user = name, %address, "sign-in refused: verification queue full");
         return refused(
+            &state,
             StatusCode::SERVICE_UNAVAILABLE,
-            csrf,
-            next,
-            name,
+            (csrf, next, name),
             "The dashboard is busy checking other sign-ins. Nothing is wrong with your \
              account: wait a few seconds and try again."
                 .into(),
@@ -208,7 +266,7 @@ async fn submit(
     };
     match verified {
         Some(user) => {
-            state.throttle.succeeded(&name, address);
+            state.throttle.succeeded(&ticket);
             // The sign-in is recorded, and the session issued under the user's generation, by
             // the limiter; without it there is no session that every replica could end.
             let generation = match state
@@ -220,10 +278,9 @@ async fn submit(
                 Err(error) => {
                     tracing::warn!(%error, user = user.name, "sign-in not recorded");
                     return refused(
+                        &state,
                         StatusCode::SERVICE_UNAVAILABLE,
-                        csrf,
-                        next,
-                        name,
+                        (csrf, next, name),
                         format!(
                             "Your password is right, but the dashboard cannot sign you in while \
                              the limiter does not answer ({error}). Try again in a few seconds."
@@ -236,11 +293,23 @@ async fn submit(
             tracing::info!(user = user.name, role = user.role.label(), %address, "signed in");
             let value = state.sessions.issue(&user, generation);
             let max_age = state.sessions.ttl().as_secs();
+            let device = state.devices.issue(&user.name, device_cookie.as_deref());
             (
-                [(
-                    header::SET_COOKIE,
-                    set_cookie(session::COOKIE, &value, Some(max_age), secure),
-                )],
+                AppendHeaders([
+                    (
+                        header::SET_COOKIE,
+                        set_cookie(session::COOKIE, &value, Some(max_age), secure),
+                    ),
+                    (
+                        header::SET_COOKIE,
+                        set_cookie(
+                            device::COOKIE,
+                            &device,
+                            Some(state.devices.ttl_secs()),
+                            secure,
+                        ),
+                    ),
+                ]),
                 Redirect::to(&next),
             )
                 .into_response()
@@ -255,10 +324,9 @@ async fn submit(
                 String::new(),
             );
             refused(
+                &state,
                 StatusCode::UNAUTHORIZED,
-                csrf,
-                next,
-                name,
+                (csrf, next, name),
                 "That user name and password do not match. Check both and try again.".into(),
                 None,
             )
@@ -279,7 +347,13 @@ fn audit_name(typed: &str) -> &str {
 
 /// Records a sign-in failure or throttling in the limiter's audit log, in the background (the
 /// answer does not wait for it; a lost entry is logged here).
-fn audit(state: &AppState, name: &str, kind: AuditKind, address: IpAddr, reason: String) {
+pub(super) fn audit(
+    state: &AppState,
+    name: &str,
+    kind: AuditKind,
+    address: IpAddr,
+    reason: String,
+) {
     let limiter = state.limiter.clone();
     let name = audit_name(name).to_owned();
     tokio::spawn(async move {
@@ -319,7 +393,13 @@ async fn sign_out(
         Ok(generation) => {
             state.generations.remember(&session.user, generation);
             tracing::info!(user = session.user, %address, "signed out everywhere");
-            (clear, Redirect::to("/sign-in?signed_out=1")).into_response()
+            // A provider's user is offered the provider's own sign-out too.
+            let to = if session.provider && state.oidc.is_some() {
+                "/sign-in?signed_out=1&provider=1"
+            } else {
+                "/sign-in?signed_out=1"
+            };
+            (clear, Redirect::to(to)).into_response()
         }
         Err(error) => {
             tracing::warn!(%error, user = session.user, "sign-out not recorded by the limiter");

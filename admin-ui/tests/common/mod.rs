@@ -2,6 +2,8 @@
 //! free loopback ports, and a small cookie-keeping HTTP agent.
 #![allow(dead_code)]
 
+pub mod browser;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -45,7 +47,11 @@ pub async fn limiter(token: Option<&str>) -> String {
 
 /// Starts a dashboard with `settings`.
 pub async fn dashboard(settings: Settings) -> String {
-    let listener = free_listener().await;
+    dashboard_on(free_listener().await, settings)
+}
+
+/// Starts a dashboard with `settings` on `listener` (whose address the settings may name).
+pub fn dashboard_on(listener: TcpListener, settings: Settings) -> String {
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(screenlimit_admin_ui::serve(
         listener,

@@ -18,6 +18,8 @@ use crate::names::{ADMIN_UI_PORT, Component, LIMITER_PORT, Names};
 pub const ADMIN_AUTH_DIR: &str = "/etc/screenlimit/admin-auth";
 /// Where the limiter's bearer token is mounted in admin UI pods.
 pub const LIMITER_TOKEN_DIR: &str = "/etc/screenlimit/limiter-auth";
+/// Where the OpenID Connect client secret is mounted in admin UI pods.
+pub const OIDC_CLIENT_DIR: &str = "/etc/screenlimit/oidc-client";
 /// The dashboard pods' grace period: its drain (5 s) + its shutdown timeout (10 s) + 5 s.
 pub const ADMIN_UI_GRACE_SECONDS: i64 = 20;
 
@@ -75,6 +77,44 @@ pub fn deployment(
             "SCREENLIMIT_ADMIN_TRUSTED_PROXIES",
             ui.trusted_proxies.join(","),
         ));
+    }
+    if let Some(url) = &ui.external_url {
+        vars.push(env(
+            "SCREENLIMIT_ADMIN_EXTERNAL_URL",
+            url.trim_end_matches('/'),
+        ));
+    }
+    if let Some(oidc) = &ui.oidc {
+        vars.push(env("SCREENLIMIT_ADMIN_OIDC_ISSUER", &oidc.issuer_url));
+        vars.push(env("SCREENLIMIT_ADMIN_OIDC_CLIENT_ID", &oidc.client_id));
+        vars.push(env("SCREENLIMIT_ADMIN_OIDC_ROLES_CLAIM", &oidc.roles_claim));
+        vars.push(env(
+            "SCREENLIMIT_ADMIN_OIDC_SUPPORT_GROUPS",
+            oidc.support_groups.join(","),
+        ));
+        vars.push(env(
+            "SCREENLIMIT_ADMIN_OIDC_VIEWER_GROUPS",
+            oidc.viewer_groups.join(","),
+        ));
+        let mut scopes = vec!["profile".to_owned(), "groups".to_owned()];
+        scopes.extend(oidc.extra_scopes.iter().cloned());
+        vars.push(env("SCREENLIMIT_ADMIN_OIDC_SCOPES", scopes.join(",")));
+        if let Some(name) = &oidc.display_name {
+            vars.push(env("SCREENLIMIT_ADMIN_OIDC_DISPLAY_NAME", name));
+        }
+        if let Some(secret) = &oidc.client_secret {
+            volumes.push(secret_file_volume(
+                "oidc-client",
+                &secret.name,
+                &secret.key,
+                "client-secret",
+            ));
+            mounts.push(mount("oidc-client", OIDC_CLIENT_DIR));
+            vars.push(env(
+                "SCREENLIMIT_ADMIN_OIDC_CLIENT_SECRET_FILE",
+                format!("{OIDC_CLIENT_DIR}/client-secret"),
+            ));
+        }
     }
     if let Some(token) = &sl.spec.limiter.auth_token_secret {
         volumes.push(secret_file_volume(

@@ -12,11 +12,12 @@ pub fn fixture(name: &str) -> StreamLimiter {
 }
 
 /// Every fixture in `tests/fixtures`: each one a valid resource.
-pub const FIXTURES: [&str; 6] = [
+pub const FIXTURES: [&str; 7] = [
     "managed.yaml",
     "external.yaml",
     "external-secret.yaml",
     "admin-ui.yaml",
+    "admin-ui-oidc.yaml",
     "ha.yaml",
     "secure.yaml",
 ];
