@@ -417,7 +417,31 @@ async fn assert_capped(api: &Api, playing: &[(String, String)]) {
 /// degraded answers measured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
-    let cluster = RedisCluster::start(3, 0);
+    caps_hold_while_slots_migrate(RedisCluster::start(3, 0), "lua").await;
+}
+
+/// The same on the module's native commands: they stop with `TRYAGAIN` on a migrating slot, as
+/// the scripts do (`redis-module/src/lib.rs`, `keyed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounts_at_their_cap_keep_it_while_their_slots_migrate_on_native_commands() {
+    caps_hold_while_slots_migrate(RedisCluster::start_with_module(3, 0), "native").await;
+}
+
+/// Every shard `/v1/fleet` lists is on `path`, within 10 s (a primary learns its path at once).
+async fn every_shard_on(api: &Api, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let fleet: Value = api.get("/v1/fleet").await.json().await.unwrap();
+        let shards = fleet["shards"].as_array().cloned().unwrap_or_default();
+        if shards.len() == 3 && shards.iter().all(|s| s["path"] == path) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not all on {path}: {fleet}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn caps_hold_while_slots_migrate(cluster: RedisCluster, path: &str) {
     // Generous for a loaded machine: the test is about the moves, not the deadline.
     let limiter = LimiterProcess::start(&cluster_config(
         &cluster.urls(),
@@ -425,6 +449,7 @@ async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
         "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
     ));
     let api = limiter.client();
+    every_shard_on(&api, path).await;
     let accounts = accounts_on_every_primary(&cluster, 30);
     let from = accounts[0].1;
     let to = cluster
@@ -470,7 +495,7 @@ async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let tally = load.await.unwrap();
     println!(
-        "migration: {} accounts' slots moved in {moved_at:?}; degraded answers over {:?}: {tally:?}",
+        "migration ({path}): {} accounts' slots moved in {moved_at:?}; degraded answers over {:?}: {tally:?}",
         moving.len(),
         tally.window()
     );

@@ -19,7 +19,8 @@ mod support;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use redis_module::{
-    AclCategory, Context, RedisResult, RedisString, RedisValue, Status, redis_module,
+    AclCategory, Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue, Status,
+    redis_module,
 };
 
 use crate::error::Error;
@@ -42,6 +43,32 @@ fn guarded(
     }
 }
 
+/// A command on an account's keys: on a Redis Cluster, first what `cluster_guard.lua` does for
+/// the scripts. While the account's slot migrates, the source node may hold some of its keys
+/// and not others (the key API does not ask where a key lives), so the command stops before any
+/// write with `TRYAGAIN`, which the limiter sends again. The probe is a `GET` of a key that never
+/// exists, in the account's slot: Redis refuses a module's call on a key that is not local
+/// (`RedisModule_Call` answers `EPERM`: the slot migrates away and the key is not here); on a
+/// steady slot it costs one lookup. The account key itself Redis routes before the command runs.
+fn keyed(
+    ctx: &Context,
+    args: &[RedisString],
+    body: fn(&Keys, &[RedisString]) -> Result<RedisValue, Error>,
+) -> RedisResult {
+    if ctx.get_flags().contains(ContextFlags::CLUSTER)
+        && let Some(key) = args.get(1)
+    {
+        let mut probe = key.as_slice().to_vec();
+        probe.push(b'?');
+        // A refused call comes back as an error value (`Error on method call`), not `Err`.
+        let steady = ctx.call("GET", &[probe.as_slice()]);
+        if matches!(steady, Err(_) | Ok(RedisValue::StaticError(_))) {
+            return Err(RedisError::Str("TRYAGAIN the slot is migrating"));
+        }
+    }
+    guarded(ctx, args, body)
+}
+
 /// `SL.VERSION`: the account layout version this module reads and writes. A limiter uses the
 /// module only if it speaks the same version, else the Lua scripts.
 fn version(_: &Keys, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -54,27 +81,27 @@ fn sl_version(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 fn sl_acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, acquire::acquire)
+    keyed(ctx, &args, acquire::acquire)
 }
 
 fn sl_heartbeat(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, heartbeat::heartbeat)
+    keyed(ctx, &args, heartbeat::heartbeat)
 }
 
 fn sl_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, release::release)
+    keyed(ctx, &args, release::release)
 }
 
 fn sl_list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, list::list)
+    keyed(ctx, &args, list::list)
 }
 
 fn sl_force_stop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, support::force_stop)
+    keyed(ctx, &args, support::force_stop)
 }
 
 fn sl_set_override(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, support::set_override)
+    keyed(ctx, &args, support::set_override)
 }
 
 /// Refuses to load into a server that lacks a module API function the commands call.
