@@ -121,8 +121,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 // routes it by the account's hash tag; Redis 7 derives its key spec from them); the support
 // actions name the account's audit list second (1..2), in the same slot. Lease keys are
 // the account key plus nonce bytes, in the same slot. `write deny-oom` where a command adds
-// state; the heartbeat, whose renewal must go on under `maxmemory`, refuses only its
-// re-registration there (heartbeat.rs).
+// state, as the scripts' flags (`Scripts::sources` in the limiter): a play-start, a limit
+// override. What frees a slot runs over `maxmemory` as its script does (`allow-oom`): a stop,
+// a force-stop (its audit entry is capped per account). The heartbeat, whose renewal must go on
+// under `maxmemory`, refuses only its re-registration there (heartbeat.rs).
 redis_module! {
     name: "screenlimit",
     version: 1,
@@ -138,7 +140,7 @@ redis_module! {
         ["sl.heartbeat", sl_heartbeat, "write", 1, 1, 1, "", "screenlimit"],
         ["sl.release", sl_release, "write", 1, 1, 1, "", "screenlimit"],
         ["sl.list", sl_list, "readonly", 1, 1, 1, "", "screenlimit"],
-        ["sl.force_stop", sl_force_stop, "write deny-oom", 1, 2, 1, "", "screenlimit"],
+        ["sl.force_stop", sl_force_stop, "write", 1, 2, 1, "", "screenlimit"],
         ["sl.set_override", sl_set_override, "write deny-oom", 1, 2, 1, "", "screenlimit"],
     ],
 }
