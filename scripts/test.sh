@@ -14,5 +14,13 @@ scripts/check-operator-artifacts.sh
 # Before nextest: the fuzz run takes about a minute, so a broken contract shows early, and the
 # nextest summary stays the last thing this script prints (CI reads the runner's closing lines).
 scripts/schemathesis.sh
+# The limiter's tests that run Redis with the screenlimit module load this file (a workspace test
+# build does not necessarily leave the cdylib where they look; without the variable each test
+# process builds it itself, limiter/tests/support/mod.rs `module_path`).
+echo "== the screenlimit Redis module, for the tests that load it"
+cargo build --locked -p screenlimit-redis-module
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+export SCREENLIMIT_MODULE_SO="$target_dir/debug/libscreenlimit_redis_module.so"
+test -f "$SCREENLIMIT_MODULE_SO"
 echo "== cargo nextest run"
 cargo nextest run --workspace --locked --profile "${NEXTEST_PROFILE:-default}"

@@ -218,6 +218,10 @@ pub struct Shard {
     pub out_of_memory: bool,
     #[serde(default)]
     pub memory: Option<ShardMemory>,
+    /// `native` (the screenlimit module's commands) or `lua` (the scripts); absent from the
+    /// embedded store and from limiters older than the field.
+    #[serde(default)]
+    pub path: Option<String>,
 }
 
 /// A shard's memory as the limiter last sampled it.

@@ -59,6 +59,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
         "SCREENLIMIT_REDIS_ALLOW_EVICTION",
         "store.allow_eviction (true or false)",
     ),
+    ("SCREENLIMIT_STORE_MODULE", "store.module (auto or off)"),
     ("SCREENLIMIT_DRAIN_PERIOD", "http.drain_period"),
     ("SCREENLIMIT_SHUTDOWN_TIMEOUT", "http.shutdown_timeout"),
 ];
@@ -307,6 +308,19 @@ pub struct StoreConfig {
     /// is full Redis deletes leases and tombstones and plays past the cap are admitted. Without
     /// it such a shard stops the start (exit 2).
     pub allow_eviction: bool,
+    /// Whether shards with the screenlimit Redis module loaded get its native commands:
+    /// `auto` (each shard is asked, at start and after every reconnect or failover; the Lua
+    /// scripts where it is absent) or `off` (the Lua scripts everywhere).
+    pub module: StoreModule,
+}
+
+/// `store.module`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreModule {
+    #[default]
+    Auto,
+    Off,
 }
 
 /// `store.admission`.
@@ -555,6 +569,7 @@ impl Default for StoreConfig {
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
             allow_eviction: false,
+            module: StoreModule::Auto,
         }
     }
 }
@@ -707,6 +722,18 @@ impl Config {
                     return Err(invalid(
                         "store.backend",
                         format!("SCREENLIMIT_STORE_BACKEND={other:?}: expected memory or redis"),
+                    ));
+                }
+            };
+        }
+        if let Some(module) = env("SCREENLIMIT_STORE_MODULE") {
+            self.store.module = match module.as_str() {
+                "auto" => StoreModule::Auto,
+                "off" => StoreModule::Off,
+                other => {
+                    return Err(invalid(
+                        "store.module",
+                        format!("SCREENLIMIT_STORE_MODULE={other:?}: expected auto or off"),
                     ));
                 }
             };
@@ -1249,6 +1276,35 @@ mod tests {
                 err,
                 ConfigError::Invalid {
                     field: "store.allow_eviction",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_module_is_used_where_loaded_unless_switched_off() {
+        let no_env = |_: &str| None;
+        let module = |config: Config| config.store.module;
+        assert_eq!(
+            module(Config::load(None, no_env).unwrap()),
+            StoreModule::Auto
+        );
+        let off = Config::from_yaml("store: { module: off }\n").unwrap();
+        assert_eq!(module(off), StoreModule::Off);
+        let env = |name: &str| (name == "SCREENLIMIT_STORE_MODULE").then(|| "off".into());
+        assert_eq!(module(Config::load(None, env).unwrap()), StoreModule::Off);
+        let (field, message) = Config::from_yaml("store: { module: on }\n").unwrap_err();
+        assert_eq!(field, "store.module");
+        assert!(message.contains("auto"), "{message}");
+        let bad = |name: &str| (name == "SCREENLIMIT_STORE_MODULE").then(|| "native".into());
+        let err = Config::load(None, bad).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    field: "store.module",
                     ..
                 }
             ),

@@ -445,6 +445,8 @@ struct ShardGauges {
     evicting: IntGaugeVec,
     read_only: IntGaugeVec,
     out_of_memory: IntGaugeVec,
+    /// 1 for the path a shard's lease operations take (`native` or `lua`), 0 for the other.
+    path: IntGaugeVec,
 }
 
 impl ShardGauges {
@@ -468,6 +470,17 @@ impl ShardGauges {
                 "store_out_of_memory",
                 "1 while a shard answers OOM: new state goes to the failure policy",
             ),
+            path: {
+                let opts = Opts::new(
+                    "store_path",
+                    "1 for the path a shard's lease operations take: native (the screenlimit module's commands) or lua (the scripts)",
+                );
+                let gauge = IntGaugeVec::new(opts, &["shard", "path"]).expect("valid metric");
+                registry
+                    .register(Box::new(gauge.clone()))
+                    .expect("metric registered once");
+                gauge
+            },
         }
     }
 
@@ -478,6 +491,7 @@ impl ShardGauges {
             &self.evicting,
             &self.read_only,
             &self.out_of_memory,
+            &self.path,
         ] {
             gauge.reset();
         }
@@ -490,6 +504,13 @@ impl ShardGauges {
             };
             set(&self.read_only, u64::from(view.read_only));
             set(&self.out_of_memory, u64::from(view.out_of_memory));
+            if let Some(path) = view.path {
+                for label in ["native", "lua"] {
+                    self.path
+                        .with_label_values(&[shard[0].as_str(), label])
+                        .set(i64::from(label == path));
+                }
+            }
             if let Some(memory) = &view.memory {
                 set(&self.used_memory, memory.used_bytes);
                 set(&self.max_memory, memory.max_bytes);

@@ -417,7 +417,31 @@ async fn assert_capped(api: &Api, playing: &[(String, String)]) {
 /// degraded answers measured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
-    let cluster = RedisCluster::start(3, 0);
+    caps_hold_while_slots_migrate(RedisCluster::start(3, 0), "lua").await;
+}
+
+/// The same on the module's native commands: they stop with `TRYAGAIN` on a migrating slot, as
+/// the scripts do (`redis-module/src/lib.rs`, `keyed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounts_at_their_cap_keep_it_while_their_slots_migrate_on_native_commands() {
+    caps_hold_while_slots_migrate(RedisCluster::start_with_module(3, 0), "native").await;
+}
+
+/// Every shard `/v1/fleet` lists is on `path`, within 10 s (a primary learns its path at once).
+async fn every_shard_on(api: &Api, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let fleet: Value = api.get("/v1/fleet").await.json().await.unwrap();
+        let shards = fleet["shards"].as_array().cloned().unwrap_or_default();
+        if shards.len() == 3 && shards.iter().all(|s| s["path"] == path) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not all on {path}: {fleet}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn caps_hold_while_slots_migrate(cluster: RedisCluster, path: &str) {
     // Generous for a loaded machine: the test is about the moves, not the deadline.
     let limiter = LimiterProcess::start(&cluster_config(
         &cluster.urls(),
@@ -425,6 +449,7 @@ async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
         "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
     ));
     let api = limiter.client();
+    every_shard_on(&api, path).await;
     let accounts = accounts_on_every_primary(&cluster, 30);
     let from = accounts[0].1;
     let to = cluster
@@ -470,7 +495,7 @@ async fn accounts_at_their_cap_keep_it_while_their_slots_migrate() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let tally = load.await.unwrap();
     println!(
-        "migration: {} accounts' slots moved in {moved_at:?}; degraded answers over {:?}: {tally:?}",
+        "migration ({path}): {} accounts' slots moved in {moved_at:?}; degraded answers over {:?}: {tally:?}",
         moving.len(),
         tally.window()
     );
@@ -556,4 +581,121 @@ async fn a_primary_added_and_rebalanced_under_load_takes_its_accounts_with_their
         "the new primary is a shard: {endpoints:?}"
     );
     assert_eq!(endpoints.len(), 4, "{endpoints:?}");
+}
+
+/// The module's migration guard, exactly: while an account's slot migrates and its lease key has
+/// already moved to the target, the source holds the account key but not the lease key. A native
+/// heartbeat there must stop with `TRYAGAIN` before any write (the limiter sends it again), as
+/// the script does, instead of re-registering the lease on the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_migrating_slot_a_native_command_stops_before_any_write_as_the_script_does() {
+    use screenlimit_limiter::ids::StreamIdCodec;
+    use screenlimit_limiter::model::{AcquireCmd, AcquireOutcome, Device, Plan, Timing};
+    use screenlimit_limiter::plans::PlanBook;
+    use screenlimit_limiter::store::LeaseStore;
+    use screenlimit_limiter::store::redis::access::Access;
+    use screenlimit_limiter::store::redis::{
+        RedisOptions, RedisStore, ShardSpec, account_key, lease_key,
+    };
+    use support::cluster::query;
+
+    let cluster = RedisCluster::start_with_module(3, 0);
+    let options = RedisOptions {
+        shards: ShardSpec::Cluster {
+            nodes: cluster.urls(),
+            refresh_interval: Duration::from_secs(5),
+        },
+        deadline: Duration::from_secs(2),
+        batch_window: Duration::ZERO,
+        admission: true,
+        failure_threshold: 3,
+        probe_interval: Duration::from_millis(100),
+        access: Access::default(),
+        module: true,
+    };
+    let plans = PlanBook::new(Plan::new("basic", 1), []);
+    let timing = Timing::from_ttl(Duration::from_secs(30));
+    let store = RedisStore::new(&options, &plans, timing).unwrap();
+    store.check_access().await.unwrap();
+    assert!(
+        store
+            .shard_states()
+            .iter()
+            .all(|(_, s)| s.path == Some("native")),
+        "every primary on the native path"
+    );
+    let play = AcquireCmd {
+        account_id: "moving".into(),
+        device: Device {
+            id: "tv".into(),
+            ..Device::default()
+        },
+        nonce: StreamIdCodec::new_nonce(),
+        plan: None,
+        replace: None,
+    };
+    assert!(matches!(
+        store.acquire(&play).await.unwrap(),
+        AcquireOutcome::Granted { .. }
+    ));
+    let (account, lease) = (account_key("moving"), lease_key("moving", &play.nonce));
+    let slot = cluster.slot_of(&account);
+    let from = cluster.owner_of(slot);
+    let to = cluster
+        .primaries()
+        .into_iter()
+        .find(|&p| p != from)
+        .unwrap();
+    let (from_id, to_id) = (cluster.id_of(from), cluster.id_of(to));
+    let setslot = |port: u16, state: &str, id: &str| {
+        let mut command = redis::cmd("CLUSTER");
+        command.arg("SETSLOT").arg(slot).arg(state).arg(id);
+        let _: () = query(port, &command).unwrap();
+    };
+    setslot(to, "IMPORTING", &from_id);
+    setslot(from, "MIGRATING", &to_id);
+    let mut migrate = redis::cmd("MIGRATE");
+    migrate
+        .arg("127.0.0.1")
+        .arg(to)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&lease);
+    let _: String = query(from, &migrate).unwrap();
+
+    let ttl = timing.ttl_ms;
+    let mut beat = redis::cmd("SL.HEARTBEAT");
+    beat.arg(&account)
+        .arg(ttl)
+        .arg(timing.revocation_ms)
+        .arg("basic")
+        .arg(1)
+        .arg("tv")
+        .arg(&play.nonce[..]);
+    let refused = query::<redis::Value>(from, &beat).unwrap_err();
+    assert_eq!(refused.code(), Some("TRYAGAIN"), "{refused}");
+    // (A key read on a migrating slot is redirected: count the slot's keys on each node.)
+    let keys_in_slot = |port: u16| -> i64 {
+        query(port, redis::cmd("CLUSTER").arg("COUNTKEYSINSLOT").arg(slot)).unwrap()
+    };
+    assert_eq!(
+        keys_in_slot(from),
+        1,
+        "the account key alone: no lease key written"
+    );
+    assert_eq!(keys_in_slot(to), 1, "the moved lease key");
+    // A command on an account whose slot is steady is not held up.
+    let other = (0..100)
+        .map(|i| format!("steady-{i}"))
+        .find(|a| {
+            cluster.slot_of(&account_key(a)) != slot
+                && cluster.owner_of(cluster.slot_of(&account_key(a))) == from
+        })
+        .expect("another account on the source");
+    let mut list = redis::cmd("SL.LIST");
+    list.arg(account_key(&other)).arg(ttl).arg("basic").arg(1);
+    let listed: Vec<redis::Value> = query(from, &list).unwrap();
+    assert!(!listed.is_empty());
 }

@@ -918,6 +918,26 @@ struct Backend<S> {
     store: Arc<S>,
     /// The servers (and files) the store uses, stopped when the case ends.
     _redis: Option<Box<dyn std::any::Any>>,
+    /// On servers with the screenlimit module: the store, whose every shard must be on the
+    /// native path before the case runs (else the case would prove nothing about it).
+    native: Option<Arc<RedisStore>>,
+}
+
+/// Waits until every shard of `store` takes the native path (it learns it in the background).
+async fn every_shard_native(store: &RedisStore) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let states = store.shard_states();
+        if !states.is_empty() && states.iter().all(|(_, s)| s.path == Some("native")) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the shards never took the native path: {:?}",
+            states.iter().map(|(i, s)| (i, s.path)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn timing() -> Timing {
@@ -932,6 +952,7 @@ fn memory_backend_with(default_plan: Plan) -> Backend<MemoryStore> {
     Backend {
         store: Arc::new(MemoryStore::new(default_plan, timing())),
         _redis: None,
+        native: None,
     }
 }
 
@@ -947,6 +968,25 @@ fn redis_backend_with(plans: PlanBook) -> Backend<RedisStore> {
     let redis = RedisServer::start();
     Backend {
         store: redis_store(redis.url(), Access::default(), &plans),
+        _redis: Some(Box::new(redis)),
+        native: None,
+    }
+}
+
+/// A Redis with the screenlimit module loaded: the native commands.
+fn redis_module_backend() -> Backend<RedisStore> {
+    redis_module_backend_with(PlanBook::new(
+        basic(),
+        [standard_one_mobile(), premium_two_mobile()],
+    ))
+}
+
+fn redis_module_backend_with(plans: PlanBook) -> Backend<RedisStore> {
+    let redis = RedisServer::start_with_module(&[]);
+    let store = redis_store(redis.url(), Access::default(), &plans);
+    Backend {
+        native: Some(store.clone()),
+        store,
         _redis: Some(Box::new(redis)),
     }
 }
@@ -965,6 +1005,7 @@ fn redis_tls_backend() -> Backend<RedisStore> {
     Backend {
         store: redis_store(redis.url(), Access::resolve(&config).unwrap(), &plans),
         _redis: Some(Box::new((redis, certs))),
+        native: None,
     }
 }
 
@@ -978,6 +1019,7 @@ fn redis_store(url: String, access: Access, plans: &PlanBook) -> Arc<RedisStore>
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
         access,
+        module: true,
     };
     RedisStore::new(&options, plans, timing()).unwrap()
 }
@@ -992,6 +1034,34 @@ fn redis_cluster_backend() -> Backend<RedisStore> {
 
 fn redis_cluster_backend_with(plans: PlanBook) -> Backend<RedisStore> {
     let cluster = RedisCluster::start(3, 1);
+    let store = cluster_store(&cluster, &plans);
+    Backend {
+        store,
+        _redis: Some(Box::new(cluster)),
+        native: None,
+    }
+}
+
+/// A Redis Cluster of three primaries (no replicas: quicker to start), each with the module.
+fn redis_cluster_module_backend() -> Backend<RedisStore> {
+    redis_cluster_module_backend_with(PlanBook::new(
+        basic(),
+        [standard_one_mobile(), premium_two_mobile()],
+    ))
+}
+
+fn redis_cluster_module_backend_with(plans: PlanBook) -> Backend<RedisStore> {
+    let cluster = RedisCluster::start_with_module(3, 0);
+    let store = cluster_store(&cluster, &plans);
+    Backend {
+        native: Some(store.clone()),
+        store,
+        _redis: Some(Box::new(cluster)),
+    }
+}
+
+/// A store on `cluster`, every node given as a seed.
+fn cluster_store(cluster: &RedisCluster, plans: &PlanBook) -> Arc<RedisStore> {
     let options = RedisOptions {
         shards: ShardSpec::Cluster {
             nodes: cluster.urls(),
@@ -1003,11 +1073,9 @@ fn redis_cluster_backend_with(plans: PlanBook) -> Backend<RedisStore> {
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
         access: Access::default(),
+        module: true,
     };
-    Backend {
-        store: RedisStore::new(&options, &plans, timing()).unwrap(),
-        _redis: Some(Box::new(cluster)),
-    }
+    RedisStore::new(&options, plans, timing()).unwrap()
 }
 
 /// Both backends with Standard and its mobile cap as the default plan.
@@ -1023,8 +1091,18 @@ fn redis_cluster_backend_capped_default() -> Backend<RedisStore> {
     redis_cluster_backend_with(PlanBook::new(standard_one_mobile(), [basic()]))
 }
 
+fn redis_module_backend_capped_default() -> Backend<RedisStore> {
+    redis_module_backend_with(PlanBook::new(standard_one_mobile(), [basic()]))
+}
+
+fn redis_cluster_module_backend_capped_default() -> Backend<RedisStore> {
+    redis_cluster_module_backend_with(PlanBook::new(standard_one_mobile(), [basic()]))
+}
+
 /// One module of cases from `$cases`, each run on every backend: by default `memory_backend`,
-/// `redis_backend`, `redis_tls_backend` and `redis_cluster_backend`; or the three given.
+/// `redis_backend`, `redis_tls_backend`, `redis_cluster_backend`, and the native commands of
+/// the screenlimit module on `redis_module_backend` and `redis_cluster_module_backend`; or the
+/// five given.
 macro_rules! conformance_module {
     ($module:ident, $cases:ident, $($case:ident),* $(,)?) => {
         mod $module {
@@ -1032,13 +1110,17 @@ macro_rules! conformance_module {
             conformance_module!(@on redis, redis_backend, $cases; $($case),*);
             conformance_module!(@on redis_tls, redis_tls_backend, $cases; $($case),*);
             conformance_module!(@on redis_cluster, redis_cluster_backend, $cases; $($case),*);
+            conformance_module!(@on redis_module, redis_module_backend, $cases; $($case),*);
+            conformance_module!(@on redis_cluster_module, redis_cluster_module_backend, $cases; $($case),*);
         }
     };
-    ($module:ident, $cases:ident, $memory:ident, $redis:ident, $cluster:ident; $($case:ident),* $(,)?) => {
+    ($module:ident, $cases:ident, $memory:ident, $redis:ident, $cluster:ident, $module_redis:ident, $module_cluster:ident; $($case:ident),* $(,)?) => {
         mod $module {
             conformance_module!(@on memory, $memory, $cases; $($case),*);
             conformance_module!(@on redis, $redis, $cases; $($case),*);
             conformance_module!(@on redis_cluster, $cluster, $cases; $($case),*);
+            conformance_module!(@on redis_module, $module_redis, $cases; $($case),*);
+            conformance_module!(@on redis_cluster_module, $module_cluster, $cases; $($case),*);
         }
     };
     (@on $backend:ident, $make:ident, $cases:ident; $($case:ident),*) => {
@@ -1046,6 +1128,9 @@ macro_rules! conformance_module {
             $(#[tokio::test]
             async fn $case() {
                 let backend = super::super::$make();
+                if let Some(store) = &backend.native {
+                    super::super::every_shard_native(store).await;
+                }
                 super::super::$cases::$case(&*backend.store).await;
             })*
         }
@@ -1100,6 +1185,8 @@ conformance_module!(
     plan_rule_cases,
     memory_backend_capped_default,
     redis_backend_capped_default,
-    redis_cluster_backend_capped_default;
+    redis_cluster_backend_capped_default,
+    redis_module_backend_capped_default,
+    redis_cluster_module_backend_capped_default;
     caps_of_the_default_plan_hold_when_no_plan_is_named,
 );

@@ -301,6 +301,7 @@ async fn ten_thousand_crashed_clients_free_every_slot_within_the_ttl() {
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
         access: Default::default(),
+        module: true,
     };
     let store = RedisStore::new(
         &options,

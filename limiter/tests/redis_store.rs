@@ -32,6 +32,7 @@ fn store_with_window(servers: &[&RedisServer], ttl: Duration, window: Duration) 
         failure_threshold: 3,
         probe_interval: Duration::from_millis(100),
         access: Default::default(),
+        module: true,
     };
     RedisStore::new(
         &options,

@@ -126,12 +126,25 @@ async fn fill(limiter: &LimiterProcess, tag: &str) -> (Vec<(String, String)>, Va
 #[tokio::test]
 async fn a_full_shard_refuses_new_state_but_still_frees_slots() {
     let redis = RedisServer::start_with(&["--maxmemory-policy", "noeviction"]);
+    a_full_shard(redis, "lua").await;
+}
+
+/// The same on the module's native commands: they refuse and allow what the scripts do.
+#[tokio::test]
+async fn a_full_shard_on_native_commands_refuses_new_state_but_still_frees_slots() {
+    let redis = RedisServer::start_with_module(&["--maxmemory-policy", "noeviction"]);
+    a_full_shard(redis, "native").await;
+}
+
+async fn a_full_shard(redis: RedisServer, path: &str) {
     let limit = info_field(&redis, "used_memory") + 400 * 1024;
     redis
         .command(&format!("CONFIG SET maxmemory {limit}"))
         .unwrap();
     let limiter = LimiterProcess::start(&config(&redis, "failure_policy: open\n"));
     let api = limiter.client();
+    let fleet: Value = api.get("/v1/fleet").await.json().await.unwrap();
+    assert_eq!(fleet["shards"][0]["path"], path, "{fleet}");
 
     let (admitted, first_refused) = fill(&limiter, "full").await;
     assert!(admitted.len() > 100, "{} plays fit", admitted.len());

@@ -19,7 +19,8 @@ mod support;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use redis_module::{
-    AclCategory, Context, RedisResult, RedisString, RedisValue, Status, redis_module,
+    AclCategory, Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue, Status,
+    redis_module,
 };
 
 use crate::error::Error;
@@ -42,6 +43,32 @@ fn guarded(
     }
 }
 
+/// A command on an account's keys: on a Redis Cluster, first what `cluster_guard.lua` does for
+/// the scripts. While the account's slot migrates, the source node may hold some of its keys
+/// and not others (the key API does not ask where a key lives), so the command stops before any
+/// write with `TRYAGAIN`, which the limiter sends again. The probe is a `GET` of a key that never
+/// exists, in the account's slot: Redis refuses a module's call on a key that is not local
+/// (`RedisModule_Call` answers `EPERM`: the slot migrates away and the key is not here); on a
+/// steady slot it costs one lookup. The account key itself Redis routes before the command runs.
+fn keyed(
+    ctx: &Context,
+    args: &[RedisString],
+    body: fn(&Keys, &[RedisString]) -> Result<RedisValue, Error>,
+) -> RedisResult {
+    if ctx.get_flags().contains(ContextFlags::CLUSTER)
+        && let Some(key) = args.get(1)
+    {
+        let mut probe = key.as_slice().to_vec();
+        probe.push(b'?');
+        // A refused call comes back as an error value (`Error on method call`), not `Err`.
+        let steady = ctx.call("GET", &[probe.as_slice()]);
+        if matches!(steady, Err(_) | Ok(RedisValue::StaticError(_))) {
+            return Err(RedisError::Str("TRYAGAIN the slot is migrating"));
+        }
+    }
+    guarded(ctx, args, body)
+}
+
 /// `SL.VERSION`: the account layout version this module reads and writes. A limiter uses the
 /// module only if it speaks the same version, else the Lua scripts.
 fn version(_: &Keys, args: &[RedisString]) -> Result<RedisValue, Error> {
@@ -54,27 +81,27 @@ fn sl_version(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 fn sl_acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, acquire::acquire)
+    keyed(ctx, &args, acquire::acquire)
 }
 
 fn sl_heartbeat(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, heartbeat::heartbeat)
+    keyed(ctx, &args, heartbeat::heartbeat)
 }
 
 fn sl_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, release::release)
+    keyed(ctx, &args, release::release)
 }
 
 fn sl_list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, list::list)
+    keyed(ctx, &args, list::list)
 }
 
 fn sl_force_stop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, support::force_stop)
+    keyed(ctx, &args, support::force_stop)
 }
 
 fn sl_set_override(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, support::set_override)
+    keyed(ctx, &args, support::set_override)
 }
 
 /// Refuses to load into a server that lacks a module API function the commands call.
@@ -94,8 +121,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 // routes it by the account's hash tag; Redis 7 derives its key spec from them); the support
 // actions name the account's audit list second (1..2), in the same slot. Lease keys are
 // the account key plus nonce bytes, in the same slot. `write deny-oom` where a command adds
-// state; the heartbeat, whose renewal must go on under `maxmemory`, refuses only its
-// re-registration there (heartbeat.rs).
+// state, as the scripts' flags (`Scripts::sources` in the limiter): a play-start, a limit
+// override. What frees a slot runs over `maxmemory` as its script does (`allow-oom`): a stop,
+// a force-stop (its audit entry is capped per account). The heartbeat, whose renewal must go on
+// under `maxmemory`, refuses only its re-registration there (heartbeat.rs).
 redis_module! {
     name: "screenlimit",
     version: 1,
@@ -111,7 +140,7 @@ redis_module! {
         ["sl.heartbeat", sl_heartbeat, "write", 1, 1, 1, "", "screenlimit"],
         ["sl.release", sl_release, "write", 1, 1, 1, "", "screenlimit"],
         ["sl.list", sl_list, "readonly", 1, 1, 1, "", "screenlimit"],
-        ["sl.force_stop", sl_force_stop, "write deny-oom", 1, 2, 1, "", "screenlimit"],
+        ["sl.force_stop", sl_force_stop, "write", 1, 2, 1, "", "screenlimit"],
         ["sl.set_override", sl_set_override, "write deny-oom", 1, 2, 1, "", "screenlimit"],
     ],
 }

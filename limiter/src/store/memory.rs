@@ -271,6 +271,7 @@ impl LeaseStore for MemoryStore {
             read_only: false,
             out_of_memory: false,
             memory: None,
+            path: None,
         }]
     }
 }

@@ -95,6 +95,9 @@ pub struct ShardHealth {
     pub out_of_memory: bool,
     /// Its memory as last sampled (every 5 s), when it lets `INFO memory` be read.
     pub memory: Option<ShardMemory>,
+    /// Which path its lease operations take: `native` (the screenlimit module's commands) or
+    /// `lua` (the scripts); absent for the embedded store.
+    pub path: Option<&'static str>,
 }
 
 /// A shard's memory against its limit (`INFO memory`).
@@ -113,6 +116,8 @@ pub struct ShardStateView {
     pub read_only: bool,
     pub out_of_memory: bool,
     pub memory: Option<ShardMemory>,
+    /// `native` or `lua` (Redis shards).
+    pub path: Option<&'static str>,
 }
 
 pub trait LeaseStore: Send + Sync + 'static {
@@ -217,6 +222,7 @@ impl AnyStore {
                     failure_threshold: config.circuit_failure_threshold,
                     probe_interval: config.circuit_probe_interval,
                     access: redis::access::Access::resolve(config)?,
+                    module: config.module == crate::config::StoreModule::Auto,
                 };
                 AnyStore::Redis(
                     RedisStore::with_rules(&options, rules).map_err(anyhow::Error::msg)?,

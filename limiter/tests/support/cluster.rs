@@ -21,10 +21,11 @@ pub struct ClusterNode {
 }
 
 impl ClusterNode {
-    fn start() -> Self {
+    /// A node with `extra` arguments (`--loadmodule ...`).
+    fn start(extra: &[String]) -> Self {
         let mut last_error = String::new();
         for _ in 0..5 {
-            match Self::try_start() {
+            match Self::try_start(extra) {
                 Ok(node) => return node,
                 Err(e) => last_error = e,
             }
@@ -32,7 +33,7 @@ impl ClusterNode {
         panic!("{last_error}")
     }
 
-    fn try_start() -> Result<Self, String> {
+    fn try_start(extra: &[String]) -> Result<Self, String> {
         let dir = tempfile::tempdir().unwrap();
         let (port, bus_port) = (free_port(), free_port());
         if port == bus_port {
@@ -54,6 +55,7 @@ impl ClusterNode {
             .arg(dir.path().join("nodes.conf"))
             .arg("--dir")
             .arg(dir.path())
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -123,14 +125,25 @@ pub struct NodeLine {
 
 pub struct RedisCluster {
     pub nodes: Vec<ClusterNode>,
+    /// What every node is started with beyond the defaults (the module, for one).
+    extra: Vec<String>,
 }
 
 impl RedisCluster {
     /// `primaries` primaries with `replicas` replicas each, every node reporting
     /// `cluster_state:ok` and every replica in sync.
     pub fn start(primaries: usize, replicas: usize) -> Self {
+        Self::start_with(primaries, replicas, &[])
+    }
+
+    /// [`RedisCluster::start`], every node with the screenlimit module loaded.
+    pub fn start_with_module(primaries: usize, replicas: usize) -> Self {
+        Self::start_with(primaries, replicas, &super::module_args())
+    }
+
+    fn start_with(primaries: usize, replicas: usize, extra: &[String]) -> Self {
         let nodes: Vec<ClusterNode> = (0..primaries * (1 + replicas))
-            .map(|_| ClusterNode::start())
+            .map(|_| ClusterNode::start(extra))
             .collect();
         let addresses: Vec<String> = nodes
             .iter()
@@ -148,7 +161,10 @@ impl RedisCluster {
             "redis-cli --cluster create failed: {}",
             String::from_utf8_lossy(&created.stdout)
         );
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster {
+            nodes,
+            extra: extra.to_vec(),
+        };
         cluster.wait_until(
             Duration::from_secs(20),
             "every node ok and replicas in sync",
@@ -372,7 +388,7 @@ impl RedisCluster {
     /// A new empty primary, joined to the cluster (`redis-cli --cluster add-node`) and known to
     /// every node; it serves no slot until some are moved to it.
     pub fn add_primary(&mut self) -> u16 {
-        let node = ClusterNode::start();
+        let node = ClusterNode::start(&self.extra);
         let port = node.port;
         let added = Command::new("redis-cli")
             .args(["--cluster", "add-node"])

@@ -30,6 +30,80 @@ fn redis_server_bin() -> String {
     std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into())
 }
 
+/// The screenlimit module (`redis-module/`), as the `.so` that `redis-server --loadmodule`
+/// takes: the file `SCREENLIMIT_MODULE_SO` names (`scripts/test.sh` builds it before the suite
+/// and sets it), else built here once per test process by `cargo build -p
+/// screenlimit-redis-module` into this test binary's own target directory and profile (cargo's
+/// lock keeps parallel test processes from building it twice at once; a fresh build is a no-op).
+pub fn module_path() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("SCREENLIMIT_MODULE_SO") {
+                let path = PathBuf::from(path);
+                assert!(
+                    path.is_file(),
+                    "SCREENLIMIT_MODULE_SO={} is not a file",
+                    path.display()
+                );
+                return path;
+            }
+            build_module()
+        })
+        .clone()
+}
+
+/// `cargo build -p screenlimit-redis-module` for this test binary's target directory and
+/// profile (`<target>/<profile>/deps/<test binary>`); the `.so` it leaves there.
+fn build_module() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("a test binary in <target>/<profile>/deps");
+    let target_dir = profile_dir.parent().expect("a target directory");
+    let profile = profile_dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .expect("a profile directory");
+    let profile = match profile {
+        "debug" => "dev",
+        other => other,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "screenlimit-redis-module",
+            "--profile",
+            profile,
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .stdout(Stdio::null())
+        .status()
+        .expect("cannot run cargo to build the screenlimit module; set SCREENLIMIT_MODULE_SO");
+    assert!(
+        status.success(),
+        "cargo build -p screenlimit-redis-module failed (it needs clang and libclang-dev: \
+         scripts/install-test-deps.sh)"
+    );
+    let so = profile_dir.join("libscreenlimit_redis_module.so");
+    assert!(so.is_file(), "{} is missing after the build", so.display());
+    so
+}
+
+/// `--loadmodule <the screenlimit module>`, for `RedisServer::start_with` and the cluster's
+/// nodes.
+pub fn module_args() -> [String; 2] {
+    ["--loadmodule".into(), module_path().display().to_string()]
+}
+
 /// A `redis-server` of the test's own, on a free port, with no persistence.
 pub struct RedisServer {
     pub port: u16,
@@ -83,6 +157,14 @@ impl RedisServer {
         Self::spawn_on_a_free_port(extra)
     }
 
+    /// A server with the screenlimit module loaded, and `extra` arguments.
+    pub fn start_with_module(extra: &[&str]) -> Self {
+        let module = module_args();
+        let mut args: Vec<&str> = module.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
+        Self::spawn_on_a_free_port(&args)
+    }
+
     /// A replica of the server on `primary_port`.
     pub fn start_replica_of(primary_port: u16) -> Self {
         Self::spawn_on_a_free_port(&["--replicaof", "127.0.0.1", &primary_port.to_string()])
@@ -102,7 +184,10 @@ impl RedisServer {
     }
 
     fn spawn(port: u16, extra: &[&str]) -> Result<Self, String> {
-        let dir = tempfile::tempdir().unwrap();
+        Self::spawn_in(port, extra, tempfile::tempdir().unwrap())
+    }
+
+    fn spawn_in(port: u16, extra: &[&str], dir: tempfile::TempDir) -> Result<Self, String> {
         let child = Command::new(redis_server_bin())
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
@@ -199,6 +284,17 @@ impl RedisServer {
     /// SIGSTOP (`true`) or SIGCONT (`false`): a store that hangs instead of failing fast.
     pub fn freeze(&self, frozen: bool) {
         freeze(self.child.as_ref().expect("server running"), frozen);
+    }
+
+    /// Saves the data (`SAVE`), stops the server and starts another on the same port and in the
+    /// same directory, which loads it, with `extra` arguments instead of those it had: a restart
+    /// with another setup (without the screenlimit module, for one).
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        let saved = self.command("SAVE").unwrap_or_default();
+        assert!(saved.starts_with("+OK"), "SAVE: {saved}");
+        let dir = self._dir.take().expect("a server of the test's own");
+        self.kill();
+        *self = Self::spawn_in(self.port, extra, dir).unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Starts an empty server on the same port, as after a crash and restart.

@@ -42,6 +42,8 @@ pub struct ShardView {
     pub memory: String,
     /// Full, near full (80 %), evicting or read-only: shown as bad.
     pub memory_alarm: bool,
+    /// `native`, `lua`, or "—" when the limiter does not say.
+    pub path: String,
 }
 
 /// A shard's memory in words: "1.2 MiB of 3.0 MiB (40 %), noeviction", with what is wrong first.
@@ -220,6 +222,7 @@ impl InstanceView {
                     circuit: s.circuit,
                     keys: s.keys.map_or_else(|| "—".into(), |k| k.to_string()),
                     overloaded: s.overloaded,
+                    path: s.path.clone().unwrap_or_else(|| "—".into()),
                     live: live
                         .as_ref()
                         .and_then(|l| l.shards.get(s.shard).map(|v| live_text(l, *v)))
@@ -447,6 +450,7 @@ mod tests {
         });
         if let Some(overloaded) = overloaded {
             shard["overloaded"] = overloaded.into();
+            shard["path"] = "native".into();
         }
         serde_json::json!({
             "instance": { "version": "0.1.0", "uptime_sec": 5, "backend": "redis" },
@@ -463,6 +467,11 @@ mod tests {
             panel.contains(r#"<td class="bad" title="the shard answers all it can; what it cannot answer within the store deadline is decided by the failure policy">shedding</td>"#),
             "{panel}"
         );
+        assert!(panel.contains("<th>Path</th>"), "{panel}");
+        assert!(
+            panel.contains(r#"title="the store path of its lease operations">native</td>"#),
+            "{panel}"
+        );
         let calm = panel_for(fleet_with_shard(Some(false)));
         assert!(!calm.contains(">shedding<"), "{calm}");
         // A limiter older than the field: not shedding, as far as it says.
@@ -471,6 +480,7 @@ mod tests {
             older.contains(r#"every call reaches the shard">ok</td>"#),
             "{older}"
         );
+        assert!(older.contains(r#"lease operations">—</td>"#), "{older}");
     }
 }
 
@@ -489,6 +499,7 @@ mod memory_tests {
             overloaded: false,
             read_only: false,
             out_of_memory: false,
+            path: None,
             memory: Some(ShardMemory {
                 used_bytes: used,
                 max_bytes: max,

@@ -25,6 +25,13 @@ pub const LIMITER_ACL_RULES: &str = "on resetkeys ~sl:* resetchannels -@all +pin
      +script|load +role +dbsize +info +cluster|shards +asking +get +getex +set +setrange +incr +del +pexpire +pexpiretime +time +lpush \
      +ltrim +lrange";
 
+/// What a data node with the screenlimit module loaded grants beside [`LIMITER_ACL_RULES`]: the
+/// module's commands the limiter sends, by name (Redis 7.0 lets no module add an ACL category).
+/// Kept apart because a server without the module refuses a rule that names them. Without
+/// them the limiter stays on the Lua scripts there (and says why, once).
+pub const LIMITER_MODULE_ACL_RULES: &str = "+sl.version +sl.acquire +sl.heartbeat +sl.release \
+     +sl.list +sl.force_stop +sl.set_override";
+
 /// `store.tls`: what a `rediss://` connection trusts and shows.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

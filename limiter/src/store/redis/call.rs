@@ -1,8 +1,12 @@
 //! A script the limiter loads and calls by its SHA1. A call names its keys first and is built
 //! straight into one `EVALSHA` command (arguments are written once, into the command), so that it
-//! can travel inside a shard's batch with other commands.
+//! can travel inside a shard's batch with other commands. A call may instead be built as the
+//! module's native command for the same operation (`native.rs`): the same keys and arguments
+//! behind another name, and it remembers which, so that it can be sent again as the script.
 
 use redis::{Cmd, Script, ToRedisArgs};
+
+use super::native::Native;
 
 pub struct LuaScript {
     sha: String,
@@ -17,24 +21,47 @@ impl LuaScript {
 
     /// `EVALSHA <sha> <number of keys> <keys>`; the arguments follow with [`Call::arg`].
     pub fn call<K: AsRef<[u8]>>(&self, keys: &[K]) -> Call {
-        let mut command = redis::cmd("EVALSHA");
-        command.arg(&self.sha).arg(keys.len());
-        for key in keys {
-            command.arg(key.as_ref());
+        Call {
+            command: self.command(keys.len(), keys.iter().map(AsRef::as_ref)),
+            native: None,
         }
-        Call { command }
+    }
+
+    /// `EVALSHA <sha> <number of keys>` and then `args` (the keys first).
+    pub fn command<'a>(&self, keys: usize, args: impl Iterator<Item = &'a [u8]>) -> Cmd {
+        let mut command = redis::cmd("EVALSHA");
+        command.arg(&self.sha).arg(keys);
+        for arg in args {
+            command.arg(arg);
+        }
+        command
     }
 }
 
-/// One script call being built: its keys are in, arguments are appended.
+/// One call being built: its keys are in, arguments are appended.
 pub struct Call {
     command: Cmd,
+    /// Set when the command is the module's (`native.rs`), not the script's.
+    native: Option<Native>,
 }
 
 impl Call {
+    /// A native command (`SL.*`) with its keys in, for `native`'s operation.
+    pub fn native(command: Cmd, native: Native) -> Call {
+        Call {
+            command,
+            native: Some(native),
+        }
+    }
+
     pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
         self.command.arg(arg);
         self
+    }
+
+    /// The command, and which native operation it is (`None`: a script's).
+    pub fn into_parts(self) -> (Cmd, Option<Native>) {
+        (self.command, self.native)
     }
 
     pub fn into_command(self) -> Cmd {

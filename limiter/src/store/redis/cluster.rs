@@ -9,6 +9,7 @@
 //! `MOVED` also patches its slot at once. Primaries that no longer serve a slot are let go.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -117,6 +118,8 @@ struct NodeFactory {
     failure_threshold: u32,
     probe_interval: Duration,
     tls: bool,
+    /// The store's count of native shards; `None` with `store.module: off`.
+    native_shards: Option<Arc<AtomicUsize>>,
 }
 
 pub struct Topology {
@@ -142,6 +145,7 @@ impl Topology {
         deadline: Duration,
         failure_threshold: u32,
         probe_interval: Duration,
+        native_shards: Option<Arc<AtomicUsize>>,
     ) -> Result<Topology, String> {
         let config = shard::manager_config(deadline);
         let seeds = urls
@@ -171,6 +175,7 @@ impl Topology {
                 failure_threshold,
                 probe_interval,
                 tls,
+                native_shards,
             },
             next_index: Default::default(),
             wake: Arc::new(Notify::new()),
@@ -223,6 +228,12 @@ impl Topology {
         primaries
     }
 
+    /// The node given index `index`, if the map still knows it.
+    pub fn node_by_index(&self, index: usize) -> Option<Arc<Shard>> {
+        let table = self.table();
+        table.nodes.iter().find(|n| n.index == index).cloned()
+    }
+
     /// The seed nodes, for messages.
     pub fn seed_addresses(&self) -> String {
         let addresses: Vec<&str> = self.seeds.iter().map(|(a, _)| a.as_str()).collect();
@@ -266,15 +277,18 @@ impl Topology {
         let index = self
             .next_index
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let node = Arc::new(Shard::cluster_node(
-            index,
-            host,
-            port,
-            f.tls,
-            &f.access,
-            f.deadline,
-            f.failure_threshold,
-        )?);
+        let node = Arc::new(
+            Shard::cluster_node(
+                index,
+                host,
+                port,
+                f.tls,
+                &f.access,
+                f.deadline,
+                f.failure_threshold,
+            )?
+            .with_module(f.native_shards.clone()),
+        );
         shard::spawn_maintenance(
             Arc::downgrade(&node),
             f.probe_interval,
@@ -453,6 +467,9 @@ impl Topology {
                 "no cluster node answered for the slot map at start; serving under the failure policy"
             );
         }
+        // Each primary's path before the first request (a primary found later learns its own).
+        let primaries = self.primaries();
+        futures::future::join_all(primaries.iter().map(|node| node.learn_path(deadline))).await;
         Ok(())
     }
 

@@ -169,7 +169,13 @@ pub async fn sample(shard: &Shard, deadline: Duration, allow_eviction: bool) {
             Err(error) if error.code() == Some("NOPERM") => {
                 say_unreadable(shard, "INFO is not granted (+info)");
             }
-            Err(_) => {} // out of reach: the breaker and the probe deal with that
+            Err(error) => {
+                // Out of reach: the breaker and the probe deal with that; a broken connection
+                // may come back to another server (`path.rs`).
+                if super::path::broken(&error) {
+                    shard.path.forget();
+                }
+            }
         }
     }
     if !refused_since && !full && state.out_of_memory.swap(false, Ordering::Relaxed) {

@@ -1,7 +1,8 @@
 //! The Redis store: accounts spread over shards, each operation one `EVALSHA` of one Lua script
-//! (loaded on first use, reloaded if the server lost it), every call bounded by the store deadline
-//! and guarded by a per-shard circuit breaker. The commands of all lanes for one shard share
-//! round trips (`batch.rs`). The shards are a list of Redis servers (by URL or Sentinel master,
+//! (loaded on first use, reloaded if the server lost it), or on a shard that has the screenlimit
+//! module loaded one native command (`native.rs`; which path a shard takes: `path.rs`), every
+//! call bounded by the store deadline and guarded by a per-shard circuit breaker. The commands
+//! of all lanes for one shard share round trips (`batch.rs`). The shards are a list of Redis servers (by URL or Sentinel master,
 //! an account's by a consistent hash, `ring.rs`) or the primaries of a Redis Cluster (an account's
 //! by its slot, `cluster.rs`).
 
@@ -12,12 +13,15 @@ mod call;
 mod cert_version;
 pub mod cluster;
 pub mod health;
+mod native;
 mod pace;
+mod path;
 mod record;
 pub mod ring;
 mod shard;
 mod unusable;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -29,6 +33,7 @@ pub use self::batch::{Admission, Priority, ShedReason};
 use self::batch::{Job, Pushed, Targets};
 use self::call::{Call, LuaScript};
 use self::cluster::{Redirect, Topology};
+use self::native::Op;
 use self::shard::Shard;
 use super::{LeaseStore, ShardHealth, ShardStateView, StoreError};
 use crate::ids::{Nonce, PlanTag, StreamRef};
@@ -173,6 +178,20 @@ impl Scripts {
     }
 }
 
+impl Scripts {
+    /// The script of an operation the module also has a command for.
+    fn of(&self, op: Op) -> &LuaScript {
+        match op {
+            Op::Acquire => &self.acquire,
+            Op::Heartbeat => &self.heartbeat,
+            Op::Release => &self.release,
+            Op::ForceStop => &self.force_stop,
+            Op::List => &self.list,
+            Op::SetOverride => &self.set_override,
+        }
+    }
+}
+
 impl Default for Scripts {
     fn default() -> Self {
         Self::new()
@@ -228,6 +247,9 @@ pub struct RedisStore {
     batch_window: Duration,
     /// What each shard's queue admits (`store.admission`), `None` when off.
     admission: Option<Targets>,
+    /// How many shards are on the native path now (`path.rs`); `None` with `store.module: off`.
+    /// While it is 0 a call is built for its script without looking its shard up.
+    native_shards: Option<Arc<AtomicUsize>>,
 }
 
 /// The shards and how an account finds its own.
@@ -273,6 +295,9 @@ pub struct RedisOptions {
     pub probe_interval: Duration,
     /// TLS material and credentials, read at start.
     pub access: access::Access,
+    /// `store.module: auto`: native commands on the shards that have the screenlimit module
+    /// loaded (`path.rs`); false (`off`): the Lua scripts everywhere.
+    pub module: bool,
 }
 
 /// Where the shards are: fixed URLs, master names that Sentinel resolves, or a Redis Cluster.
@@ -307,12 +332,16 @@ impl RedisStore {
     pub fn with_rules(options: &RedisOptions, rules: LiveRules) -> Result<Arc<Self>, String> {
         let (deadline, threshold) = (options.deadline, options.failure_threshold);
         let access = Arc::new(options.access.clone());
+        let native_shards = options.module.then(|| Arc::new(AtomicUsize::new(0)));
+        let module = |shard: Shard| shard.with_module(native_shards.clone());
         let (shards, sentinel_poll) = match &options.shards {
             ShardSpec::Urls(urls) => (
                 urls.iter()
                     .enumerate()
                     .map(|(i, url)| {
-                        Shard::fixed(i, url, &access, deadline, threshold).map(Arc::new)
+                        Shard::fixed(i, url, &access, deadline, threshold)
+                            .map(module)
+                            .map(Arc::new)
                     })
                     .collect::<Result<Vec<_>, _>>()?,
                 options.probe_interval,
@@ -327,6 +356,7 @@ impl RedisStore {
                     .enumerate()
                     .map(|(i, master)| {
                         Shard::sentinel(i, addresses, master, &access, deadline, threshold)
+                            .map(module)
                             .map(Arc::new)
                     })
                     .collect::<Result<Vec<_>, _>>()?,
@@ -342,6 +372,7 @@ impl RedisStore {
                     deadline,
                     threshold,
                     options.probe_interval,
+                    native_shards.clone(),
                 )?);
                 cluster::spawn_refresher(
                     Arc::downgrade(&topology),
@@ -353,6 +384,7 @@ impl RedisStore {
                     Scripts::for_cluster(),
                     options,
                     rules,
+                    native_shards,
                 ));
             }
         };
@@ -369,6 +401,7 @@ impl RedisStore {
             Scripts::new(),
             options,
             rules,
+            native_shards,
         ))
     }
 
@@ -377,6 +410,7 @@ impl RedisStore {
         scripts: Scripts,
         options: &RedisOptions,
         rules: LiveRules,
+        native_shards: Option<Arc<AtomicUsize>>,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| RedisStore {
             me: me.clone(),
@@ -388,6 +422,7 @@ impl RedisStore {
             admission: options
                 .admission
                 .then(|| Targets::for_deadline(options.deadline)),
+            native_shards,
         })
     }
 
@@ -470,6 +505,7 @@ impl RedisStore {
                     read_only: s.state.read_only(),
                     out_of_memory: s.state.out_of_memory(),
                     memory: s.state.memory(),
+                    path: Some(s.path.label()),
                 };
                 (s.index, view)
             })
@@ -498,26 +534,100 @@ impl RedisStore {
         self.run_as(tag, call, Priority::Decision).await
     }
 
+    /// A script call, or on a shard on the native path the module's command (`native.rs`);
+    /// its arguments follow with [`Call::arg`], the same on both paths.
+    fn lease_call<K: AsRef<[u8]>>(&self, tag: &str, op: Op, keys: &[K]) -> Call {
+        match self.native_for(tag) {
+            true => op.call(keys),
+            false => self.scripts.of(op).call(keys),
+        }
+    }
+
+    /// Whether the shard of `tag` is on the native path now. With no shard there, no lookup.
+    fn native_for(&self, tag: &str) -> bool {
+        let Some(count) = &self.native_shards else {
+            return false;
+        };
+        if count.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        match &self.shards {
+            Shards::Ring(shards) => shards[ring::shard_for(tag, shards.len())].path.native(),
+            Shards::Cluster(topology) => topology
+                .owner(cluster::tag_slot(tag))
+                .is_some_and(|shard| shard.path.native()),
+        }
+    }
+
+    /// Runs `call` on the keys of `tag`. A native command the shard refuses as a command (it
+    /// has no module now: a promoted replica, a restart) switches the shard to Lua, and the very
+    /// same call goes again as its script: the caller sees the script's answer, never the refusal.
     async fn run_as<T: FromRedisValue>(
         &self,
         tag: &str,
         call: Call,
         priority: Priority,
     ) -> Result<T, StoreError> {
-        let reply = self
-            .send(Target::Tag(tag), call.into_command(), priority)
-            .await?;
+        let (command, native) = call.into_parts();
+        let reply = match native {
+            None => self.send(Target::Tag(tag), command, priority).await?,
+            Some(native) => {
+                let again = command.clone();
+                let (shard, reply) = self.send_raw(Target::Tag(tag), command, priority).await?;
+                let refused = match &reply {
+                    Value::ServerError(error) => native::refusal(error),
+                    _ => None,
+                };
+                match refused {
+                    Some(why) => {
+                        self.lost_module(shard, why);
+                        let script = native.as_script(&again, self.scripts.of(native.op));
+                        self.send(Target::Tag(tag), script, priority).await?
+                    }
+                    None => server_error(shard, reply)?,
+                }
+            }
+        };
         redis::from_redis_value(reply).map_err(|e| malformed(&e.to_string()))
     }
 
+    /// The shard with index `index` refused a native command (`why`): Lua from now on.
+    fn lost_module(&self, index: usize, why: &str) {
+        let shard = match &self.shards {
+            Shards::Ring(shards) => shards.get(index).cloned(),
+            Shards::Cluster(topology) => topology.node_by_index(index),
+        };
+        if let Some(shard) = shard
+            && shard.path.lost_module(why)
+        {
+            let verdict = native::Verdict::Lua(format!(
+                "a native command was refused ({why}); the call went again as its script"
+            ));
+            path::say(shard.index, &shard.endpoint(), &verdict, path::Was::Native);
+        }
+    }
+
     /// Sends one command to its shard in the shard's next batch; its reply within the store
-    /// deadline. On a cluster, `MOVED`, `ASK` and `TRYAGAIN` are followed within that deadline.
+    /// deadline (a server's refusal as an error). On a cluster, `MOVED`, `ASK` and `TRYAGAIN` are
+    /// followed within that deadline.
     async fn send(
         &self,
         target: Target<'_>,
         command: Cmd,
         priority: Priority,
     ) -> Result<Value, StoreError> {
+        let (shard, reply) = self.send_raw(target, command, priority).await?;
+        server_error(shard, reply)
+    }
+
+    /// [`RedisStore::send`], with a server's refusal as a value: the shard that answered and
+    /// its reply.
+    async fn send_raw(
+        &self,
+        target: Target<'_>,
+        command: Cmd,
+        priority: Priority,
+    ) -> Result<(usize, Value), StoreError> {
         let until = Instant::now() + self.deadline;
         let (shard, reply) = match &self.shards {
             Shards::Ring(shards) => {
@@ -542,19 +652,7 @@ impl RedisStore {
                     .await?
             }
         };
-        match reply {
-            Value::ServerError(error) => Err(StoreError::Backend {
-                shard,
-                message: match error.code() {
-                    "MOVED" | "ASK" => format!(
-                        "{error}: this shard is a Redis Cluster node; list the cluster's nodes \
-                         under store.cluster.nodes instead"
-                    ),
-                    _ => error.to_string(),
-                },
-            }),
-            value => Ok(value),
-        }
+        Ok((shard, reply))
     }
 
     /// One command for `slot` on a cluster: to the slot's primary, then wherever the nodes
@@ -835,10 +933,16 @@ impl RedisStore {
                     shard.breaker.record_success();
                     return Ok(value);
                 }
-                Ok(Err(e)) => StoreError::Backend {
-                    shard: index,
-                    message: e.to_string(),
-                },
+                Ok(Err(e)) => {
+                    if path::broken(&e) {
+                        // Reconnected on the next call, maybe to another server: ask it first.
+                        shard.path.forget();
+                    }
+                    StoreError::Backend {
+                        shard: index,
+                        message: e.to_string(),
+                    }
+                }
                 Err(_) => StoreError::Timeout { shard: index },
             },
         };
@@ -954,6 +1058,23 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A server's refusal as the error it is; any other reply as it came.
+fn server_error(shard: usize, reply: Value) -> Result<Value, StoreError> {
+    match reply {
+        Value::ServerError(error) => Err(StoreError::Backend {
+            shard,
+            message: match error.code() {
+                "MOVED" | "ASK" => format!(
+                    "{error}: this shard is a Redis Cluster node; list the cluster's nodes \
+                     under store.cluster.nodes instead"
+                ),
+                _ => error.to_string(),
+            },
+        }),
+        value => Ok(value),
+    }
+}
+
 fn malformed(what: &str) -> StoreError {
     StoreError::Backend {
         shard: usize::MAX,
@@ -991,7 +1112,11 @@ fn leases(records: &[Value]) -> Result<Vec<Lease>, StoreError> {
 impl LeaseStore for RedisStore {
     async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
         let rules = self.rules.load();
-        let mut invocation = self.scripts.acquire.call(&[account_key(&cmd.account_id)]);
+        let mut invocation = self.lease_call(
+            &cmd.account_id,
+            Op::Acquire,
+            &[account_key(&cmd.account_id)],
+        );
         Self::timing_args(&mut invocation, rules.timing);
         match &cmd.plan {
             Some(plan) => invocation.arg(&plan.name).arg(plan.limit),
@@ -1054,13 +1179,20 @@ impl LeaseStore for RedisStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        // The common case, a native renewal; the full script answers everything else.
-        if self.renew(account_id, stream).await? {
+        // On the native path `SL.HEARTBEAT` is the whole heartbeat, renewal and all, in one
+        // command (a renewal of a live lease, shed first under overload).
+        let native = self.native_for(account_id);
+        // On Lua, the common case is a renewal by Redis's own commands; the full script
+        // answers everything else.
+        if !native && self.renew(account_id, stream).await? {
             let expires_at = 0; // not read: the store's clock is not asked for a native renewal
             return Ok(HeartbeatOutcome::Renewed { expires_at });
         }
         let rules = self.rules.load();
-        let mut invocation = self.scripts.heartbeat.call(&[account_key(account_id)]);
+        let mut invocation = match native {
+            true => Op::Heartbeat.call(&[account_key(account_id)]),
+            false => self.scripts.heartbeat.call(&[account_key(account_id)]),
+        };
         let default = rules.book.default.tag();
         let plan = if stream.plan.limit > 0 {
             &stream.plan
@@ -1073,7 +1205,11 @@ impl LeaseStore for RedisStore {
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
         drop(rules);
-        let reply: Vec<Value> = self.run(account_id, invocation).await?;
+        let priority = match native {
+            true => Priority::Renewal,
+            false => Priority::Decision,
+        };
+        let reply: Vec<Value> = self.run_as(account_id, invocation, priority).await?;
         match reply.as_slice() {
             [code, expires] if int(code)? == 1 => Ok(HeartbeatOutcome::Renewed {
                 expires_at: int(expires)?,
@@ -1092,7 +1228,7 @@ impl LeaseStore for RedisStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<ReleaseOutcome, StoreError> {
-        let mut invocation = self.scripts.release.call(&[account_key(account_id)]);
+        let mut invocation = self.lease_call(account_id, Op::Release, &[account_key(account_id)]);
         Self::timing_args(&mut invocation, self.rules.load().timing)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
@@ -1105,10 +1241,11 @@ impl LeaseStore for RedisStore {
     }
 
     async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
-        let mut invocation = self.scripts.force_stop.call(&[
+        let keys = [
             account_key(&cmd.account_id),
             account_audit_key(&cmd.account_id),
-        ]);
+        ];
+        let mut invocation = self.lease_call(&cmd.account_id, Op::ForceStop, &keys);
         Self::timing_args(&mut invocation, self.rules.load().timing)
             .arg(&cmd.stream.device_id)
             .arg(&cmd.stream.nonce[..])
@@ -1160,7 +1297,7 @@ impl LeaseStore for RedisStore {
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
         let rules = self.rules.load();
-        let mut invocation = self.scripts.list.call(&[account_key(account_id)]);
+        let mut invocation = self.lease_call(account_id, Op::List, &[account_key(account_id)]);
         invocation
             .arg(rules.timing.ttl_ms)
             .arg(&rules.book.default.name)
@@ -1195,10 +1332,11 @@ impl LeaseStore for RedisStore {
     }
 
     async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
-        let mut invocation = self.scripts.set_override.call(&[
+        let keys = [
             account_key(&cmd.account_id),
             account_audit_key(&cmd.account_id),
-        ]);
+        ];
+        let mut invocation = self.lease_call(&cmd.account_id, Op::SetOverride, &keys);
         let (limit, duration_ms) = cmd.grant.map_or((0, 0), |g| (g.limit, g.duration_ms));
         let rules = self.rules.load();
         Self::timing_args(&mut invocation, rules.timing)
@@ -1274,6 +1412,7 @@ impl LeaseStore for RedisStore {
                 read_only: false,
                 out_of_memory: false,
                 memory: None,
+                path: None,
             }];
         }
         let checks = shards.into_iter().map(|shard| async move {
@@ -1289,6 +1428,7 @@ impl LeaseStore for RedisStore {
                 read_only: shard.state.read_only(),
                 out_of_memory: shard.state.out_of_memory(),
                 memory: shard.state.memory(),
+                path: Some(shard.path.label()),
             }
         });
         futures::future::join_all(checks).await

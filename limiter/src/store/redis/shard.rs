@@ -5,6 +5,7 @@
 //! The process keeps one connection per shard: every serving lane's commands for the shard go
 //! out on it together (see `batch.rs`), so Redis reads and answers many per round trip.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use super::access::{self, Access, Contact};
 use super::batch::ShardQueue;
 use super::breaker::Breaker;
 use super::health::{self, ShardState, StartRules};
+use super::path::{self, ShardPath};
 use crate::config::ConfigError;
 
 /// How a shard's master is found.
@@ -56,6 +58,8 @@ pub struct Shard {
     pub queue: ShardQueue,
     /// Full, read-only, its memory (`health.rs`).
     pub state: ShardState,
+    /// Native commands or Lua scripts (`path.rs`).
+    pub path: ShardPath,
     config: ConnectionManagerConfig,
     access: Arc<Access>,
 }
@@ -80,6 +84,26 @@ fn lazy_manager(
 }
 
 impl Shard {
+    /// With `store.module: auto`, the shard is asked for its path and counted in
+    /// `native_shards` while on the native one; without (`None`), it stays on Lua.
+    pub fn with_module(mut self, native_shards: Option<Arc<AtomicUsize>>) -> Shard {
+        self.path = ShardPath::new(native_shards);
+        self
+    }
+
+    /// Asks the shard's master which path its calls take (`path.rs`).
+    pub async fn learn_path(&self, deadline: Duration) {
+        let connection = self.connection();
+        path::learn(
+            &self.path,
+            connection,
+            self.index,
+            || self.endpoint(),
+            deadline,
+        )
+        .await;
+    }
+
     pub fn fixed(
         index: usize,
         url: &str,
@@ -99,6 +123,7 @@ impl Shard {
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
             state: ShardState::default(),
+            path: ShardPath::new(None),
             config,
             access: access.clone(),
         })
@@ -130,6 +155,7 @@ impl Shard {
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
             state: ShardState::default(),
+            path: ShardPath::new(None),
             config,
             access: access.clone(),
         })
@@ -163,6 +189,7 @@ impl Shard {
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
             state: ShardState::default(),
+            path: ShardPath::new(None),
             config,
             access: access.clone(),
         })
@@ -232,6 +259,8 @@ impl Shard {
         if !is_master(&next.connection, deadline).await {
             return false;
         }
+        // Scripts until the new master has said whether it has the module (asked at once).
+        self.path.forget();
         let previous = self
             .current
             .write()
@@ -335,8 +364,10 @@ impl Shard {
     {
         let contact = load_scripts(connection.clone(), sources, at, deadline).await?;
         if let Contact::Fine = contact {
-            let sample = health::first_look(connection, at, rules, deadline).await?;
+            let sample = health::first_look(connection.clone(), at, rules, deadline).await?;
             health::record_first_look(self, sample);
+            let endpoint = || self.endpoint();
+            path::learn(&self.path, Some(connection), self.index, endpoint, deadline).await;
         }
         Ok(contact)
     }
@@ -407,10 +438,16 @@ async fn is_master(connection: &ConnectionManager, deadline: Duration) -> bool {
 pub async fn key_count(shard: &Shard, deadline: Duration) -> Option<u64> {
     let mut connection = shard.connection()?;
     let command = redis::cmd("DBSIZE");
-    tokio::time::timeout(deadline, command.query_async::<u64>(&mut connection))
-        .await
-        .ok()?
-        .ok()
+    match tokio::time::timeout(deadline, command.query_async::<u64>(&mut connection)).await {
+        Ok(Ok(keys)) => Some(keys),
+        Ok(Err(error)) => {
+            if path::broken(&error) {
+                shard.path.forget(); // see path.rs
+            }
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 /// Follows the shard's master (Sentinel shards, every `sentinel_poll`) and closes an open
@@ -455,17 +492,20 @@ pub fn spawn_maintenance(
         let mut since_probe = Duration::ZERO;
         let mut since_poll = sentinel_poll; // ask Sentinel at once
         let mut since_sample = Duration::ZERO; // the first contact has just read it
+        let mut first = true; // a cluster primary found in a new map learns its path at once
         loop {
             let Some(shard) = shard.upgrade() else { return };
+            let mut learn = std::mem::take(&mut first) | shard.path.take_ask();
             if shard.is_sentinel() && since_poll >= sentinel_poll {
                 since_poll = Duration::ZERO;
-                shard.follow_master(deadline).await;
+                learn |= shard.follow_master(deadline).await;
             }
             if shard.breaker.is_open() && since_probe >= probe_interval {
                 since_probe = Duration::ZERO;
                 let was_read_only = shard.state.read_only();
                 if health::probe(&shard, deadline).await {
                     shard.breaker.close();
+                    learn = true; // the connection may be to a server restarted without it
                     if !was_read_only {
                         tracing::info!(shard = shard.index, endpoint = %shard.endpoint(), "store circuit closed: shard answers again");
                     }
@@ -475,6 +515,10 @@ pub fn spawn_maintenance(
             if since_sample >= health::SAMPLE_INTERVAL {
                 since_sample = Duration::ZERO;
                 health::sample(&shard, deadline, shard.access.allow_eviction).await;
+                learn = true; // a restart with or without the module shows here
+            }
+            if learn {
+                shard.learn_path(deadline).await;
             }
             drop(shard);
             tokio::time::sleep(tick).await;
