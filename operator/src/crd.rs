@@ -1068,10 +1068,10 @@ fn default_redis_image() -> String {
     "redis:7.4".into()
 }
 fn default_limiter_image() -> String {
-    "ghcr.io/screenlimit/limiter:0.1.0".into()
+    concat!("ghcr.io/screenlimit/limiter:", env!("CARGO_PKG_VERSION")).into()
 }
 fn default_admin_ui_image() -> String {
-    "ghcr.io/screenlimit/admin-ui:0.1.0".into()
+    concat!("ghcr.io/screenlimit/admin-ui:", env!("CARGO_PKG_VERSION")).into()
 }
 
 impl Default for LeaseSpec {
