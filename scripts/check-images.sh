@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib/version.sh
 version=$(product_version)
 dir=${1:-target/images}
-for tool in skopeo umoci unshare setpriv curl; do
+for tool in skopeo umoci unshare curl redis-server redis-cli; do
   command -v "$tool" >/dev/null || { echo "check-images: $tool missing (scripts/install-test-deps.sh)" >&2; exit 1; }
 done
 work=$(mktemp -d)
@@ -36,10 +36,21 @@ run_image() {
   unshare --mount --fork -- sh -c '
     root=$1; shift
     mount --bind "$root" "$root" && mount -o remount,bind,ro "$root" || exit 97
+    if [ -n "${WRITABLE:-}" ]; then mount --bind "${WRITABLE%%:*}" "$root${WRITABLE#*:}" || exit 98; fi
     mount -t proc proc "$root/proc" 2>/dev/null || true
     exec chroot --userspec=65532:65532 "$root" "$@"
   ' run-image "$rootfs" "$entrypoint" "$@" >"$work/run.log" 2>&1 &
   pids+=($!)
+}
+
+# The running entrypoint is uid 65532 and its root is mounted read-only, as the kernel says.
+check_process() {
+  local binary=$1 pid uid
+  pid=$(pgrep -n -f "^/usr/local/bin/$binary") || fail "no $binary process"
+  uid=$(awk '/^Uid:/ {print $2}' "/proc/$pid/status")
+  [[ $uid == 65532 ]] || fail "$binary runs as uid $uid, not 65532"
+  awk '$5 == "/" {print $6}' "/proc/$pid/mountinfo" | grep -qE '(^|,)ro(,|$)' \
+    || fail "$binary's root is not read-only: $(awk '$5 == "/"' "/proc/$pid/mountinfo")"
 }
 
 wait_for_http() {
@@ -124,12 +135,34 @@ PY
       p=$(free_port)
       SCREENLIMIT_LISTEN=127.0.0.1:$p run_image "$rootfs" "$entrypoint"
       wait_for_http "http://127.0.0.1:$p/readyz" ""
+      check_process screenlimit-limiter
       echo "  runs: /readyz answered as uid 65532 on a read-only root"
+      kill "${pids[-1]}" 2>/dev/null || true
+      # The operator's init container: copy-module into a writable directory (an emptyDir
+      # there), then the copy loads into redis-server and answers SL.VERSION.
+      mkdir -p "$rootfs/opt/screenlimit" "$work/module-out"
+      chmod 0777 "$work/module-out"
+      WRITABLE="$work/module-out:/opt/screenlimit" run_image "$rootfs" "$entrypoint" copy-module /opt/screenlimit
+      wait "${pids[-1]}" || { cat "$work/run.log" >&2; fail "copy-module failed"; }
+      module=$work/module-out/screenlimit_redis_module.so
+      [[ -s $module ]] || fail "copy-module wrote no $module"
+      p=$(free_port)
+      redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
+        --loadmodule "$module" > "$work/redis.log" 2>&1 &
+      pids+=($!)
+      deadline=$((SECONDS + 10))
+      until answer=$(redis-cli -p "$p" SL.VERSION 2>/dev/null) && [[ -n $answer ]]; do
+        ((SECONDS < deadline)) || { cat "$work/redis.log" >&2; fail "redis-server did not load the image's module"; }
+        sleep 0.1
+      done
+      [[ $answer =~ ^[0-9]+$ ]] || fail "SL.VERSION answered '$answer'"
+      echo "  copy-module: the image's module loads into redis-server (SL.VERSION $answer)"
       ;;
     admin-ui)
       p=$(free_port); q=$(free_port)
       run_image "$rootfs" "$entrypoint" --dev --listen "127.0.0.1:$p" --dev-limiter-listen "127.0.0.1:$q"
-      wait_for_http "http://127.0.0.1:$p/signin" "password"
+      wait_for_http "http://127.0.0.1:$p/sign-in" "password"
+      check_process screenlimit-admin-ui
       echo "  runs: the sign-in page answered as uid 65532 on a read-only root"
       ;;
     operator)
