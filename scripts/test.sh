@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: install what the tests need, check formatting and
-# lints, fuzz the HTTP API against its OpenAPI document (schemathesis, both stores), then run every
+# lints, the generated artifacts, the one version, the workflows, the supply-chain policy and the
+# images, fuzz the HTTP API against its OpenAPI document (schemathesis, both stores), then run every
 # test (unit, conformance on both stores, HTTP contract, race, fault tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,13 @@ cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 scripts/check-operator-artifacts.sh
+scripts/check-versions.sh
+scripts/lint-workflows.sh
+scripts/check-supply-chain.sh
+# The three images, built (release binaries, then buildah or a Docker/Podman engine) and checked
+# from outside: config, file list, a run on a read-only root as their user.
+scripts/build-images.sh
+scripts/check-images.sh
 # Before nextest: the fuzz run takes about a minute, so a broken contract shows early, and the
 # nextest summary stays the last thing this script prints (CI reads the runner's closing lines).
 scripts/schemathesis.sh

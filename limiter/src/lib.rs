@@ -22,6 +22,7 @@ pub mod lifecycle;
 pub mod live;
 pub mod metrics;
 pub mod model;
+pub mod module_file;
 pub mod overload;
 pub mod plans;
 pub mod reload;

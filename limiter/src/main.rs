@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use screenlimit_limiter::config::{Config, ConfigError};
+use screenlimit_limiter::module_file::{IMAGE_MODULE_PATH, copy_module};
 
 // A play-start allocates in hyper, serde and the Redis client; mimalloc took 10 % off the
 // limiter's CPU per request against the system allocator (BENCHMARKS.md, "Profile").
@@ -18,6 +19,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(version, after_help = env_help())]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// YAML config file (see README "Configuration").
     #[arg(long, short, env = "SCREENLIMIT_CONFIG")]
     config: Option<PathBuf>,
@@ -27,6 +30,19 @@ struct Cli {
     /// Log format.
     #[arg(long, env = "SCREENLIMIT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Copies the Redis module this image carries into DIR (the operator's init container does,
+    /// into the Redis pod's emptyDir) and exits.
+    CopyModule {
+        /// The directory to copy it into (it must exist).
+        dir: PathBuf,
+        /// The module file.
+        #[arg(long, default_value = IMAGE_MODULE_PATH)]
+        from: PathBuf,
+    },
 }
 
 fn env_help() -> String {
@@ -40,6 +56,18 @@ fn env_help() -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::CopyModule { dir, from }) = &cli.command {
+        return match copy_module(from, dir) {
+            Ok(written) => {
+                println!("screenlimit-limiter: the Redis module is at {}", written.display());
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("screenlimit-limiter copy-module: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     screenlimit_limiter::lifecycle::init_tracing(&cli.log_format);
     let loaded = Config::load(cli.config.as_deref(), |name| std::env::var(name).ok())
         .and_then(|config| config.check_named_files().map(|()| config));

@@ -547,6 +547,13 @@ pub struct RedisSpec {
     /// TLS between the limiter, Redis and the Sentinels, from a Secret you provide.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<RedisTlsSpec>,
+    /// Load screenlimit's Redis module (native commands, cheaper for Redis than the Lua scripts)
+    /// into the managed shards: an init container copies it from the limiter image. The limiter
+    /// uses it on every shard that has it and the Lua scripts elsewhere, so turning it off (or
+    /// a shard without it) changes cost, never answers. Ignored in `external` mode (load it
+    /// yourself: README, "Native commands"; managed services do not allow modules).
+    #[serde(default = "default_true")]
+    pub module: bool,
 }
 
 /// TLS for Redis from a Secret in cert-manager's layout (`tls.crt`, `tls.key`, `ca.crt`).
@@ -1117,10 +1124,10 @@ fn default_redis_image() -> String {
     "redis:7.4".into()
 }
 fn default_limiter_image() -> String {
-    "ghcr.io/screenlimit/limiter:0.1.0".into()
+    concat!("ghcr.io/screenlimit/limiter:", env!("CARGO_PKG_VERSION")).into()
 }
 fn default_admin_ui_image() -> String {
-    "ghcr.io/screenlimit/admin-ui:0.1.0".into()
+    concat!("ghcr.io/screenlimit/admin-ui:", env!("CARGO_PKG_VERSION")).into()
 }
 
 impl Default for LeaseSpec {
@@ -1143,6 +1150,7 @@ impl Default for RedisSpec {
             resources: None,
             external: None,
             tls: None,
+            module: true,
         }
     }
 }

@@ -825,3 +825,51 @@ fn managed_shards_get_maxmemory_from_their_memory_limit_and_none_without_one() {
         );
     }
 }
+
+#[test]
+fn managed_shards_load_the_module_from_the_limiter_image_unless_turned_off() {
+    for fixture_name in ["managed.yaml", "ha.yaml"] {
+        let sl = fixture(fixture_name);
+        let desired = build(&sl).unwrap();
+        for sts in &desired.stateful_sets {
+            if sts.metadata.name.as_deref().unwrap_or("").ends_with("-sentinel") {
+                let pod = pod_spec(sts);
+                assert!(pod.init_containers.is_none(), "Sentinels load no module");
+                continue;
+            }
+            let pod = pod_spec(sts);
+            let init = &pod.init_containers.as_ref().expect("an init container")[0];
+            assert_eq!(init.image.as_deref(), Some(sl.spec.limiter.image.as_str()));
+            assert_eq!(
+                init.args.as_deref(),
+                Some(["copy-module".to_owned(), "/opt/screenlimit".to_owned()].as_slice())
+            );
+            assert!(init.command.is_none(), "the image's entrypoint (no shell in it)");
+            let security = init.security_context.as_ref().unwrap();
+            assert_eq!(security.read_only_root_filesystem, Some(true));
+            assert!(volume(pod, "redis-module").empty_dir.is_some());
+            let redis = &pod.containers[0];
+            assert_eq!(
+                env_of(redis)["REDIS_MODULE"],
+                "/opt/screenlimit/screenlimit_redis_module.so"
+            );
+            let mount = redis
+                .volume_mounts
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|m| m.name == "redis-module")
+                .expect("the module mounted in the Redis container");
+            assert_eq!(mount.read_only, Some(true));
+        }
+    }
+
+    let mut off = fixture("managed.yaml");
+    off.spec.redis.module = false;
+    let desired = build(&off).unwrap();
+    for sts in &desired.stateful_sets {
+        let pod = pod_spec(sts);
+        assert!(pod.init_containers.is_none());
+        assert!(!env_of(&pod.containers[0]).contains_key("REDIS_MODULE"));
+    }
+}

@@ -9,6 +9,7 @@ pub mod monitoring;
 pub mod network_policy;
 pub mod redis;
 pub mod redis_memory;
+pub mod redis_module;
 pub mod secret;
 pub mod sentinel;
 

@@ -85,6 +85,11 @@ pub fn stateful_set(
         mounts.push(volume_mount("redis-tls", TLS_DIR, true));
         volumes.push(server_tls_volume(secret));
     }
+    let module = super::redis_module::parts(sl);
+    if let Some(module) = &module {
+        mounts.push(module.mount.clone());
+        volumes.push(module.volume.clone());
+    }
     let mut container = Container {
         name: "redis".to_owned(),
         image: Some(redis.image.clone()),
@@ -147,6 +152,7 @@ pub fn stateful_set(
     }
     vars.extend(redis_env(names, ha));
     vars.extend(tls_env(sl));
+    vars.extend(module.as_ref().map(|m| m.env.clone()));
     container.env = Some(vars);
     StatefulSet {
         metadata: meta(name.clone(), ns, names.shard_labels(index), owner),
@@ -162,6 +168,7 @@ pub fn stateful_set(
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
+                    init_containers: module.map(|m| vec![m.init_container]),
                     affinity: ha.then(|| spread(names.shard_selector_labels(index))),
                     termination_grace_period_seconds: ha.then_some(TERMINATION_GRACE_SECONDS),
                     ..pod_spec(container, REDIS_UID, volumes)

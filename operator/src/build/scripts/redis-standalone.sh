@@ -18,6 +18,21 @@ conf=/data/redis.conf
 next=/data/redis.conf.next
 umask 077
 rm -f "$next"
+# screenlimit's module (spec.redis.module), copied here by the init container, and the limiter's
+# grant of its commands (LIMITER_MODULE_ACL: Redis refuses to start on a rule naming a command it
+# does not have, so only with the module). Without the file the shard still serves: the limiter
+# finds no SL.VERSION and uses its Lua scripts.
+module=
+limiter_acl=$LIMITER_ACL
+if [ -n "${REDIS_MODULE:-}" ]; then
+  if [ -r "$REDIS_MODULE" ]; then
+    module=$REDIS_MODULE
+    limiter_acl="$LIMITER_ACL ${LIMITER_MODULE_ACL:-}"
+    echo "loading the module $module"
+  else
+    echo "warning: the module $REDIS_MODULE is missing; starting without it (the limiter uses Lua)"
+  fi
+fi
 if [ -n "${TLS_DIR:-}" ]; then
   cat > "$next" <<CONF
 port 0
@@ -32,7 +47,7 @@ else
 fi
 cat >> "$next" <<CONF
 requirepass $REDIS_PASSWORD
-user $LIMITER_USER $LIMITER_ACL >$LIMITER_PASSWORD
+user $LIMITER_USER $limiter_acl >$LIMITER_PASSWORD
 dir /data
 save ""
 appendonly no
@@ -43,6 +58,9 @@ CONF
 # the kubelet kills it: MAXMEMORY is 70 % of the container's memory limit, set by the operator.
 if [ -n "${MAXMEMORY:-}" ]; then
   echo "maxmemory $MAXMEMORY" >> "$next"
+fi
+if [ -n "$module" ]; then
+  echo "loadmodule $module" >> "$next"
 fi
 mv -f "$next" "$conf"
 exec redis-server "$conf"
