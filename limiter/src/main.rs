@@ -59,7 +59,10 @@ fn main() -> ExitCode {
     if let Some(Command::CopyModule { dir, from }) = &cli.command {
         return match copy_module(from, dir) {
             Ok(written) => {
-                println!("screenlimit-limiter: the Redis module is at {}", written.display());
+                println!(
+                    "screenlimit-limiter: the Redis module is at {}",
+                    written.display()
+                );
                 ExitCode::SUCCESS
             }
             Err(error) => {

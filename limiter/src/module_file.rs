@@ -14,11 +14,15 @@ pub const MODULE_FILE_NAME: &str = "screenlimit_redis_module.so";
 /// Why the copy failed, naming the file at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum CopyModuleError {
-    #[error("cannot read the module at {path}: {source} (the limiter image carries it at {IMAGE_MODULE_PATH}; elsewhere pass --from)")]
+    #[error(
+        "cannot read the module at {path}: {source} (the limiter image carries it at {IMAGE_MODULE_PATH}; elsewhere pass --from)"
+    )]
     Source { path: PathBuf, source: io::Error },
     #[error("{path} is not a shared object (no ELF header): pass the module's .so with --from")]
     NotElf { path: PathBuf },
-    #[error("cannot write the module into {path}: {source} (the directory must exist and be writable)")]
+    #[error(
+        "cannot write the module into {path}: {source} (the directory must exist and be writable)"
+    )]
     Destination { path: PathBuf, source: io::Error },
 }
 
@@ -76,7 +80,10 @@ mod tests {
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = fs::metadata(&written).unwrap().permissions().mode() & 0o777;
-            assert_eq!(mode, 0o755, "redis-server refuses a module it cannot execute");
+            assert_eq!(
+                mode, 0o755,
+                "redis-server refuses a module it cannot execute"
+            );
         }
         let leftovers: Vec<_> = fs::read_dir(out.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no partial file left behind");

@@ -79,8 +79,8 @@ async fn the_last_slot_goes_to_exactly_one_racer_across_three_limiters_on_one_re
     // A generous deadline and no admission: this test is about atomicity, not about the failure
     // policy. On a loaded machine admission sheds part of the 1,200-call burst (tests/spike.rs
     // covers that), and a shed play is decided without the store, so not by this race.
-    let config = redis_config(&[redis.url()], "")
-        .replace("timeout: 25ms", "timeout: 2s\n  admission: off");
+    let config =
+        redis_config(&[redis.url()], "").replace("timeout: 25ms", "timeout: 2s\n  admission: off");
     let limiters: Vec<LimiterProcess> = (0..3).map(|_| LimiterProcess::start(&config)).collect();
     let instances: Vec<Api> = limiters.iter().map(LimiterProcess::client).collect();
     let (attempts, winners) = race_for_the_last_slot(&instances, "redis").await;

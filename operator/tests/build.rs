@@ -832,7 +832,13 @@ fn managed_shards_load_the_module_from_the_limiter_image_unless_turned_off() {
         let sl = fixture(fixture_name);
         let desired = build(&sl).unwrap();
         for sts in &desired.stateful_sets {
-            if sts.metadata.name.as_deref().unwrap_or("").ends_with("-sentinel") {
+            if sts
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or("")
+                .ends_with("-sentinel")
+            {
                 let pod = pod_spec(sts);
                 assert!(pod.init_containers.is_none(), "Sentinels load no module");
                 continue;
@@ -844,7 +850,10 @@ fn managed_shards_load_the_module_from_the_limiter_image_unless_turned_off() {
                 init.args.as_deref(),
                 Some(["copy-module".to_owned(), "/opt/screenlimit".to_owned()].as_slice())
             );
-            assert!(init.command.is_none(), "the image's entrypoint (no shell in it)");
+            assert!(
+                init.command.is_none(),
+                "the image's entrypoint (no shell in it)"
+            );
             let security = init.security_context.as_ref().unwrap();
             assert_eq!(security.read_only_root_filesystem, Some(true));
             assert!(volume(pod, "redis-module").empty_dir.is_some());
@@ -853,6 +862,7 @@ fn managed_shards_load_the_module_from_the_limiter_image_unless_turned_off() {
                 env_of(redis)["REDIS_MODULE"],
                 "/opt/screenlimit/screenlimit_redis_module.so"
             );
+            assert!(env_of(redis)["LIMITER_MODULE_ACL"].contains("+sl.acquire"));
             let mount = redis
                 .volume_mounts
                 .as_ref()

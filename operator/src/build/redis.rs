@@ -152,7 +152,9 @@ pub fn stateful_set(
     }
     vars.extend(redis_env(names, ha));
     vars.extend(tls_env(sl));
-    vars.extend(module.as_ref().map(|m| m.env.clone()));
+    if let Some(module) = &module {
+        vars.extend(module.env.iter().cloned());
+    }
     container.env = Some(vars);
     StatefulSet {
         metadata: meta(name.clone(), ns, names.shard_labels(index), owner),

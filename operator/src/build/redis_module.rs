@@ -6,6 +6,7 @@
 
 use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, EnvVar, Volume, VolumeMount};
 use screenlimit_limiter::module_file::MODULE_FILE_NAME;
+use screenlimit_limiter::store::redis::access::LIMITER_MODULE_ACL_RULES;
 
 use super::common::{container_security, env};
 use super::sentinel::{REDIS_UID, volume_mount};
@@ -21,12 +22,13 @@ pub fn enabled(sl: &StreamLimiter) -> bool {
 }
 
 /// What a Redis pod gets when the module is on: its init container, the volume, the Redis
-/// container's mount and the variable its start script reads.
+/// container's mount and the variables its start script reads (the file, and the ACL rules that
+/// grant the limiter its commands, added only when the file is there).
 pub struct ModuleParts {
     pub init_container: Container,
     pub volume: Volume,
     pub mount: VolumeMount,
-    pub env: EnvVar,
+    pub env: Vec<EnvVar>,
 }
 
 pub fn parts(sl: &StreamLimiter) -> Option<ModuleParts> {
@@ -46,6 +48,9 @@ pub fn parts(sl: &StreamLimiter) -> Option<ModuleParts> {
             ..Volume::default()
         },
         mount: volume_mount(VOLUME, MODULE_DIR, true),
-        env: env("REDIS_MODULE", format!("{MODULE_DIR}/{MODULE_FILE_NAME}")),
+        env: vec![
+            env("REDIS_MODULE", format!("{MODULE_DIR}/{MODULE_FILE_NAME}")),
+            env("LIMITER_MODULE_ACL", LIMITER_MODULE_ACL_RULES),
+        ],
     })
 }
