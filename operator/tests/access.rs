@@ -199,7 +199,9 @@ fn redis_and_sentinel_pods_take_their_passwords_from_the_secret_never_from_a_con
     for line in [
         "requirepass $REDIS_PASSWORD",
         "masterauth $REDIS_PASSWORD",
-        "user $LIMITER_USER $LIMITER_ACL >$LIMITER_PASSWORD",
+        // The limiter's rules, with the module's commands only where the module loads.
+        "user $LIMITER_USER $limiter_acl >$LIMITER_PASSWORD",
+        "limiter_acl=$LIMITER_ACL\n",
         "umask 077",
     ] {
         assert!(redis_sh.contains(line), "redis.sh lacks {line:?}");
@@ -251,7 +253,8 @@ fn a_shard_without_replicas_starts_from_an_inline_script_with_the_same_users() {
     assert_eq!(command[..2], ["sh", "-c"]);
     let script = &command[2];
     assert!(script.contains("requirepass $REDIS_PASSWORD"));
-    assert!(script.contains("user $LIMITER_USER $LIMITER_ACL >$LIMITER_PASSWORD"));
+    assert!(script.contains("user $LIMITER_USER $limiter_acl >$LIMITER_PASSWORD"));
+    assert!(script.contains("limiter_acl=\"$LIMITER_ACL ${LIMITER_MODULE_ACL:-}\""));
     assert!(
         !script.contains("masterauth"),
         "no replication without replicas"

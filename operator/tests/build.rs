@@ -492,7 +492,7 @@ fn sentinel_mode_renders_replicas_sentinels_pdbs_and_scripts() {
         .iter()
         .map(|v| v.name.as_str())
         .collect();
-    assert_eq!(volumes, ["data", "scripts"]);
+    assert_eq!(volumes, ["data", "redis-module", "scripts"]);
     // Headless shard Service over all the shard's pods: stable per-pod DNS names.
     let svc = desired.services[1].spec.as_ref().unwrap();
     assert_eq!(svc.cluster_ip.as_deref(), Some("None"));
