@@ -3,8 +3,8 @@
 # libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests
 # start their own throwaway servers on free ports), Chromium and chromedriver (the dashboard's
 # browser test drives them headless), Node.js with the npm package oidc-provider (the OpenID
-# provider of the dashboard's sign-in tests), cargo-nextest, buildah/skopeo/umoci (the images)
-# and cargo-deny (the supply-chain policy).
+# provider of the dashboard's sign-in tests), cargo-nextest, buildah/skopeo/umoci (the images),
+# cargo-deny (the supply-chain policy) and Valkey 8 (scripts/lib/install-valkey.sh).
 set -euo pipefail
 
 need_apt=()
@@ -47,6 +47,9 @@ if ((${#need_apt[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
 fi
+
+# Valkey 8 beside Redis: the scripts and the module are tested on both.
+"$(dirname "$0")/lib/install-valkey.sh"
 
 # The dashboard's OpenID Connect tests start the npm registry's oidc-provider (admin-ui/tests/oidc,
 # pinned by its package-lock.json) with Node.js.

@@ -19,9 +19,9 @@ use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::memory::MemoryStore;
 use screenlimit_limiter::store::redis::access::Access;
 use screenlimit_limiter::store::redis::{RedisOptions, RedisStore, ShardSpec};
-use support::RedisServer;
 use support::cluster::RedisCluster;
 use support::tls::{Certificates, LIMITER_USER, SecureRedis};
+use support::{RedisServer, SentinelServer};
 
 /// Short enough for quick tests, long enough for a loaded 2-core machine.
 const TTL: Duration = Duration::from_millis(600);
@@ -991,6 +991,59 @@ fn redis_module_backend_with(plans: PlanBook) -> Backend<RedisStore> {
     }
 }
 
+/// Valkey 8 on the Lua scripts.
+fn valkey_backend() -> Backend<RedisStore> {
+    let valkey = RedisServer::start_valkey(&[]);
+    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
+    Backend {
+        store: redis_store(valkey.url(), Access::default(), &plans),
+        _redis: Some(Box::new(valkey)),
+        native: None,
+    }
+}
+
+/// Valkey 8 with the screenlimit module loaded: the native commands.
+fn valkey_module_backend() -> Backend<RedisStore> {
+    let valkey = RedisServer::start_valkey_with_module(&[]);
+    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
+    let store = redis_store(valkey.url(), Access::default(), &plans);
+    Backend {
+        native: Some(store.clone()),
+        store,
+        _redis: Some(Box::new(valkey)),
+    }
+}
+
+/// A primary with the screenlimit module and its replica, found through a Sentinel (the
+/// limiter's `store.sentinel` mode, as the operator's Sentinel shards run).
+fn redis_sentinel_module_backend() -> Backend<RedisStore> {
+    let primary = RedisServer::start_with_module(&[]);
+    let primary_port = primary.port.to_string();
+    let replica = RedisServer::start_with_module(&["--replicaof", "127.0.0.1", &primary_port]);
+    let sentinel = SentinelServer::start(&[("shard-0", primary.port)]);
+    let options = RedisOptions {
+        shards: ShardSpec::Sentinel {
+            addresses: vec![sentinel.url()],
+            masters: vec!["shard-0".into()],
+            poll_interval: Duration::from_millis(500),
+        },
+        deadline: Duration::from_secs(2),
+        batch_window: Duration::ZERO,
+        admission: true,
+        failure_threshold: 3,
+        probe_interval: Duration::from_millis(100),
+        access: Access::default(),
+        module: true,
+    };
+    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
+    let store = RedisStore::new(&options, &plans, timing()).unwrap();
+    Backend {
+        native: Some(store.clone()),
+        store,
+        _redis: Some(Box::new((primary, replica, sentinel))),
+    }
+}
+
 /// Redis over TLS (client certificates required), signed in as the limiter's ACL user.
 fn redis_tls_backend() -> Backend<RedisStore> {
     let certs = Certificates::make();
@@ -1101,8 +1154,9 @@ fn redis_cluster_module_backend_capped_default() -> Backend<RedisStore> {
 
 /// One module of cases from `$cases`, each run on every backend: by default `memory_backend`,
 /// `redis_backend`, `redis_tls_backend`, `redis_cluster_backend`, and the native commands of
-/// the screenlimit module on `redis_module_backend` and `redis_cluster_module_backend`; or the
-/// five given.
+/// the screenlimit module on `redis_module_backend`, `redis_cluster_module_backend` and
+/// `redis_sentinel_module_backend`, and Valkey 8 both ways (`valkey_backend`,
+/// `valkey_module_backend`); or the five given.
 macro_rules! conformance_module {
     ($module:ident, $cases:ident, $($case:ident),* $(,)?) => {
         mod $module {
@@ -1112,6 +1166,9 @@ macro_rules! conformance_module {
             conformance_module!(@on redis_cluster, redis_cluster_backend, $cases; $($case),*);
             conformance_module!(@on redis_module, redis_module_backend, $cases; $($case),*);
             conformance_module!(@on redis_cluster_module, redis_cluster_module_backend, $cases; $($case),*);
+            conformance_module!(@on redis_sentinel_module, redis_sentinel_module_backend, $cases; $($case),*);
+            conformance_module!(@on valkey, valkey_backend, $cases; $($case),*);
+            conformance_module!(@on valkey_module, valkey_module_backend, $cases; $($case),*);
         }
     };
     ($module:ident, $cases:ident, $memory:ident, $redis:ident, $cluster:ident, $module_redis:ident, $module_cluster:ident; $($case:ident),* $(,)?) => {

@@ -165,6 +165,74 @@ async fn a_shard_that_loses_its_module_goes_to_lua_without_one_wrong_answer_and_
     assert!(store.list("family").await.unwrap().active.is_empty());
 }
 
+/// How many times the server ran `command` (`INFO commandstats`), 0 if never.
+fn calls(redis: &RedisServer, command: &str) -> u64 {
+    let stats = redis.command("INFO commandstats").unwrap_or_default();
+    stats
+        .split(&format!("cmdstat_{command}:calls="))
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// On the native path a live lease's heartbeat is the same `GETEX` as on Lua (it costs Redis
+/// less than `SL.HEARTBEAT`: BENCHMARKS.md), and where the Lua path would run `touch` (the
+/// account key's life near its end) one `SL.HEARTBEAT` renews both, with no script at all.
+#[tokio::test]
+async fn a_native_heartbeat_is_one_getex_and_sl_heartbeat_only_where_lua_would_touch() {
+    let redis = RedisServer::start_with_module(&[]);
+    let store = store_on(redis.url(), Access::default());
+    until_path(&store, "native").await;
+    let tv = granted(&store, &play("tv"), 1).await;
+    redis.command("CONFIG RESETSTAT").unwrap();
+    for _ in 0..20 {
+        match store.heartbeat("family", &tv).await {
+            Ok(HeartbeatOutcome::Renewed { .. }) => {}
+            other => panic!("the live lease is renewed: {other:?}"),
+        }
+    }
+    assert_eq!(calls(&redis, "getex"), 20);
+    assert_eq!(calls(&redis, "sl.heartbeat"), 0);
+    assert_eq!(calls(&redis, "evalsha"), 0);
+
+    // The lease key says the account key's life ends now (as it would a TTL before its end).
+    let lease = screenlimit_limiter::store::redis::lease_key("family", &tv.nonce);
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&lease)
+        .arg(1)
+        .arg("KEEPTTL")
+        .query(&mut conn)
+        .unwrap();
+    match store.heartbeat("family", &tv).await {
+        Ok(HeartbeatOutcome::Renewed { .. }) => {}
+        other => panic!("still a renewal: {other:?}"),
+    }
+    assert_eq!(calls(&redis, "getex"), 21);
+    assert_eq!(
+        calls(&redis, "sl.heartbeat"),
+        1,
+        "the account key's life renewed natively"
+    );
+    assert_eq!(calls(&redis, "evalsha"), 0, "no touch script");
+    let account_until: u64 = redis::cmd("GET").arg(&lease).query(&mut conn).unwrap();
+    let account_ends: i64 = redis::cmd("PEXPIRETIME")
+        .arg(screenlimit_limiter::store::redis::account_key("family"))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        account_until as i64, account_ends,
+        "the lease key holds the account key's new end again"
+    );
+    // And the next heartbeat is a plain renewal again.
+    store.heartbeat("family", &tv).await.unwrap();
+    assert_eq!(calls(&redis, "sl.heartbeat"), 1);
+}
+
 #[tokio::test]
 async fn an_acl_that_does_not_grant_the_module_s_commands_keeps_the_shard_on_lua() {
     let redis = RedisServer::start_with_module(&[]);

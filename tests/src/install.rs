@@ -9,7 +9,7 @@ use screenlimit_operator::names::Names;
 use crate::api::wait_decided;
 use crate::pods::{Cluster, Pod, PortForward};
 use crate::redis_pods::{START, assert_one_primary};
-use crate::{binary, example, named, operator_secrets};
+use crate::{add_limiter_image, binary, example, named, operator_secrets};
 
 /// The example's instance name.
 pub const INSTANCE: &str = "screenlimit-demo";
@@ -41,6 +41,7 @@ impl Install {
     pub async fn start(desired: &Desired, shards: usize) -> Install {
         let names = Names::new(INSTANCE);
         let mut cluster = Cluster::new("video", &desired.config_maps);
+        add_limiter_image(&mut cluster, &example("dev.yaml"));
         for secret in operator_secrets(&example("dev.yaml")) {
             cluster.add_secret_object(&secret);
         }

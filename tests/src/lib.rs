@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Resource, ResourceExt};
+use screenlimit_limiter::module_file::IMAGE_MODULE_PATH;
 use screenlimit_operator::build::secret;
 use screenlimit_operator::crd::StreamLimiter;
 use screenlimit_operator::names::Names;
@@ -64,6 +65,21 @@ pub fn binary(name: &str) -> String {
         binary.display()
     );
     binary.display().to_string()
+}
+
+/// Registers the limiter image as the pods of `sl` name it (`spec.limiter.image`): the limiter binary as
+/// its entrypoint, and the screenlimit Redis module at the path the image carries it
+/// (`scripts/build-images.sh`), for the shards' `copy-redis-module` init container.
+pub fn add_limiter_image(cluster: &mut pods::Cluster, sl: &StreamLimiter) {
+    let module = match std::env::var_os("SCREENLIMIT_MODULE_SO") {
+        Some(path) => PathBuf::from(path),
+        None => PathBuf::from(binary("libscreenlimit_redis_module.so")),
+    };
+    let image = pods::Image {
+        entrypoint: vec![binary("screenlimit-limiter")],
+        files: vec![(module, IMAGE_MODULE_PATH.to_owned())],
+    };
+    cluster.add_image(&sl.spec.limiter.image, image);
 }
 
 /// The Secrets the operator creates for `sl` when they are absent (the managed Redis

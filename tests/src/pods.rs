@@ -10,6 +10,12 @@
 //! pod behind it is a name in the hosts file ([`Cluster::add_service`]); the test reaches a pod
 //! from outside through [`Cluster::port_forward`], as `kubectl port-forward` does.
 //!
+//! **Init containers** run to completion, one after another, before a pod's first start (not
+//! at a restart, as on a node), each in its own sandbox with its emptyDir mounts; their image is
+//! what the test registered with [`Cluster::add_image`]: its entrypoint and the files it carries
+//! (bound read-only at their paths). An init container that fails fails the test, as a pod
+//! stuck in `Init:Error` would.
+//!
 //! What a rollout needs of a node and of kube-proxy, kept as small as the real ones allow:
 //! - **ConfigMap volumes are updated in place** ([`Cluster::set_config_maps`]) the way the
 //!   kubelet's atomic writer does it: each version in its own hidden timestamped directory, the
@@ -136,8 +142,21 @@ pub struct Cluster {
     secrets: BTreeMap<String, BTreeMap<String, String>>,
     /// Every ConfigMap volume of every pod laid out, to update in place.
     config_volumes: Vec<ConfigVolume>,
+    /// The images init containers run, by reference.
+    images: BTreeMap<String, Image>,
     next_ip: u8,
 }
+
+/// What an image is to this runner: its entrypoint (a local binary) and the files it carries,
+/// `(host file, path in the image)`.
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub entrypoint: Vec<String>,
+    pub files: Vec<(PathBuf, String)>,
+}
+
+/// How long an init container may run.
+const INIT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Cluster {
     pub fn new(namespace: &str, config_maps: &[ConfigMap]) -> Cluster {
@@ -159,10 +178,17 @@ impl Cluster {
                 .collect(),
             secrets: BTreeMap::new(),
             config_volumes: Vec::new(),
+            images: BTreeMap::new(),
             next_ip: 10,
         };
         cluster.write_hosts();
         cluster
+    }
+
+    /// The image `reference` (as a pod spec names it) for the init containers of pods laid out
+    /// afterwards.
+    pub fn add_image(&mut self, reference: &str, image: Image) {
+        self.images.insert(reference.to_owned(), image);
     }
 
     /// A Secret of the namespace (as the operator or a person created it), for the pods'
@@ -324,6 +350,22 @@ impl Cluster {
         let grace = Duration::from_secs(
             u64::try_from(spec.termination_grace_period_seconds.unwrap_or(30)).unwrap(),
         );
+        let init_containers = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|init| {
+                let reference = init.image.as_deref().unwrap_or_default();
+                let image = self.images.get(reference).cloned().unwrap_or_else(|| {
+                    panic!(
+                        "{name}: init container {} runs image {reference:?}: register it with \
+                         Cluster::add_image",
+                        init.name
+                    )
+                });
+                (init.clone(), image)
+            })
+            .collect();
         let pod = Pod {
             name,
             dns,
@@ -331,6 +373,8 @@ impl Cluster {
             netns,
             dir,
             container,
+            init_containers,
+            initialized: false,
             run_as: run_as(&spec),
             hosts: self.hosts_path(),
             empty_dirs: Vec::new(),
@@ -374,6 +418,9 @@ pub struct Pod {
     netns: Netns,
     dir: PathBuf,
     container: Container,
+    /// The init containers and their images, run before the first start.
+    init_containers: Vec<(Container, Image)>,
+    initialized: bool,
     run_as: (i64, i64),
     hosts: PathBuf,
     /// `(host dir, mount path)` of each emptyDir.
@@ -457,10 +504,7 @@ impl Pod {
                 }
                 fs::set_permissions(&target, fs::Permissions::from_mode(0o555)).unwrap();
             } else if volume.empty_dir.is_some() {
-                let host = self.dir.join("volumes").join(&mount.name);
-                fs::create_dir_all(&host).unwrap();
-                fs::set_permissions(&host, fs::Permissions::from_mode(0o777)).unwrap();
-                chown(&host, Some(0), Some(u32::try_from(self.run_as.1).unwrap())).unwrap();
+                let host = self.empty_dir(&mount.name);
                 self.empty_dirs.push((host, mount.mount_path.clone()));
             } else {
                 panic!(
@@ -528,6 +572,12 @@ impl Pod {
         // Parents before what they hold.
         mounts.sort_by_key(|[_, path, _]| path.matches('/').count());
         binds.extend(mounts.into_iter().flatten());
+        self.sandbox(&binds, &self.env, args)
+    }
+
+    /// `args` in a fresh mount namespace of this pod: `binds` (`src dst rw|ro`, flat) over the
+    /// layer, `env` only, as the pod's user.
+    fn sandbox(&self, binds: &[String], env: &[String], args: &[String]) -> Command {
         let mut command = self
             .netns
             .command("unshare", &["--mount", "--propagation", "private"]);
@@ -537,16 +587,111 @@ impl Pod {
             .arg(self.run_as.0.to_string())
             .arg(self.run_as.1.to_string())
             .arg((binds.len() / 3).to_string())
-            .args(&binds)
+            .args(binds)
             .args([
                 "env",
                 "-i",
                 &format!("PATH={PATH}"),
                 &format!("HOSTNAME={}", self.name),
             ])
-            .args(&self.env)
+            .args(env)
             .args(args);
         command
+    }
+
+    /// An emptyDir's directory on the node, made (world-writable, the pod's group) if it is new.
+    fn empty_dir(&self, volume: &str) -> PathBuf {
+        let host = self.dir.join("volumes").join(volume);
+        if !host.exists() {
+            fs::create_dir_all(&host).unwrap();
+            fs::set_permissions(&host, fs::Permissions::from_mode(0o777)).unwrap();
+            chown(&host, Some(0), Some(u32::try_from(self.run_as.1).unwrap())).unwrap();
+        }
+        host
+    }
+
+    /// Runs each init container to completion, in order, as the kubelet does before a pod's
+    /// first start: its image's entrypoint (unless it has a command) and args, its emptyDir
+    /// mounts, the image's files bound read-only, its plain env. Panics with the log when one
+    /// fails or outlives [`INIT_TIMEOUT`].
+    fn run_init_containers(&mut self) {
+        let layer = self.dir.join("layer");
+        for (init, image) in &self.init_containers {
+            let mut binds: Vec<String> = vec![
+                self.hosts.display().to_string(),
+                "/etc/hosts".to_owned(),
+                "rw".to_owned(),
+            ];
+            for mount in init.volume_mounts.iter().flatten() {
+                fs::create_dir_all(layer.join(mount.mount_path.trim_start_matches('/'))).unwrap();
+                let mode = if mount.read_only == Some(true) {
+                    "ro"
+                } else {
+                    "rw"
+                };
+                binds.extend([
+                    self.empty_dir(&mount.name).display().to_string(),
+                    mount.mount_path.clone(),
+                    mode.to_owned(),
+                ]);
+            }
+            for (host, path) in &image.files {
+                let point = layer.join(path.trim_start_matches('/'));
+                fs::create_dir_all(point.parent().unwrap()).unwrap();
+                fs::write(&point, b"").unwrap();
+                binds.extend([host.display().to_string(), path.clone(), "ro".to_owned()]);
+            }
+            let env: Vec<String> = init
+                .env
+                .iter()
+                .flatten()
+                .map(|var| {
+                    let value = var.value.as_deref().unwrap_or_else(|| {
+                        panic!("{}: init env {} is not a plain value", self.name, var.name)
+                    });
+                    format!("{}={value}", var.name)
+                })
+                .collect();
+            let mut argv = init.command.clone().unwrap_or(image.entrypoint.clone());
+            argv.extend(init.args.clone().unwrap_or_default());
+            let log = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.log_path())
+                .unwrap();
+            let mut child = self
+                .sandbox(&binds, &env, &argv)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("start an init container");
+            let deadline = Instant::now() + INIT_TIMEOUT;
+            let status = loop {
+                if let Some(status) = child.try_wait().expect("wait for the init container") {
+                    break status;
+                }
+                if Instant::now() >= deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "{}: init container {} still running after {INIT_TIMEOUT:?}:\n{}",
+                        self.name,
+                        init.name,
+                        self.log()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            assert!(
+                status.success(),
+                "{}: init container {} failed ({status}):\n{}",
+                self.name,
+                init.name,
+                self.log()
+            );
+        }
+        self.initialized = true;
     }
 
     /// The value of the container's env variable `name`, Secret references resolved.
@@ -566,9 +711,13 @@ impl Pod {
         fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
-    /// Starts the container's command (`command` + `args`), its output appended to the log.
+    /// Starts the container's command (`command` + `args`), its output appended to the log;
+    /// at the first start, the init containers before it.
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "{} is already running", self.name);
+        if !self.initialized {
+            self.run_init_containers();
+        }
         let mut argv = self.container.command.clone().unwrap_or_default();
         argv.extend(self.container.args.clone().unwrap_or_default());
         assert!(

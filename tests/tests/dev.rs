@@ -18,7 +18,9 @@ use screenlimit_operator::names::Names;
 use screenlimit_system_tests::api::{heartbeat, play};
 use screenlimit_system_tests::browser::Browser;
 use screenlimit_system_tests::pods::{Cluster, Pod};
-use screenlimit_system_tests::{binary, example, named, operator_secrets, require_root};
+use screenlimit_system_tests::{
+    add_limiter_image, binary, example, named, operator_secrets, require_root,
+};
 
 const START: Duration = Duration::from_secs(30);
 const SUPPORT: (&str, &str) = ("ana", "support-password-1");
@@ -57,6 +59,35 @@ where
 }
 
 /// Starts `pod` and waits for its readiness probe; the time that took.
+/// The limiter's one shard is on the native path (`screenlimit_store_path`), within the 5 s a
+/// shard takes to be asked again after a restart.
+async fn assert_native(api: &str, redis: &Pod) {
+    let wanted = "screenlimit_store_path{path=\"native\",shard=\"0\"} 1";
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let metrics = reqwest::get(format!("{api}/metrics"))
+            .await
+            .expect("the limiter's /metrics")
+            .text()
+            .await
+            .unwrap();
+        if metrics.contains(wanted) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the shard is not on the native path:\n{}\nRedis log:\n{}",
+            metrics
+                .lines()
+                .filter(|l| l.contains("store_path"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            redis.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn start_ready(pod: &mut Pod) -> Duration {
     let started = Instant::now();
     pod.start();
@@ -76,6 +107,7 @@ async fn dev_example_plays_denies_survives_a_redis_crash_and_force_stops_in_the_
     let admin_ui_binary = binary("screenlimit-admin-ui");
 
     let mut cluster = Cluster::new("video", &desired.config_maps);
+    add_limiter_image(&mut cluster, &sl);
     for secret in operator_secrets(&sl) {
         cluster.add_secret_object(&secret);
     }
@@ -127,6 +159,9 @@ async fn dev_example_plays_denies_survives_a_redis_crash_and_force_stops_in_the_
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"], "concurrent_stream_limit", "{body}");
     assert_eq!(body["active"][0]["device_id"], "living-room-tv", "{body}");
+    // The shard runs the module its init container copied (`copy-redis-module`, the limiter
+    // image's `copy-module`), and the limiter decided those plays with its native commands.
+    assert_native(&api, &redis).await;
 
     // The Redis pod crashes (no persistence: it comes back empty). Under policy `open` every
     // play is answered 200 meanwhile, degraded, never a 5xx.
@@ -192,6 +227,9 @@ async fn dev_example_plays_denies_survives_a_redis_crash_and_force_stops_in_the_
         StatusCode::CONFLICT,
         "the cap after the restart: {body}"
     );
+    // The restarted container loads the module from the same emptyDir (init containers do
+    // not run again at a container restart).
+    assert_native(&api, &redis).await;
     println!(
         "Redis pod crash: first degraded play after {outage:?}; decided by Redis again {back:?} \
          after the restart (probe and breaker included)"

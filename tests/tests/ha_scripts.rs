@@ -18,7 +18,7 @@ use screenlimit_system_tests::redis_pods::{
     START, cli_as, cli_ok, pre_stop_of, restart, role, wait_primary_everywhere, wait_replica_known,
     wait_replica_of,
 };
-use screenlimit_system_tests::{binary, certs, fixture, named, require_root};
+use screenlimit_system_tests::{add_limiter_image, binary, certs, fixture, named, require_root};
 
 /// The operator's generated credentials Secret for `sl`, as the cluster would hold it.
 fn redis_auth(sl: &StreamLimiter) -> BTreeMap<String, String> {
@@ -34,6 +34,7 @@ fn cluster_with_secrets(
     desired: &Desired,
 ) -> (Cluster, BTreeMap<String, String>) {
     let mut cluster = Cluster::new("video", &desired.config_maps);
+    add_limiter_image(&mut cluster, sl);
     let auth = redis_auth(sl);
     cluster.add_secret("demo-redis-auth", auth.clone());
     (cluster, auth)
@@ -65,7 +66,7 @@ fn assert_memory_bounded(pod: &Pod) {
 }
 
 /// A data node wants a password; the limiter's ACL user can run what the limiter runs on its
-/// own keys, and nothing else.
+/// own keys (the screenlimit module's commands too), and nothing else.
 fn assert_locked_down(pod: &Pod, limiter_password: &str, tag: &str) {
     let anonymous = cli_as(pod, &["-p", "6379", "set", "sl:x", "1"]);
     assert!(anonymous.contains("NOAUTH"), "{}: {anonymous}", pod.name);
@@ -96,6 +97,14 @@ fn assert_locked_down(pod: &Pod, limiter_password: &str, tag: &str) {
     };
     let key = format!("sl:{{{tag}}}");
     assert_eq!(limiter(&["ping"]), "PONG");
+    // The module the init container copied is loaded, and the limiter may call it.
+    assert_eq!(
+        limiter(&["sl.version"]),
+        "2",
+        "{}:\n{}",
+        pod.name,
+        pod.log()
+    );
     assert_eq!(limiter(&["set", &key, "1", "px", "60000"]), "OK");
     assert_eq!(limiter(&["get", &key]), "1");
     let sha = limiter(&["script", "load", "return redis.call('time')[1]"]);

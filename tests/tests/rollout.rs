@@ -31,7 +31,9 @@ use screenlimit_operator::crd::StreamLimiter;
 use screenlimit_operator::names::Names;
 use screenlimit_system_tests::api::play;
 use screenlimit_system_tests::pods::{Cluster, Pod, ServiceProxy, template_changed};
-use screenlimit_system_tests::{binary, example, named, operator_secrets, require_root};
+use screenlimit_system_tests::{
+    add_limiter_image, binary, example, named, operator_secrets, require_root,
+};
 use serde_json::{Value, json};
 
 const START: Duration = Duration::from_secs(60);
@@ -211,6 +213,7 @@ async fn a_plan_change_applies_live_and_an_image_change_rolls_without_a_failed_r
     let first = render(&sl);
 
     let mut cluster = Cluster::new("video", &first.config_maps);
+    add_limiter_image(&mut cluster, &sl);
     for secret in operator_secrets(&sl) {
         cluster.add_secret_object(&secret);
     }

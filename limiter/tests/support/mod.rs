@@ -30,6 +30,12 @@ fn redis_server_bin() -> String {
     std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into())
 }
 
+/// Valkey's server (`scripts/lib/install-valkey.sh` puts it there), for the tests that run the
+/// scripts and the module on Valkey too.
+fn valkey_server_bin() -> String {
+    std::env::var("VALKEY_SERVER_BIN").unwrap_or_else(|_| "/usr/local/bin/valkey-server".into())
+}
+
 /// The screenlimit module (`redis-module/`), as the `.so` that `redis-server --loadmodule`
 /// takes: the file `SCREENLIMIT_MODULE_SO` names (`scripts/test.sh` builds it before the suite
 /// and sets it), else built here once per test process by `cargo build -p
@@ -165,6 +171,28 @@ impl RedisServer {
         Self::spawn_on_a_free_port(&args)
     }
 
+    /// A Valkey server (the same wire protocol, scripts and module API), with `extra`
+    /// arguments.
+    pub fn start_valkey(extra: &[&str]) -> Self {
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            match Self::spawn_binary(&valkey_server_bin(), free_port(), extra, dir) {
+                Ok(server) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("{last_error}")
+    }
+
+    /// A Valkey server with the screenlimit module loaded.
+    pub fn start_valkey_with_module(extra: &[&str]) -> Self {
+        let module = module_args();
+        let mut args: Vec<&str> = module.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
+        Self::start_valkey(&args)
+    }
+
     /// A replica of the server on `primary_port`.
     pub fn start_replica_of(primary_port: u16) -> Self {
         Self::spawn_on_a_free_port(&["--replicaof", "127.0.0.1", &primary_port.to_string()])
@@ -188,7 +216,16 @@ impl RedisServer {
     }
 
     fn spawn_in(port: u16, extra: &[&str], dir: tempfile::TempDir) -> Result<Self, String> {
-        let child = Command::new(redis_server_bin())
+        Self::spawn_binary(&redis_server_bin(), port, extra, dir)
+    }
+
+    fn spawn_binary(
+        binary: &str,
+        port: u16,
+        extra: &[&str],
+        dir: tempfile::TempDir,
+    ) -> Result<Self, String> {
+        let child = Command::new(binary)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(dir.path())
@@ -197,7 +234,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| {
-                panic!("cannot start redis-server ({e}); run scripts/install-test-deps.sh or set REDIS_SERVER_BIN")
+                panic!("cannot start {binary} ({e}); run scripts/install-test-deps.sh or set REDIS_SERVER_BIN / VALKEY_SERVER_BIN")
             });
         let mut server = RedisServer {
             port,

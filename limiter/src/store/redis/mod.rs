@@ -1012,17 +1012,19 @@ impl RedisStore {
             .arg(AUDIT_RETENTION.as_millis() as u64)
     }
 
-    /// The common heartbeat, one native command in the shard's next batch: `GETEX` of the lease
-    /// key with a new life of one TTL. Its value says until when the account key surely lives:
-    /// at least two TTLs ahead of this host's clock (a TTL to spare for clock skew), the lease is
-    /// renewed and that is all; nearer, the small `touch` script renews the account key's life
-    /// too (about one heartbeat in twelve with its six-TTL life). False, when the lease key or
-    /// the account key is gone, sends the stream through the full heartbeat script.
-    async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<bool, StoreError> {
+    /// The common heartbeat, on both paths one plain command in the shard's next batch: `GETEX`
+    /// of the lease key with a new life of one TTL (cheaper for Redis than `SL.HEARTBEAT` or a
+    /// script: BENCHMARKS.md, "Native commands"). Its value says until when the account key
+    /// surely lives: at least two TTLs ahead of this host's clock (a TTL to spare for clock
+    /// skew), the lease is renewed and that is all; nearer, the account key's life must be
+    /// renewed too (about one heartbeat in twelve with its six-TTL life).
+    async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<Renewal, StoreError> {
         let timing = self.rules.load().timing;
-        let lease = lease_key(account_id, &stream.nonce);
         let mut command = redis::cmd("GETEX");
-        command.arg(&lease).arg("PX").arg(timing.ttl_ms);
+        command
+            .arg(lease_key(account_id, &stream.nonce))
+            .arg("PX")
+            .arg(timing.ttl_ms);
         let renewal = self
             .send(Target::Tag(account_id), command, Priority::Renewal)
             .await?;
@@ -1030,15 +1032,22 @@ impl RedisStore {
             Value::BulkString(bytes) => std::str::from_utf8(&bytes)
                 .ok()
                 .and_then(|text| text.parse::<u64>().ok()),
-            _ => return Ok(false),
+            _ => return Ok(Renewal::LeaseGone),
         };
-        if account_until.is_some_and(|until| until >= now_ms() + 2 * timing.ttl_ms) {
-            return Ok(true);
-        }
-        let mut call = self
-            .scripts
-            .touch
-            .call(&[account_key(account_id).into_bytes(), lease]);
+        Ok(match account_until {
+            Some(until) if until >= now_ms() + 2 * timing.ttl_ms => Renewal::Done,
+            _ => Renewal::AccountNearItsEnd,
+        })
+    }
+
+    /// The account key's life renewed for a lease `GETEX` just renewed, by the small `touch`
+    /// script (the Lua path). False: the lease or the account key is gone after all.
+    async fn touch(&self, account_id: &str, stream: &StreamRef) -> Result<bool, StoreError> {
+        let timing = self.rules.load().timing;
+        let mut call = self.scripts.touch.call(&[
+            account_key(account_id).into_bytes(),
+            lease_key(account_id, &stream.nonce),
+        ]);
         call.arg(timing.revocation_ms);
         let touched: u64 = self.run_as(account_id, call, Priority::Renewal).await?;
         Ok(touched == 1)
@@ -1049,6 +1058,17 @@ impl RedisStore {
     fn timing_args(invocation: &mut Call, timing: Timing) -> &mut Call {
         invocation.arg(timing.ttl_ms).arg(timing.revocation_ms)
     }
+}
+
+/// What the `GETEX` renewal of a lease key found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewal {
+    /// The lease is renewed and its account key lives long enough: the heartbeat is done.
+    Done,
+    /// The lease is renewed, but its account key's life ends within two TTLs.
+    AccountNearItsEnd,
+    /// No lease key: expired, stopped or revoked; the full heartbeat decides.
+    LeaseGone,
 }
 
 /// This host's wall clock in ms since the epoch (0 if it is before the epoch).
@@ -1179,15 +1199,22 @@ impl LeaseStore for RedisStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        // On the native path `SL.HEARTBEAT` is the whole heartbeat, renewal and all, in one
-        // command (a renewal of a live lease, shed first under overload).
+        // The common case on both paths is a renewal by Redis's own `GETEX`. The rest goes to
+        // the full heartbeat: on the native path `SL.HEARTBEAT` (which renews the account key's
+        // life too, so no `touch`), on Lua the `touch` script first, then the heartbeat script.
         let native = self.native_for(account_id);
-        // On Lua, the common case is a renewal by Redis's own commands; the full script
-        // answers everything else.
-        if !native && self.renew(account_id, stream).await? {
-            let expires_at = 0; // not read: the store's clock is not asked for a native renewal
-            return Ok(HeartbeatOutcome::Renewed { expires_at });
-        }
+        let renewal = self.renew(account_id, stream).await?;
+        let priority = match (renewal, native) {
+            // `expires_at` is not read for a renewal: the store's clock is not asked for it.
+            (Renewal::Done, _) => return Ok(HeartbeatOutcome::Renewed { expires_at: 0 }),
+            (Renewal::AccountNearItsEnd, false) if self.touch(account_id, stream).await? => {
+                return Ok(HeartbeatOutcome::Renewed { expires_at: 0 });
+            }
+            // A live lease whose account key needs its life renewed: still a renewal.
+            (Renewal::AccountNearItsEnd, true) => Priority::Renewal,
+            // The lease is gone: a re-registration or a 410, a decision.
+            _ => Priority::Decision,
+        };
         let rules = self.rules.load();
         let mut invocation = match native {
             true => Op::Heartbeat.call(&[account_key(account_id)]),
@@ -1205,10 +1232,6 @@ impl LeaseStore for RedisStore {
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
         drop(rules);
-        let priority = match native {
-            true => Priority::Renewal,
-            false => Priority::Decision,
-        };
         let reply: Vec<Value> = self.run_as(account_id, invocation, priority).await?;
         match reply.as_slice() {
             [code, expires] if int(code)? == 1 => Ok(HeartbeatOutcome::Renewed {

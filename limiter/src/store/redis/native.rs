@@ -4,8 +4,9 @@
 //! built the same way on either path and its reply read by the same code (`mod.rs`); only the
 //! head of the command differs: `SL.ACQUIRE key…` against `EVALSHA sha 1 key…`.
 //!
-//! Operations the module has no command for (the sign-in events, the fleet audit push, the
-//! lease key's `GETEX` and `touch`, which `SL.HEARTBEAT` makes unneeded) stay on their scripts.
+//! Operations the module has no command for (the sign-in events, the fleet audit push) stay on
+//! their scripts; a heartbeat's common renewal is the lease key's `GETEX` on both paths, and
+//! `SL.HEARTBEAT` stands for `touch` and the full heartbeat script.
 
 use redis::{Cmd, ServerError, Value};
 
