@@ -58,7 +58,7 @@ for _ in $(seq 300); do
 done
 cli() { redis-cli -p "$port" "$@"; }
 
-# Each script as the limiter assembles it (lease_script! in limiter/src/store/redis/mod.rs):
+# Each script as the limiter assembles it (lease_script! in limiter/src/store/redis/scripts.rs):
 # fast.lua, the fast path if there is one, common.lua, the operation.
 ld() { cli SCRIPT LOAD "$(cat "$@")"; }
 acquire=$(ld $LUA/fast.lua $LUA/acquire_fast.lua $LUA/common.lua $LUA/acquire.lua)

@@ -8,8 +8,12 @@
 #
 #   play-start  acquire from the device that already holds the account's one stream (its record
 #               and lease key replaced), and on a new account
-#   heartbeat   Lua path: the limiter's native renewal, GETEX of the lease key (the common case;
-#               `touch` and the full script are rarer); module: SL.HEARTBEAT, the whole heartbeat
+#   heartbeat   both paths: the limiter's common renewal, GETEX of the lease key; about one
+#               heartbeat in twelve (the account key's life near its end) also renews the account
+#               key: Lua with the `touch` script, the module with SL.HEARTBEAT (given a TTL so
+#               long that every call takes that branch). SL.HEARTBEAT's early return (lease
+#               renewed, account key far from its end) is measured too: what a limiter sending
+#               every heartbeat as SL.HEARTBEAT would pay
 #   stop        release of a live lease on accounts of one stream, loaded afresh before each run
 #               from RELEASE_KEYS accounts (a draw that repeats finds it released: "not held")
 #
@@ -62,11 +66,12 @@ rc() { redis-cli -p "$PORT" "$@"; }
 rcn() { local db=$1; shift; redis-cli -p "$PORT" -n "$db" "$@"; }
 [[ $(rc SL.VERSION) == 2 ]] || { cat "$WORK/redis.log" >&2; die "the module did not load or speaks another layout"; }
 
-# The scripts as the limiter assembles them (lease_script! in limiter/src/store/redis/mod.rs).
+# The scripts as the limiter assembles them (lease_script! in limiter/src/store/redis/scripts.rs).
 LUA=$ROOT/limiter/src/store/redis/lua
 declare -A SHA
 SHA[acquire]=$(cat "$LUA/fast.lua" "$LUA/acquire_fast.lua" "$LUA/common.lua" "$LUA/acquire.lua" | rc -x SCRIPT LOAD)
 SHA[release]=$(cat "$LUA/fast.lua" "$LUA/release_fast.lua" "$LUA/common.lua" "$LUA/release.lua" | rc -x SCRIPT LOAD)
+SHA[touch]=$(cat "$LUA/fast.lua" "$LUA/touch.lua" | rc -x SCRIPT LOAD)
 
 DEVICE=mobile-7f3a9c2e1b4d
 NONCE=bench-nonce-0001
@@ -77,6 +82,9 @@ body=$((1 + 1 + ${#META} + 1 + 9 + 1 + 15))
 DETAILS=$(printf "$(hex $body)$(hex 1)$(hex ${#META})%s$(hex 9)%s$(hex 15)%s" "$META" profile-1 title:tt0111161)
 ACQ=("$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$DEVICE" "$NONCE" "$DETAILS" '' '' '' '')
 HB=("$TTL_MS" "$KEEP_MS" premium 4 "$DEVICE" "$NONCE")
+# A TTL beyond the account key's life: SL.HEARTBEAT's renewal finds that life within two TTLs
+# and renews it, as `touch` does (the lease keys' own life is then long; nothing expires).
+HB_TOUCH=("$((100 * TTL_MS))" "$KEEP_MS" premium 4 "$DEVICE" "$NONCE")
 REL=("$TTL_MS" "$KEEP_MS" "$DEVICE" "$NONCE")
 
 # Pre-fill: accounts sl:{PREFIX%012d} (redis-benchmark's __rand_int__ form), stream 0 the bench
@@ -122,8 +130,10 @@ phase 'play-start, re-acquire: Lua'       evalsha "$BENCH_KEYS" 0 EVALSHA "${SHA
 phase 'play-start, re-acquire: module'    sl.acquire "$BENCH_KEYS" 0 SL.ACQUIRE 'sl:{acq1-__rand_int__}' "${ACQ[@]}"
 phase 'play-start, new account: Lua'      evalsha 100000000 0 EVALSHA "${SHA[acquire]}" 1 'sl:{new-__rand_int__}' "${ACQ[@]}"
 phase 'play-start, new account: module'   sl.acquire 100000000 0 SL.ACQUIRE 'sl:{mnew-__rand_int__}' "${ACQ[@]}"
-phase 'heartbeat: Lua path (GETEX)'       getex "$BENCH_KEYS" 0 GETEX "sl:{hb2-__rand_int__}${NONCE:0:8}" PX "$TTL_MS"
-phase 'heartbeat: module (SL.HEARTBEAT)'  sl.heartbeat "$BENCH_KEYS" 0 SL.HEARTBEAT 'sl:{hb2-__rand_int__}' "${HB[@]}"
+phase 'heartbeat, both paths (GETEX)'     getex "$BENCH_KEYS" 0 GETEX "sl:{hb2-__rand_int__}${NONCE:0:8}" PX "$TTL_MS"
+phase 'account key renewed, 1 in 12: Lua touch' evalsha "$BENCH_KEYS" 0 EVALSHA "${SHA[touch]}" 2 'sl:{hb2-__rand_int__}' "sl:{hb2-__rand_int__}${NONCE:0:8}" "$KEEP_MS"
+phase 'account key renewed, 1 in 12: module SL.HEARTBEAT' sl.heartbeat "$BENCH_KEYS" 0 SL.HEARTBEAT 'sl:{hb2-__rand_int__}' "${HB_TOUCH[@]}"
+phase 'SL.HEARTBEAT as every heartbeat (before)' sl.heartbeat "$BENCH_KEYS" 0 SL.HEARTBEAT 'sl:{hb2-__rand_int__}' "${HB[@]}"
 phase 'stop: Lua'                         evalsha "$RELEASE_KEYS" 1 EVALSHA "${SHA[release]}" 1 'sl:{rel-__rand_int__}' "${REL[@]}"
 phase 'stop: module'                      sl.release "$RELEASE_KEYS" 1 SL.RELEASE 'sl:{rel-__rand_int__}' "${REL[@]}"
 

@@ -41,7 +41,7 @@
 # Example: STREAMS=300000 REPEAT=3 BENCH_N=50000 scripts/store-cost.sh   (about 3 minutes)
 #
 # Layout: only the current one. The script reads how each script is assembled from
-# limiter/src/store/redis/mod.rs (lease_script! and Scripts::sources(): fast.lua, the
+# limiter/src/store/redis/ (mod.rs, scripts.rs; lease_script! and Scripts::sources(): fast.lua, the
 # operation's fast path if it has one, common.lua, the operation), checks the lease-key shape
 # in fast.lua (account key + first 8 bytes of the nonce, account key living 3 x keep = 6 TTLs),
 # that acquire takes 13 ARGV, that mod.rs renews with GETEX, and runs a functional check of
@@ -98,7 +98,12 @@ src() { # src PATH: a file of the repository, from the working tree or from LUA_
   fi
 }
 LUA=limiter/src/store/redis/lua
+# The store's Rust source as one text: mod.rs, and the files it was split into later (the
+# scripts' assembly in scripts.rs, the heartbeat in lease_store.rs), where the revision has them.
 src limiter/src/store/redis/mod.rs >"$WORK/mod.rs" || die "no limiter/src/store/redis/mod.rs"
+for part in scripts lease_store; do
+  src "limiter/src/store/redis/$part.rs" >>"$WORK/mod.rs" 2>/dev/null || true
+done
 # How each script is assembled, from mod.rs; prints "op fast|plain" per operation, or fails.
 python3 - "$WORK/mod.rs" >"$WORK/ops" <<'PY' || die "mod.rs assembles its scripts in a way this script does not know"
 import re, sys

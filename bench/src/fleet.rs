@@ -222,6 +222,31 @@ impl Meter<'_> {
         })
     }
 
+    /// The path every limiter takes to its shard (`screenlimit_store_path`): `native` or `lua`,
+    /// waited for (a shard learns it at first contact) until it is the one `native` asks for,
+    /// for up to 15 s.
+    async fn store_path(&self, native: bool) -> anyhow::Result<&'static str> {
+        let wanted = if native { "native" } else { "lua" };
+        let line = format!("screenlimit_store_path{{path=\"{wanted}\",shard=\"0\"}} 1");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        'wait: loop {
+            for client in &self.metrics {
+                let reply = client
+                    .send(Method::GET, "/metrics", String::new())
+                    .await
+                    .context("GET /metrics")?;
+                if !String::from_utf8_lossy(&reply.body).contains(&line) {
+                    if Instant::now() > deadline {
+                        bail!("a limiter's shard is not on the {wanted} path after 15 s");
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue 'wait;
+                }
+            }
+            return Ok(wanted);
+        }
+    }
+
     /// Calls per command since the last reset, then resets.
     fn take_commandstats(&mut self) -> anyhow::Result<BTreeMap<String, u64>> {
         let out = self
@@ -770,6 +795,8 @@ pub async fn fleet(
         .stats
         .main_thread_cpu_seconds()
         .context("fleet needs Redis 7.0 or newer (INFO cpu of the main thread)")?;
+    let path = meter.store_path(common.redis_module.is_some()).await?;
+    println!("store path of every limiter's shard: {path}");
 
     // The model's rates per (limiter process, shard) pair, and the open loop's at that pair
     // rate for each limiter of this run.

@@ -3,7 +3,7 @@
 //! reads from them (Redis `INFO`, process CPU time).
 
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,9 +39,26 @@ pub struct RedisProc {
 
 impl RedisProc {
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_with_module(None)
+    }
+
+    /// A throwaway server that loads `module` (the screenlimit module's `.so`), when given.
+    pub fn start_with_module(module: Option<&Path>) -> anyhow::Result<Self> {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
         let port = free_port();
-        let child = Command::new(&bin)
+        if let Some(module) = module
+            && !module.is_file()
+        {
+            bail!(
+                "no module at {} (cargo build --release -p screenlimit-redis-module)",
+                module.display()
+            );
+        }
+        let mut command = Command::new(&bin);
+        if let Some(module) = module {
+            command.arg("--loadmodule").arg(module);
+        }
+        let child = command
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--maxclients", "10000"])
             .stdout(Stdio::null())
@@ -264,6 +281,8 @@ pub struct LimiterSetup {
     pub extra_yaml: String,
     /// `store.admission` (None: the limiter's default, `adaptive`).
     pub admission: Option<String>,
+    /// The screenlimit module the spawned Redis loads (None: the Lua path).
+    pub redis_module: Option<PathBuf>,
 }
 
 impl LimiterSetup {
@@ -277,6 +296,7 @@ impl LimiterSetup {
             threads: 0,
             extra_yaml: String::new(),
             admission: None,
+            redis_module: None,
         }
     }
 }
@@ -372,7 +392,7 @@ pub struct Stack {
 
 impl Stack {
     pub fn spawn(count: usize, setup: &LimiterSetup) -> anyhow::Result<Self> {
-        let redis = RedisProc::start()?;
+        let redis = RedisProc::start_with_module(setup.redis_module.as_deref())?;
         let limiters = (0..count.max(1))
             .map(|_| LimiterProc::start(&redis.url(), setup))
             .collect::<anyhow::Result<Vec<_>>>()?;

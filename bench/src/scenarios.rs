@@ -111,6 +111,10 @@ pub struct Common {
     /// Serving lanes (`threads`) of each spawned limiter; 0: one per CPU.
     #[arg(long, default_value_t = 0)]
     pub limiter_threads: usize,
+    /// With `--spawn`: the spawned Redis loads this screenlimit module (`cargo build --release
+    /// -p screenlimit-redis-module`), so the limiters take the native path.
+    #[arg(long)]
+    pub redis_module: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -299,6 +303,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
         let mut setup =
             LimiterSetup::new(common.heartbeat_interval, common.ttl, common.store_timeout);
         setup.threads = common.limiter_threads;
+        setup.redis_module = common.redis_module.clone();
         setup.batch_window = match &scenario {
             Scenario::Fleet(_) => Some(
                 common
