@@ -2,9 +2,13 @@
 //! by calling Redis commands. Each write is replicated as its effect with an absolute time
 //! (`SET … PXAT`, `PEXPIREAT`, `SETRANGE`, `DEL`), so a replica or the AOF replays the result,
 //! not the command with its own clock; Redis wraps one command's effects in `MULTI`/`EXEC`.
+//! Each replicated effect costs Redis more than the key work itself (`RM_Replicate` looks its
+//! command up by name), so a key's new expiry is held back until the command ends (`flush`):
+//! a later `SET … PXAT` (or `DEL`) of the same key carries it, one effect instead of two.
 //!
 //! The one place with `unsafe`: every pointer comes from Redis for the running command.
 
+use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int};
 
 use redis_module::{RedisString, raw};
@@ -53,6 +57,20 @@ const NO_EXPIRY: i64 = -1;
 /// The running command's view of the keyspace.
 pub struct Keys {
     ctx: *mut raw::RedisModuleCtx,
+    /// Expiries set but not yet replicated, by key (`flush` at the end of the command).
+    held: RefCell<Vec<Held>>,
+}
+
+/// A key's new expiry, not yet replicated.
+struct Held {
+    name: Vec<u8>,
+    at: i64,
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        self.flush();
+    }
 }
 
 /// One open key, closed when dropped.
@@ -109,7 +127,79 @@ fn c(text: &'static CStr) -> *const c_char {
 
 impl Keys {
     pub fn new(ctx: *mut raw::RedisModuleCtx) -> Keys {
-        Keys { ctx }
+        Keys {
+            ctx,
+            held: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Replicates the expiries held back (`PEXPIREAT`). Runs when the command's `Keys` is
+    /// dropped, before Redis propagates the command's effects.
+    pub fn flush(&self) {
+        for held in self.held.take() {
+            self.replicate_expire(&held.name, held.at);
+        }
+    }
+
+    /// Holds back `at` as the new expiry of `name` (replacing one held before).
+    fn hold_expire(&self, name: &[u8], at: i64) {
+        let mut held = self.held.borrow_mut();
+        match held.iter_mut().find(|h| h.name == name) {
+            Some(h) => h.at = at,
+            None => held.push(Held {
+                name: name.to_vec(),
+                at,
+            }),
+        }
+    }
+
+    /// Forgets what is held back for `name` (a `SET … PXAT` or `DEL` of it carries it).
+    fn release_held(&self, name: &[u8]) {
+        self.held.borrow_mut().retain(|h| h.name != name);
+    }
+
+    fn replicate_expire(&self, k: &[u8], at: i64) {
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                c(c"PEXPIREAT"),
+                c(c"bl"),
+                k.as_ptr().cast::<c_char>(),
+                k.len(),
+                at as std::ffi::c_longlong,
+            )
+        };
+    }
+
+    /// `SET k v PXAT at`, or plain `SET k v` when `at` is no expiry.
+    fn replicate_set(&self, k: &[u8], v: &[u8], at: i64) {
+        if at >= 0 {
+            unsafe {
+                api!(RedisModule_Replicate)(
+                    self.ctx,
+                    c(c"SET"),
+                    c(c"bbcl"),
+                    k.as_ptr().cast::<c_char>(),
+                    k.len(),
+                    v.as_ptr().cast::<c_char>(),
+                    v.len(),
+                    c(c"PXAT"),
+                    at as std::ffi::c_longlong,
+                )
+            };
+        } else {
+            unsafe {
+                api!(RedisModule_Replicate)(
+                    self.ctx,
+                    c(c"SET"),
+                    c(c"bb"),
+                    k.as_ptr().cast::<c_char>(),
+                    k.len(),
+                    v.as_ptr().cast::<c_char>(),
+                    v.len(),
+                )
+            };
+        }
     }
 
     /// The server's clock in ms.
@@ -168,17 +258,7 @@ impl Keys {
 
     fn set_expire(&self, key: &Open, name: &RedisString, at: i64) {
         unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) };
-        let k = name.as_slice();
-        unsafe {
-            api!(RedisModule_Replicate)(
-                self.ctx,
-                c(c"PEXPIREAT"),
-                c(c"bl"),
-                k.as_ptr().cast::<c_char>(),
-                k.len(),
-                at as std::ffi::c_longlong,
-            )
-        };
+        self.hold_expire(name.as_slice(), at);
     }
 
     /// `SET name value PXAT at`, or with the key's present expiry (`KEEPTTL`) when `at` is None.
@@ -191,35 +271,12 @@ impl Keys {
             api!(RedisModule_StringSet)(key.0, string);
             api!(RedisModule_FreeString)(self.ctx, string);
         }
-        let (k, v) = (name.as_slice(), value);
         if at >= 0 {
-            unsafe {
-                api!(RedisModule_SetAbsExpire)(key.0, at);
-                api!(RedisModule_Replicate)(
-                    self.ctx,
-                    c(c"SET"),
-                    c(c"bbcl"),
-                    k.as_ptr().cast::<c_char>(),
-                    k.len(),
-                    v.as_ptr().cast::<c_char>(),
-                    v.len(),
-                    c(c"PXAT"),
-                    at as std::ffi::c_longlong,
-                )
-            };
-        } else {
-            unsafe {
-                api!(RedisModule_Replicate)(
-                    self.ctx,
-                    c(c"SET"),
-                    c(c"bb"),
-                    k.as_ptr().cast::<c_char>(),
-                    k.len(),
-                    v.as_ptr().cast::<c_char>(),
-                    v.len(),
-                )
-            };
+            unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) };
         }
+        // The `SET` carries the key's expiry: whatever was held back for it is replicated here.
+        self.release_held(name.as_slice());
+        self.replicate_set(name.as_slice(), value, at);
     }
 
     /// `SETRANGE name offset bytes` inside the present value (a patch that does not grow it).
@@ -265,6 +322,7 @@ impl Keys {
             return false;
         }
         let k = name.as_slice();
+        self.release_held(k);
         unsafe {
             api!(RedisModule_DeleteKey)(key.0);
             api!(RedisModule_Replicate)(
