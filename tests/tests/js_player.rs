@@ -237,14 +237,23 @@ impl Stack {
     }
 }
 
-/// The gaps between a page's `playing` and its heartbeats, in seconds.
+/// The waits the page's library chose between heartbeats, in seconds: from each answer (the
+/// `playing` event, then each heartbeat's `at`) to the next heartbeat's sending (`sentAt`), so
+/// the requests' own latency does not blur them.
 fn heartbeat_gaps(events: &[Value]) -> Vec<f64> {
-    let times: Vec<f64> = events
+    let beats: Vec<&Value> = events
         .iter()
         .filter(|e| e["name"] == "playing" || e["name"] == "heartbeat")
-        .map(|e| e["at"].as_f64().unwrap())
         .collect();
-    times.windows(2).map(|w| (w[1] - w[0]) / 1000.0).collect()
+    beats
+        .windows(2)
+        .map(|w| {
+            let answered = w[0]["event"]["at"]
+                .as_f64()
+                .unwrap_or_else(|| w[0]["at"].as_f64().unwrap());
+            (w[1]["event"]["sentAt"].as_f64().unwrap() - answered) / 1000.0
+        })
+        .collect()
 }
 
 #[tokio::test]

@@ -29,8 +29,8 @@ export interface SessionEvents {
   degraded: { reason: "store_degraded" | "unavailable" | "unreachable"; status: number };
   /** Answers are whole again after `degraded`. */
   recovered: Record<string, never>;
-  /** A renewal went through. */
-  heartbeat: { streamId: string; at: number; degraded: boolean };
+  /** A renewal went through: sent at `sentAt`, answered at `at` (ms since the epoch). */
+  heartbeat: { streamId: string; sentAt: number; at: number; degraded: boolean };
   /** The slot was given back because the page was hidden or left (`reason`). */
   released: { reason: "hidden" | "pagehide" };
   /** `session.stop()` finished. */
@@ -248,6 +248,7 @@ export class StreamSession {
   private async beat(): Promise<void> {
     const streamId = this.streamId;
     if (this.state !== "playing" || !streamId) return;
+    const sentAt = this.now();
     const answer = await call(this.transport, "PUT", ["v1", "streams", streamId, "heartbeat"], {
       account_id: this.options.accountId,
     });
@@ -256,7 +257,7 @@ export class StreamSession {
     const body = answer.body as { error?: string; degraded?: boolean } | undefined;
     if (answer.status === 200) {
       this.failures = 0;
-      this.emit("heartbeat", { streamId, at: this.now(), degraded: Boolean(body?.degraded) });
+      this.emit("heartbeat", { streamId, sentAt, at: this.now(), degraded: Boolean(body?.degraded) });
       this.markDegraded(body?.degraded ? "store_degraded" : null, 200);
       this.schedule(jittered(this.intervalMs, this.jitter(), this.random));
     } else if (answer.status === 410 && body?.error === "stream_revoked") {
