@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One version, one place: the workspace's version (Cargo.toml [workspace.package]) is every
-# crate's, the chart's `version` and `appVersion`, and the tag of every screenlimit image named in
-# the tree (the CRD's defaults, Dockerfiles, docs, examples). Fails naming each place that drifted.
+# crate's, the JS client library's package, the chart's `version` and `appVersion`, and the tag
+# of every screenlimit image named in the tree (the CRD's defaults, Dockerfiles, docs, examples). Fails naming each place that drifted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/version.sh
@@ -40,6 +40,12 @@ for path in tracked:
         for m in image.finditer(line):
             if m.group(2) != version:
                 drift.append(f"{path}:{n}: {m.group(0)}")
+
+# The JS client library ships with the same version (clients/js/package.json and its lock).
+for path in ("clients/js/package.json", "clients/js/package-lock.json"):
+    js = json.load(open(path))
+    if js.get("version") != version:
+        drift.append(f"{path} version: {js.get('version')}")
 
 if drift:
     print(f"versions drifted from the workspace's {version}:", file=sys.stderr)

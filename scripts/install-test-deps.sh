@@ -3,8 +3,9 @@
 # libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests
 # start their own throwaway servers on free ports), Chromium and chromedriver (the dashboard's
 # browser test drives them headless), Node.js with the npm package oidc-provider (the OpenID
-# provider of the dashboard's sign-in tests), cargo-nextest, buildah/skopeo/umoci (the images),
-# cargo-deny (the supply-chain policy) and Valkey 8 (scripts/lib/install-valkey.sh).
+# provider of the dashboard's sign-in tests) and typescript (the JS client library), cargo-nextest,
+# buildah/skopeo/umoci (the images), cargo-deny (the supply-chain policy) and Valkey 8
+# (scripts/lib/install-valkey.sh).
 set -euo pipefail
 
 need_apt=()
@@ -59,6 +60,15 @@ if ! [[ -d "$oidc_dir/node_modules/oidc-provider" \
   && "$oidc_dir/node_modules/.package-lock.json" -nt "$oidc_dir/package-lock.json" ]]; then
   echo "install-test-deps: installing oidc-provider from the npm registry (npm ci in admin-ui/tests/oidc)"
   npm ci --prefix "$oidc_dir" --no-audit --no-fund --loglevel=error
+fi
+
+# The JS client library (clients/js) builds with the npm registry's typescript (pinned by its
+# package-lock.json); its tests need nothing else.
+js_dir="$(dirname "$0")/../clients/js"
+if ! [[ -x "$js_dir/node_modules/.bin/tsc" \
+  && "$js_dir/node_modules/.package-lock.json" -nt "$js_dir/package-lock.json" ]]; then
+  echo "install-test-deps: installing typescript from the npm registry (npm ci in clients/js)"
+  npm ci --prefix "$js_dir" --no-audit --no-fund --loglevel=error
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

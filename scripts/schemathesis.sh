@@ -3,8 +3,11 @@
 # running limiter against the /openapi.json it serves, with every check, the stateful phase (the
 # document's links chain play-start to heartbeat, stop, list, force-stop...), a fixed seed and a
 # bounded number of examples. Twice: on the embedded store, and on Redis (a throwaway
-# redis-server this script starts on a free port). Both run with a bearer token, so the 401s and
-# the `ignored_auth` check are covered too. Any failure exits non-zero. What schemathesis is told
+# redis-server this script starts on a free port). Both run with credentials, so the 401s and
+# the `ignored_auth` check are covered too: the embedded store's run with the two credentials
+# (the `support` and `player` schemes, each given its own token through schemathesis's
+# OpenAPI-aware auth; the player scheme's is the gateway token, which plays as any account), the
+# Redis run with the older single token (`auth_token_file`, one `bearer` scheme). Any failure exits non-zero. What schemathesis is told
 # beyond its defaults, and why, is in scripts/schemathesis.toml and scripts/schemathesis_hooks.py.
 #
 #   SCHEMATHESIS_SEED, SCHEMATHESIS_MAX_EXAMPLES    override the fixed seed / examples per call
@@ -70,15 +73,43 @@ PY
 
 token=schemathesis-token-$RANDOM$RANDOM
 printf '%s\n' "$token" > "$work/token"
+support_token=schemathesis-support-$RANDOM$RANDOM
+gateway_token=schemathesis-gateway-$RANDOM$RANDOM
+printf '%s\n' "$support_token" > "$work/support"
+printf '%s\n' "$gateway_token" > "$work/gateway"
+printf 'a-schemathesis-hs256-secret-of-32-bytes-at-least\n' > "$work/hs256"
+# The embedded store's run: two credentials, player tokens on, each scheme its own token.
+split_auth="auth:
+  support_token_file: $work/support
+  gateway_token_file: $work/gateway
+  players: { hs256_secret_file: $work/hs256, issuer: https://auth.example, audience: screenlimit }"
+cp scripts/schemathesis.toml "$work/split.toml"
+cat >> "$work/split.toml" <<TOML
+
+# Written by scripts/schemathesis.sh: the support and player schemes' tokens.
+[auth.openapi.support]
+bearer = "$support_token"
+
+[auth.openapi.player]
+bearer = "$gateway_token"
+TOML
 printf 'a-shared-stream-id-secret-for-the-fuzz-run\n' > "$work/secret"
 
-# Runs schemathesis against a limiter started with the config lines in $2, on store $1.
+# Runs schemathesis against a limiter started with the config lines in $2, on store $1; with
+# $3 = split, under the two credentials, else under the single token.
 fuzz() {
-  local store=$1 extra_config=$2 port
+  local store=$1 extra_config=$2 credentials=${3:-single} port auth_config auth_args
   port=$(free_port)
+  if [[ $credentials == split ]]; then
+    auth_config=$split_auth
+    auth_args=(--config-file "$work/split.toml")
+  else
+    auth_config="auth_token_file: $work/token"
+    auth_args=(--config-file "$repo/scripts/schemathesis.toml")
+  fi
   cat > "$work/$store.yaml" <<YAML
 listen: 127.0.0.1:$port
-auth_token_file: $work/token
+$auth_config
 stream_id_secret_file: $work/secret
 plans:
   basic: 1
@@ -90,16 +121,31 @@ YAML
   RUST_LOG=warn "$limiter_bin" --config "$work/$store.yaml" > "$work/$store.log" 2>&1 &
   pids+=($!)
   wait_for "http://127.0.0.1:$port/readyz" || { tail -n 20 "$work/$store.log" >&2; return 1; }
-  echo "== schemathesis: $store store, seed $seed, $max_examples examples per call"
+  echo "== schemathesis: $store store, $credentials credentials, seed $seed, $max_examples examples per call"
   local started=$SECONDS status=0
   # Bounded: --max-examples per operation and phase, plus a hard stop well above a normal run.
   # No example database, so a run depends on its seed alone. The hooks drop one known false
   # positive, and say how often (scripts/schemathesis_hooks.py).
   # It runs in the scratch directory: its caches (.hypothesis, .schemathesis) stay out of the tree.
+  # Under one token schemathesis reads the document from the limiter with it; under two
+  # credentials it gets the document from a file (read here with the support token) and the base
+  # URL, since it cannot know which scheme's token opens the document before reading it.
+  local single_header=() location="http://127.0.0.1:$port/openapi.json"
+  if [[ $credentials == split ]]; then
+    location=$work/$store-openapi.json
+    python3 - "http://127.0.0.1:$port/openapi.json" "$support_token" "$location" <<'PY'
+import sys, urllib.request
+request = urllib.request.Request(sys.argv[1], headers={"Authorization": f"Bearer {sys.argv[2]}"})
+with urllib.request.urlopen(request, timeout=5) as r, open(sys.argv[3], "wb") as out:
+    out.write(r.read())
+PY
+    single_header=(--url "http://127.0.0.1:$port")
+  else
+    single_header=(--header "Authorization: Bearer $token")
+  fi
   (cd "$work" && PYTHONPATH="$repo/scripts" SCHEMATHESIS_HOOKS=schemathesis_hooks \
-    timeout 240 "$venv/bin/schemathesis" --no-color --config-file "$repo/scripts/schemathesis.toml" \
-    run "http://127.0.0.1:$port/openapi.json" \
-    --header "Authorization: Bearer $token" \
+    timeout 240 "$venv/bin/schemathesis" --no-color "${auth_args[@]}" \
+    run "$location" "${single_header[@]}" \
     --checks all --seed "$seed" --max-examples "$max_examples" --workers 1 \
     --generation-database none --request-timeout 10 --report junit --report-dir "$target_dir/schemathesis/$store") \
     || status=$?
@@ -113,7 +159,7 @@ YAML
 
 for store in $stores; do
   case $store in
-    memory) fuzz memory "" ;;
+    memory) fuzz memory "" split ;;
     redis)
       redis_port=$(free_port)
       redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \

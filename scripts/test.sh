@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: install what the tests need, check formatting and
 # lints, the generated artifacts, the one version, the workflows, the supply-chain policy and the
-# images, fuzz the HTTP API against its OpenAPI document (schemathesis, both stores), then run every
-# test (unit, conformance on both stores, HTTP contract, race, fault tests).
+# images, build the JS client library and run its unit tests, fuzz the HTTP API against its OpenAPI
+# document (schemathesis, both stores), then run every test (unit, conformance on both stores,
+# HTTP contract, race, fault tests, the JS library in headless Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,11 @@ scripts/check-supply-chain.sh
 # from outside: config, file list, a run on a read-only root as their user.
 scripts/build-images.sh
 scripts/check-images.sh
+# The JS client library (clients/js): built with tsc (its browser test in tests/tests/js_player.rs
+# loads the build) and its unit tests on Node's test runner.
+echo "== clients/js: tsc build and unit tests"
+npm run --prefix clients/js --silent build
+npm test --prefix clients/js --silent
 # Before nextest: the fuzz run takes about a minute, so a broken contract shows early, and the
 # nextest summary stays the last thing this script prints (CI reads the runner's closing lines).
 scripts/schemathesis.sh

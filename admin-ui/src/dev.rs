@@ -42,7 +42,13 @@ pub fn start_limiter_with(
         ..config
     };
     let service = Arc::new(StreamService::from_config(&config)?);
-    let router = screenlimit_limiter::api::router(service, config.max_body_bytes, auth_token);
+    let router = screenlimit_limiter::api::router(
+        service,
+        screenlimit_limiter::api::ApiOptions {
+            auth: screenlimit_limiter::api::auth::ApiAuth::single_token(auth_token),
+            ..screenlimit_limiter::api::ApiOptions::open(config.max_body_bytes)
+        },
+    );
     let task = tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, router).await {
             tracing::error!(%error, "the in-process limiter stopped");

@@ -44,7 +44,8 @@ struct Cli {
     /// [default: http://127.0.0.1:8080; env SCREENLIMIT_LIMITER_URL works too].
     #[arg(long, env = "SCREENLIMIT_ADMIN_LIMITER_URL")]
     limiter_url: Option<String>,
-    /// File holding the bearer token the limiter requires (its `auth_token_file`)
+    /// File holding the bearer token the limiter requires (its `auth.support_token_file`, or
+    /// the older `auth_token_file`)
     /// [env SCREENLIMIT_LIMITER_TOKEN_FILE works too].
     #[arg(long, env = "SCREENLIMIT_ADMIN_LIMITER_TOKEN_FILE")]
     limiter_token_file: Option<PathBuf>,

@@ -11,6 +11,9 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Unexpected, Visitor};
 
 use crate::model::{DeviceCaps, DeviceType, Plan};
+pub use api_access::{ApiAuthConfig, CorsConfig, Credentials, PlayerTokenConfig};
+
+mod api_access;
 pub use crate::store::redis::access::{AuthConfig, TlsConfig};
 
 /// Environment variables that override the file, for containers and quick local runs.
@@ -29,6 +32,8 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_STREAM_ID_SECRET", "stream_id_secret (inline)"),
     ("SCREENLIMIT_STREAM_ID_SECRET_FILE", "stream_id_secret_file"),
     ("SCREENLIMIT_AUTH_TOKEN_FILE", "auth_token_file"),
+    ("SCREENLIMIT_SUPPORT_TOKEN_FILE", "auth.support_token_file"),
+    ("SCREENLIMIT_GATEWAY_TOKEN_FILE", "auth.gateway_token_file"),
     ("SCREENLIMIT_PLAN_DB_URL", "plan_source.postgres_url"),
     ("SCREENLIMIT_THREADS", "threads"),
     ("SCREENLIMIT_REDIS_USERNAME", "store.auth.username"),
@@ -83,8 +88,11 @@ pub struct Config {
     pub stream_id_secret: Option<String>,
     /// File holding the stream id secret (a mounted Kubernetes Secret).
     pub stream_id_secret_file: Option<PathBuf>,
-    /// File holding the bearer token every API call must carry; none means no authentication.
+    /// File holding the one bearer token that opens every API call (the older form of `auth`,
+    /// kept as it was); none, and no `auth`, means no authentication.
     pub auth_token_file: Option<PathBuf>,
+    /// The credentials of each audience: the support token, the gateway token, player tokens.
+    pub auth: ApiAuthConfig,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
     /// Where each account's plan comes from.
@@ -155,6 +163,8 @@ pub struct HttpConfig {
     /// exits anyway.
     #[serde(with = "humantime_serde")]
     pub shutdown_timeout: Duration,
+    /// The web players (origins) whose pages may call the player routes from a browser.
+    pub cors: CorsConfig,
 }
 
 impl Default for HttpConfig {
@@ -171,6 +181,7 @@ impl Default for HttpConfig {
             max_queue_delay: Duration::ZERO,
             drain_period: Duration::from_secs(5),
             shutdown_timeout: Duration::from_secs(10),
+            cors: CorsConfig::default(),
         }
     }
 }
@@ -534,6 +545,7 @@ impl Default for Config {
             stream_id_secret: None,
             stream_id_secret_file: None,
             auth_token_file: None,
+            auth: ApiAuthConfig::default(),
             max_body_bytes: 8 * 1024,
             plan_source: PlanSourceConfig::default(),
             threads: 0,
@@ -660,7 +672,10 @@ impl Config {
     /// tests).
     pub fn check_named_files(&self) -> Result<(), ConfigError> {
         self.resolve_stream_id_secret()?;
-        self.resolve_auth_token()?;
+        self.resolve_credentials()?;
+        if let Some(players) = &self.auth.players {
+            crate::player_tokens::PlayerTokens::from_config(players)?;
+        }
         if self.store.backend == Backend::Redis {
             crate::store::redis::access::Access::resolve(&self.store)?;
         }
@@ -789,6 +804,12 @@ impl Config {
         }
         if let Some(file) = env("SCREENLIMIT_AUTH_TOKEN_FILE") {
             self.auth_token_file = Some(file.into());
+        }
+        if let Some(file) = env("SCREENLIMIT_SUPPORT_TOKEN_FILE") {
+            self.auth.support_token_file = Some(file.into());
+        }
+        if let Some(file) = env("SCREENLIMIT_GATEWAY_TOKEN_FILE") {
+            self.auth.gateway_token_file = Some(file.into());
         }
         parsed_env(&env, "SCREENLIMIT_THREADS", "threads", &mut self.threads)?;
         parsed_env(
@@ -944,6 +965,7 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        api_access::validate(&self.auth, self.auth_token_file.as_ref(), &self.http.cors)?;
         if self.plans.is_empty() {
             return Err(invalid(
                 "plans",
@@ -1236,20 +1258,10 @@ impl Config {
         }
     }
 
-    /// The bearer token API calls must carry, read from `auth_token_file`.
-    pub fn resolve_auth_token(&self) -> Result<Option<String>, ConfigError> {
-        let Some(path) = &self.auth_token_file else {
-            return Ok(None);
-        };
-        let text = read_named_file("auth_token_file", path)?;
-        let token = text.trim().to_owned();
-        if token.len() < 16 {
-            return Err(invalid(
-                "auth_token_file",
-                "the token must be at least 16 characters",
-            ));
-        }
-        Ok(Some(token))
+    /// The support and gateway tokens, read from their files (`auth_token_file`: one token
+    /// for both).
+    pub fn resolve_credentials(&self) -> Result<Credentials, ConfigError> {
+        api_access::resolve(&self.auth, self.auth_token_file.as_ref())
     }
 }
 

@@ -25,6 +25,7 @@ pub mod model;
 pub mod module_file;
 pub mod overload;
 pub mod plans;
+pub mod player_tokens;
 pub mod reload;
 pub mod rules;
 pub mod server;

@@ -297,6 +297,7 @@ fn restart_fields(started: &Config, new: &Config) -> Vec<&'static str> {
         &started.auth_token_file,
         &new.auth_token_file,
     );
+    differs("auth", &started.auth, &new.auth);
     let source = |c: &Config| {
         let mut source = c.plan_source.clone();
         source.fallback_plan = None; // live

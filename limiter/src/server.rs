@@ -28,6 +28,19 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     runtime.block_on(serve(config, lanes))
 }
 
+/// The credentials the API checks, read from their files.
+pub fn api_auth(config: &Config) -> Result<crate::api::auth::ApiAuth, crate::config::ConfigError> {
+    Ok(crate::api::auth::ApiAuth {
+        credentials: config.resolve_credentials()?,
+        players: config
+            .auth
+            .players
+            .as_ref()
+            .map(crate::player_tokens::PlayerTokens::from_config)
+            .transpose()?,
+    })
+}
+
 fn lane_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -39,11 +52,21 @@ fn lane_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 type Incoming = (std::net::TcpStream, ConnectionSlot);
 
 async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
-    let auth_token = config.resolve_auth_token()?;
+    let auth = api_auth(&config)?;
     let service = Arc::new(StreamService::from_config(&config)?);
     service.check_store_access().await?;
     crate::reload::spawn(service.clone(), config.clone());
-    let router = crate::api::router(service.clone(), config.max_body_bytes, auth_token.clone());
+    // Key rotation: the player tokens' key file is read again when it changes.
+    let key_reload = auth.players.as_ref().map(|players| players.spawn_reload());
+    let authentication = auth.enabled();
+    let router = crate::api::router(
+        service.clone(),
+        crate::api::ApiOptions {
+            max_body_bytes: config.max_body_bytes,
+            auth,
+            cors: crate::api::cors::CorsPolicy::from_config(&config.http.cors),
+        },
+    );
     let listener = listen(config.listen, config.http.listen_backlog)
         .map_err(|e| anyhow::anyhow!("cannot listen on {} (`listen`): {e}", config.listen))?;
     let local = listener.local_addr()?;
@@ -52,7 +75,7 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
         backend = ?config.store.backend,
         shards = config.store.redis_shards.len(),
         failure_policy = ?config.failure_policy,
-        authentication = auth_token.is_some(),
+        authentication,
         threads = lanes,
         "screenlimit limiter serving"
     );
@@ -110,6 +133,9 @@ async fn serve(config: Config, lanes: usize) -> anyhow::Result<()> {
     .await;
     accepting.abort();
     signal.abort();
+    if let Some(task) = key_reload {
+        task.abort();
+    }
     ticking.abort();
     // The other lanes may still finish requests that need lane 0's tasks: wait here for them.
     let joined = tokio::task::spawn_blocking(move || {

@@ -671,6 +671,50 @@ pub struct ExternalRedisAuth {
 /// A Redis URL.
 pub type RedisUrl = String;
 
+/// Player tokens: which keys sign them and what they must say. The key Secret is mounted (never
+/// inlined) and read again by the limiter when the kubelet updates it (a key rotation).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("has(self.hs256Secret) != has(self.jwksSecret)").message("give the keys as hs256Secret or as jwksSecret, one of them").reason(Reason::FieldValueRequired)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PlayerAuthSpec {
+    /// A key of a Secret holding the HS256 secret (at least 32 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hs256_secret: Option<SecretKeyRef>,
+    /// A key of a Secret holding a JWKS document with the RS256, ES256 or EdDSA public keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_secret: Option<SecretKeyRef>,
+    /// The `iss` every token must carry.
+    #[schemars(length(min = 1, max = 512))]
+    pub issuer: String,
+    /// The `aud` every token must name.
+    #[schemars(length(min = 1, max = 512))]
+    pub audience: String,
+    /// The claim holding the account id.
+    #[serde(default = "default_account_claim")]
+    #[schemars(length(min = 1, max = 128))]
+    pub account_claim: String,
+    /// A claim holding the device id; when set, a play-start must name that device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub device_claim: Option<String>,
+}
+
+fn default_account_claim() -> String {
+    "sub".into()
+}
+
+/// The web pages (origins) whose scripts may call the player routes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CorsSpec {
+    /// Exact origins as browsers send them, e.g. `https://watch.example.com`; no wildcard.
+    #[x_kube(validation = Rule::new("self.all(o, !o.contains('*') && (o.startsWith('https://') || o.startsWith('http://')))").message("list exact origins (https://host[:port]); a wildcard is refused").reason(Reason::FieldValueInvalid))]
+    #[schemars(length(max = 64))]
+    pub allowed_origins: Vec<String>,
+}
+
 /// A key in a Secret of the resource's namespace.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -685,6 +729,9 @@ pub struct SecretKeyRef {
 
 /// The limiter Deployment.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(
+    validation = Rule::new("(!has(self.playerAuth) && !has(self.gatewayTokenSecret)) || has(self.authTokenSecret)").message("playerAuth and gatewayTokenSecret need authTokenSecret (the support token): without it the support routes would be open").reason(Reason::FieldValueRequired)
+)]
 #[serde(rename_all = "camelCase")]
 pub struct LimiterSpec {
     /// Limiter pods. They are stateless; a PodDisruptionBudget lets drains take one at a time.
@@ -700,9 +747,23 @@ pub struct LimiterSpec {
     #[schemars(schema_with = "resources_schema")]
     pub resources: Option<ResourceRequirements>,
     /// A key of a Secret holding the bearer token every API call must carry. Empty: no
-    /// authentication (keep the Service private).
+    /// authentication (keep the Service private). With `playerAuth` or `gatewayTokenSecret` it
+    /// is the support token (the dashboard's), which opens the support routes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_token_secret: Option<SecretKeyRef>,
+    /// A key of a Secret holding the gateway token (the limiter's `auth.gateway_token_file`): a
+    /// trusted gateway's credential, opening the player routes for any account and no support
+    /// route. Needs `authTokenSecret`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_token_secret: Option<SecretKeyRef>,
+    /// Player tokens (the limiter's `auth.players`): JWTs from the video service's own auth open
+    /// the player routes for their own account. Needs `authTokenSecret`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub player_auth: Option<PlayerAuthSpec>,
+    /// Web players' origins allowed to call the player routes from a browser (the limiter's
+    /// `http.cors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<CorsSpec>,
     /// Microseconds a limiter pod's batch of commands for one shard waits for company before it
     /// goes (commands that arrive meanwhile share its round trip, which is most of what a
     /// command costs Redis). 0: at once. At most half of `failurePolicy.storeTimeoutMillis`.
@@ -1162,6 +1223,9 @@ impl Default for LimiterSpec {
             image: default_limiter_image(),
             resources: None,
             auth_token_secret: None,
+            gateway_token_secret: None,
+            player_auth: None,
+            cors: None,
             batch_window_micros: 0,
             http: LimiterHttpSpec::default(),
             autoscaling: None,

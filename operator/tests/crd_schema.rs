@@ -516,3 +516,39 @@ fn cel_rejects_monitoring_labels_the_operator_selects_by() {
         .insert("app.kubernetes.io/instance".into(), "other".into());
     rejected(&sl, "may not set app.kubernetes.io/ keys");
 }
+
+#[test]
+fn cel_rejects_player_credentials_without_a_support_token_and_unclear_keys_or_origins() {
+    use screenlimit_operator::crd::{CorsSpec, PlayerAuthSpec, SecretKeyRef};
+    let key = |name: &str| SecretKeyRef {
+        name: name.into(),
+        key: "k".into(),
+    };
+    let players = |hs256: Option<SecretKeyRef>, jwks: Option<SecretKeyRef>| PlayerAuthSpec {
+        hs256_secret: hs256,
+        jwks_secret: jwks,
+        issuer: "https://auth.example".into(),
+        audience: "screenlimit".into(),
+        account_claim: "sub".into(),
+        device_claim: None,
+    };
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.gateway_token_secret = Some(key("gateway"));
+    rejected(&sl, "need authTokenSecret");
+    sl.spec.limiter.auth_token_secret = Some(key("support"));
+    assert!(rule_messages(&sl).is_empty(), "{:?}", rule_messages(&sl));
+    sl.spec.limiter.player_auth = Some(players(Some(key("a")), Some(key("b"))));
+    rejected(&sl, "hs256Secret or as jwksSecret");
+    sl.spec.limiter.player_auth = Some(players(None, None));
+    rejected(&sl, "hs256Secret or as jwksSecret");
+    sl.spec.limiter.player_auth = Some(players(None, Some(key("jwks"))));
+    assert!(rule_messages(&sl).is_empty(), "{:?}", rule_messages(&sl));
+    sl.spec.limiter.cors = Some(CorsSpec {
+        allowed_origins: vec!["*".into()],
+    });
+    rejected(&sl, "a wildcard is refused");
+    sl.spec.limiter.cors = Some(CorsSpec {
+        allowed_origins: vec!["https://watch.example.com".into()],
+    });
+    assert!(rule_messages(&sl).is_empty(), "{:?}", rule_messages(&sl));
+}

@@ -509,3 +509,99 @@ fn cluster_nodes_from_a_secret_validate_once_the_environment_supplies_them() {
     );
     assert!(!env.iter().any(|e| e.name == "SCREENLIMIT_REDIS_SHARDS"));
 }
+
+/// `playerAuth`, `gatewayTokenSecret` and `cors` reach the limiter as `auth` (the
+/// `authTokenSecret` becoming the support token) and `http.cors`, each Secret mounted as a file
+/// (a whole-directory mount, so a rotated key reaches the pod), and the limiter accepts it.
+#[test]
+fn player_auth_gateway_token_and_cors_reach_the_limiter_as_mounted_files() {
+    use screenlimit_operator::crd::{CorsSpec, PlayerAuthSpec, SecretKeyRef};
+    let key = |name: &str, key: &str| SecretKeyRef {
+        name: name.into(),
+        key: key.into(),
+    };
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.auth_token_secret = Some(key("support", "token"));
+    sl.spec.limiter.gateway_token_secret = Some(key("gateway", "token"));
+    sl.spec.limiter.player_auth = Some(PlayerAuthSpec {
+        hs256_secret: None,
+        jwks_secret: Some(key("player-keys", "jwks.json")),
+        issuer: "https://auth.video.example".into(),
+        audience: "screenlimit".into(),
+        account_claim: "sub".into(),
+        device_claim: Some("device_id".into()),
+    });
+    sl.spec.limiter.cors = Some(CorsSpec {
+        allowed_origins: vec!["https://watch.video.example".into()],
+    });
+    let desired = build(&sl).unwrap();
+    let text = limiter_yaml_of(&sl);
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    config.validate().unwrap();
+    assert_eq!(config.auth_token_file, None, "one credential per audience");
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    assert_eq!(
+        path(&config.auth.support_token_file).as_deref(),
+        Some("/etc/screenlimit/auth/token")
+    );
+    assert_eq!(
+        path(&config.auth.gateway_token_file).as_deref(),
+        Some("/etc/screenlimit/gateway/token")
+    );
+    let players = config.auth.players.as_ref().unwrap();
+    assert_eq!(
+        path(&players.jwks_file).as_deref(),
+        Some("/etc/screenlimit/player-keys/keys")
+    );
+    assert_eq!(players.hs256_secret_file, None);
+    assert_eq!(players.issuer, "https://auth.video.example");
+    assert_eq!(players.device_claim.as_deref(), Some("device_id"));
+    assert_eq!(
+        config.http.cors.allowed_origins,
+        ["https://watch.video.example"]
+    );
+    assert!(
+        !text.contains("BEGIN") && !text.contains("jwks.json\":"),
+        "never inlined"
+    );
+
+    let pod = desired.deployments[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    let volumes = pod.volumes.as_ref().unwrap();
+    for (volume, secret, item) in [
+        ("gateway-token", "gateway", "token"),
+        ("player-keys", "player-keys", "jwks.json"),
+    ] {
+        let found = volumes
+            .iter()
+            .find(|v| v.name == volume)
+            .unwrap_or_else(|| panic!("no volume {volume}"));
+        let source = found.secret.as_ref().unwrap();
+        assert_eq!(source.secret_name.as_deref(), Some(secret));
+        assert_eq!(source.items.as_ref().unwrap()[0].key, item);
+    }
+    let mounts = pod.containers[0].volume_mounts.as_ref().unwrap();
+    let keys = mounts.iter().find(|m| m.name == "player-keys").unwrap();
+    assert_eq!(keys.mount_path, "/etc/screenlimit/player-keys");
+    assert!(
+        keys.sub_path.is_none(),
+        "a subPath mount would never see a rotation"
+    );
+
+    // Without them, the single token stays as it was.
+    let mut single = fixture("managed.yaml");
+    single.spec.limiter.auth_token_secret = Some(key("support", "token"));
+    let text = limiter_yaml_of(&single);
+    let config = Config::from_yaml(&text).unwrap();
+    assert_eq!(
+        path(&config.auth_token_file).as_deref(),
+        Some("/etc/screenlimit/auth/token")
+    );
+    assert_eq!(config.auth, Default::default());
+}

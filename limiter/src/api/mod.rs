@@ -1,6 +1,7 @@
 //! The HTTP API: routes, extractors, error bodies, authentication.
 
 pub mod auth;
+pub mod cors;
 pub mod error;
 pub mod extract;
 pub mod openapi;
@@ -21,11 +22,39 @@ use axum::routing::{get, post, put};
 use self::error::ApiError;
 pub use self::streams::AppState;
 
-/// The whole API. `auth_token`, when set, is required on every call but the health endpoints.
-pub fn router(service: AppState, max_body_bytes: usize, auth_token: Option<String>) -> Router {
+/// What the router is built with beside the service.
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// The credentials each route needs (none configured: every call is open).
+    pub auth: auth::ApiAuth,
+    /// The origins whose pages may call the player routes (`http.cors`).
+    pub cors: Option<Arc<cors::CorsPolicy>>,
+}
+
+impl ApiOptions {
+    /// No credentials, no CORS.
+    pub fn open(max_body_bytes: usize) -> ApiOptions {
+        ApiOptions {
+            max_body_bytes,
+            auth: auth::ApiAuth::default(),
+            cors: None,
+        }
+    }
+}
+
+/// The whole API: each route behind the credential of its audience (`auth.rs`), the player
+/// routes open to the configured origins (`cors.rs`).
+pub fn router(service: AppState, options: ApiOptions) -> Router {
+    let ApiOptions {
+        max_body_bytes,
+        auth,
+        cors,
+    } = options;
     let document = openapi::document(&openapi::Instance {
         plans: service.requestable_plans(),
-        token: auth_token.is_some(),
+        security: openapi::Security::of(&auth),
     })
     .to_string();
     let mut router = Router::new()
@@ -62,11 +91,15 @@ pub fn router(service: AppState, max_body_bytes: usize, auth_token: Option<Strin
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(service);
-    if let Some(token) = auth_token {
+    if auth.enabled() {
         router = router.layer(axum::middleware::from_fn_with_state(
-            Arc::new(token),
-            auth::require_token,
+            Arc::new(auth),
+            auth::require_credential,
         ));
+    }
+    // Outside the credential check: a preflight carries no credential.
+    if let Some(policy) = cors {
+        router = router.layer(axum::middleware::from_fn_with_state(policy, cors::cors));
     }
     // A 5xx is an answer the service chose (the `closed` policy, shedding) and is counted in the
     // metrics; tower-http's default would log each one at ERROR: a line per request in an outage.

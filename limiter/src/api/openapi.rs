@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use utoipa::OpenApi;
 
-use super::auth::OPEN_PATHS;
+use super::auth::{ApiAuth, Audience, OPEN_PATHS};
 use super::types::ErrorBody;
 use super::{ops, responses, sessions, streams};
 
@@ -44,8 +44,34 @@ pub struct Instance {
     /// The plan names a play-start may give; `None` when the plan database decides and a named
     /// plan is ignored.
     pub plans: Option<Vec<String>>,
-    /// Whether every call but the open paths needs the bearer token.
-    pub token: bool,
+    /// Which credentials the calls need.
+    pub security: Security,
+}
+
+/// What the document says about credentials.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Security {
+    /// No credential: every call is open.
+    #[default]
+    None,
+    /// One token (`auth_token_file`) opens every call: one scheme, `bearer`.
+    SingleToken,
+    /// Two schemes: `support` (the support token) on the support routes, `player` (the gateway
+    /// token; with `tokens`, a player JWT too) on the player routes; an account's list takes
+    /// either.
+    Split { tokens: bool },
+}
+
+impl Security {
+    pub fn of(auth: &ApiAuth) -> Security {
+        match (auth.enabled(), auth.split()) {
+            (false, _) => Security::None,
+            (true, false) => Security::SingleToken,
+            (true, true) => Security::Split {
+                tokens: auth.players.is_some(),
+            },
+        }
+    }
 }
 
 /// The whole document for `instance`.
@@ -66,8 +92,10 @@ pub fn document(instance: &Instance) -> Value {
         doc["components"]["schemas"]["PlayStartRequest"]["properties"]["plan"]["enum"] =
             Value::Array(names);
     }
-    if instance.token {
-        require_token(&mut doc);
+    match instance.security {
+        Security::None => {}
+        Security::SingleToken => require_token(&mut doc),
+        Security::Split { tokens } => require_credentials(&mut doc, tokens),
     }
     add_links(&mut doc);
     doc
@@ -93,6 +121,66 @@ fn require_token(doc: &mut Value) {
         {
             operation["security"] = json!([{"bearer": []}]);
             operation["responses"]["401"] = json!({"$ref": "#/components/responses/Unauthorized"});
+        }
+    }
+}
+
+/// Declares the two schemes, and on every operation but the open paths the one its audience
+/// needs, the 401 the middleware answers without it and the 403 it answers to the other
+/// audience's credential (and, with player tokens, to another account's).
+fn require_credentials(doc: &mut Value, tokens: bool) {
+    let player = if tokens {
+        json!({
+            "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+            "description": "A player token (a JWT from the video service's auth, `auth.players`: \
+                signed with its HS256 secret or a key of its JWKS, `exp`, `iss` and `aud` checked; \
+                it opens the player routes for its own account only), or the gateway token \
+                (`auth.gateway_token_file`: any account)",
+        })
+    } else {
+        json!({
+            "type": "http", "scheme": "bearer",
+            "description": "The gateway token (`auth.gateway_token_file`): the player routes, any account",
+        })
+    };
+    doc["components"]["securitySchemes"] = json!({
+        "support": {
+            "type": "http", "scheme": "bearer",
+            "description": "The support token (`auth.support_token_file`): the dashboard's credential, the only one that opens the support routes",
+        },
+        "player": player,
+    });
+    let unauthorized = if tokens {
+        "PlayerUnauthorized"
+    } else {
+        "Unauthorized"
+    };
+    let response = |name: &str| json!({"$ref": format!("#/components/responses/{name}")});
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths {
+        let audience = Audience::of(path);
+        let Some(operations) = item.as_object_mut() else {
+            continue;
+        };
+        for operation in operations.values_mut() {
+            let (security, forbidden) = match audience {
+                Audience::Open => continue,
+                Audience::Player if path == "/v1/streams" => {
+                    (json!([{"player": []}]), "PlayStartForbidden")
+                }
+                Audience::Player => (json!([{"player": []}]), "StreamForbidden"),
+                Audience::Both => (json!([{"support": []}, {"player": []}]), "ListForbidden"),
+                Audience::Support | Audience::Any => (json!([{"support": []}]), "SupportOnly"),
+            };
+            operation["security"] = security;
+            let needs = match audience {
+                Audience::Support | Audience::Any => "Unauthorized",
+                _ => unauthorized,
+            };
+            operation["responses"]["401"] = response(needs);
+            operation["responses"]["403"] = response(forbidden);
         }
     }
 }
@@ -143,7 +231,7 @@ mod tests {
     fn doc() -> Value {
         document(&Instance {
             plans: Some(vec!["basic".into(), "premium".into()]),
-            token: true,
+            security: Security::SingleToken,
         })
     }
 
@@ -248,6 +336,58 @@ mod tests {
         }
         let open = document(&Instance::default());
         assert!(open["components"].get("securitySchemes").is_none());
+    }
+
+    #[test]
+    fn with_two_credentials_each_call_names_its_audience_s_scheme_and_documents_401_and_403() {
+        let doc = document(&Instance {
+            plans: None,
+            security: Security::Split { tokens: true },
+        });
+        let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
+        assert_eq!(
+            schemes.keys().collect::<Vec<_>>(),
+            ["support", "player"],
+            "both schemes, nothing else"
+        );
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let expected = match Audience::of(path) {
+                    Audience::Open => Value::Null,
+                    Audience::Player => json!([{"player": []}]),
+                    Audience::Both => json!([{"support": []}, {"player": []}]),
+                    Audience::Support | Audience::Any => json!([{"support": []}]),
+                };
+                assert_eq!(operation["security"], expected, "{method} {path}");
+                if expected.is_null() {
+                    continue;
+                }
+                for status in ["401", "403"] {
+                    let reference = operation["responses"][status]["$ref"].as_str().unwrap();
+                    let name = reference.rsplit('/').next().unwrap();
+                    assert!(
+                        doc["components"]["responses"].get(name).is_some(),
+                        "{method} {path} {status}: {reference}"
+                    );
+                }
+            }
+        }
+        let codes = |name: &str| {
+            doc["components"]["responses"][name]["content"]["application/json"]["schema"]["allOf"]
+                [1]["properties"]["error"]["enum"]
+                .clone()
+        };
+        assert_eq!(
+            codes("PlayStartForbidden"),
+            json!([
+                "unknown_account",
+                "players_only",
+                "account_mismatch",
+                "device_mismatch"
+            ]),
+            "play-start's own 403 stays documented beside the credential's"
+        );
+        assert_eq!(codes("SupportOnly"), json!(["support_only"]));
     }
 
     #[test]

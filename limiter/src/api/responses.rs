@@ -61,8 +61,18 @@ macro_rules! error_responses {
 
 error_responses! {
     BadJson => "The body is not valid JSON", ["bad_json"];
-    Unauthorized => "No `Authorization: Bearer <token>` with the configured service token",
+    Unauthorized => "No `Authorization: Bearer <token>` with a configured credential",
         ["unauthorized"], headers [("WWW-Authenticate", "`Bearer`")];
+    PlayerUnauthorized => "No `Authorization: Bearer <token>` with a configured credential (`unauthorized`), or a player token that does not check out: `token_expired` (get a new one), `invalid_token` (`reason` names the check that failed)",
+        ["unauthorized", "invalid_token", "token_expired"], headers [("WWW-Authenticate", "`Bearer`, or `Bearer error=\"invalid_token\"`")];
+    SupportOnly => "A player or gateway credential on a support route (`support_only`)",
+        ["support_only"];
+    PlayStartForbidden => "The plan database has no plan for this account (`unknown_account`), the support token on a player route (`players_only`), or a player token for another account (`account_mismatch`) or device (`device_mismatch`)",
+        ["unknown_account", "players_only", "account_mismatch", "device_mismatch"];
+    StreamForbidden => "The support token on a player route (`players_only`), or a player token for another account (`account_mismatch`)",
+        ["players_only", "account_mismatch"];
+    ListForbidden => "A player token for another account (`account_mismatch`): a player lists its own account only",
+        ["account_mismatch"];
     UnknownAccount => "The plan database has no plan for this account (`unknown_account: deny`)",
         ["unknown_account"];
     UnknownStream => "No such stream on this account (an id issued for another account, or not issued at all)",

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
 
+use super::auth::{Caller, check_account};
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiOptionalJson, ApiPath, ApiQuery};
 use super::responses::{
@@ -60,9 +61,14 @@ fn ttl_sec(service: &StreamService) -> f64 {
 pub async fn play_start(
     State(service): State<AppState>,
     admission: Option<Extension<Admission>>,
+    caller: Option<Extension<Caller>>,
     ApiJson(request): ApiJson<PlayStartRequest>,
 ) -> Result<Response, ApiError> {
     let request = request.validate()?;
+    if let Some(Extension(caller)) = &caller {
+        caller.check_account(&request.account_id)?;
+        caller.check_device(&request.device.id)?;
+    }
     let (load, _place) = admit(admission);
     match service.play_start(request, load).await? {
         PlayDecision::Granted {
@@ -151,10 +157,12 @@ fn limit_reached(limit: u32, rule: DenyRule) -> ApiError {
 pub async fn heartbeat(
     State(service): State<AppState>,
     admission: Option<Extension<Admission>>,
+    caller: Option<Extension<Caller>>,
     ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     check_account_id(&body.account_id)?;
+    check_account(&caller, &body.account_id)?;
     let (load, _place) = admit(admission);
     let renewal = service
         .heartbeat(&body.account_id, &stream_id, load)
@@ -201,10 +209,12 @@ pub async fn heartbeat(
 pub async fn release(
     State(service): State<AppState>,
     admission: Option<Extension<Admission>>,
+    caller: Option<Extension<Caller>>,
     ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&body.account_id)?;
+    check_account(&caller, &body.account_id)?;
     let (load, _place) = admit(admission);
     let degraded = service.release(&body.account_id, &stream_id, load).await?;
     Ok(Json(OkResponse { ok: true, degraded }))
@@ -222,9 +232,11 @@ pub async fn release(
 )]
 pub async fn list(
     State(service): State<AppState>,
+    caller: Option<Extension<Caller>>,
     ApiPath(AccountPath { account_id }): ApiPath<AccountPath>,
 ) -> Result<Json<AccountStreamsResponse>, ApiError> {
     check_account_id(&account_id)?;
+    check_account(&caller, &account_id)?;
     let streams = service.list(&account_id).await?;
     let ttl_ms = service.timing().ttl_ms;
     Ok(Json(AccountStreamsResponse {

@@ -224,8 +224,9 @@ pub struct AccountStreamsResponse {
 pub struct ErrorBody {
     /// Stable snake_case code: `invalid_request`, `bad_json`, `payload_too_large`,
     /// `unsupported_media_type`, `unknown_plan`, `unknown_stream`, `concurrent_stream_limit`,
-    /// `lease_expired`, `stream_revoked`, `store_unavailable`, `unauthorized`, `not_found`,
-    /// `method_not_allowed`.
+    /// `lease_expired`, `stream_revoked`, `store_unavailable`, `unauthorized`, `invalid_token`,
+    /// `token_expired`, `support_only`, `players_only`, `account_mismatch`, `device_mismatch`,
+    /// `origin_not_allowed`, `not_found`, `method_not_allowed`.
     pub error: String,
     /// What happened and what to do, for a person.
     pub message: String,
@@ -235,6 +236,11 @@ pub struct ErrorBody {
     /// The request field at fault, on 422.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// Which check a player token failed, on 401 `invalid_token` and `token_expired`:
+    /// `expired`, `malformed`, `algorithm_not_allowed`, `unknown_key`, `bad_signature`,
+    /// `wrong_audience`, `wrong_issuer`, `not_yet_valid`, `missing_claim`, `bad_claim`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Optional body of `force-stop`: who asks and why, for the audit log.

@@ -26,7 +26,10 @@ use super::common::{
     container_security, env, http_probe, max_unavailable_one, meta, mount, pod_spec, port,
     resources, secret_file_volume, selector, service_port,
 };
-use super::limiter_config::{AUTH_TOKEN_DIR, CONFIG_DIR, PLAN_DB_DIR, STREAM_ID_SECRET_DIR};
+use super::limiter_config::{
+    AUTH_TOKEN_DIR, CONFIG_DIR, GATEWAY_TOKEN_DIR, PLAN_DB_DIR, PLAYER_KEYS_DIR,
+    STREAM_ID_SECRET_DIR,
+};
 use crate::crd::{AutoscalingSpec, PlanSourceKind, SecretKeyRef, StreamLimiter};
 use crate::names::{
     CONFIG_HASH_ANNOTATION, Component, LIMITER_CONFIG_KEY, LIMITER_PORT, Names,
@@ -125,6 +128,29 @@ pub fn deployment(
             "token",
         ));
         mounts.push(mount("auth-token", AUTH_TOKEN_DIR));
+    }
+    if let Some(token) = &spec.limiter.gateway_token_secret {
+        volumes.push(secret_file_volume(
+            "gateway-token",
+            &token.name,
+            &token.key,
+            "token",
+        ));
+        mounts.push(mount("gateway-token", GATEWAY_TOKEN_DIR));
+    }
+    if let Some(key) = spec
+        .limiter
+        .player_auth
+        .as_ref()
+        .and_then(|p| p.hs256_secret.as_ref().or(p.jwks_secret.as_ref()))
+    {
+        volumes.push(secret_file_volume(
+            "player-keys",
+            &key.name,
+            &key.key,
+            "keys",
+        ));
+        mounts.push(mount("player-keys", PLAYER_KEYS_DIR));
     }
     if let Some(db) = plan_db_secret(sl) {
         // Only the one key, as the file `url`: the limiter reads `plan_source.postgres_url_file`.

@@ -21,6 +21,11 @@ use crate::names::{
 pub const STREAM_ID_SECRET_DIR: &str = "/etc/screenlimit/secret";
 /// Where the limiter's bearer token is mounted.
 pub const AUTH_TOKEN_DIR: &str = "/etc/screenlimit/auth";
+/// Where the gateway token is mounted (as the file `token`).
+pub const GATEWAY_TOKEN_DIR: &str = "/etc/screenlimit/gateway";
+/// Where the player tokens' key (HS256 secret or JWKS) is mounted (as the file `keys`); a
+/// whole-directory mount, so that the kubelet's updates reach the limiter (which re-reads it).
+pub const PLAYER_KEYS_DIR: &str = "/etc/screenlimit/player-keys";
 /// Where the config is mounted.
 pub const CONFIG_DIR: &str = "/etc/screenlimit";
 /// Where the plan database's connection string Secret key is mounted (as the file `url`).
@@ -44,6 +49,8 @@ struct LimiterConfigFile<'a> {
     stream_id_secret_file: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     auth_token_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth: Option<ApiAuth>,
     max_body_bytes: u32,
     http: Http,
     /// The hash of the live part (`live_part`): the limiter reports the revision it runs, so
@@ -104,6 +111,64 @@ struct Http {
     max_queue_delay: String,
     drain_period: String,
     shutdown_timeout: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cors: Option<Cors>,
+}
+
+/// The limiter's `auth`: one credential per audience (`spec.limiter.playerAuth`,
+/// `gatewayTokenSecret`; `authTokenSecret` is then the support token).
+#[derive(Serialize, Debug)]
+struct ApiAuth {
+    support_token_file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_token_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    players: Option<Players>,
+}
+
+#[derive(Serialize, Debug)]
+struct Players {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hs256_secret_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jwks_file: Option<String>,
+    issuer: String,
+    audience: String,
+    account_claim: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_claim: Option<String>,
+}
+
+#[derive(Serialize, Debug)]
+struct Cors {
+    allowed_origins: Vec<String>,
+}
+
+/// Whether the limiter takes one credential per audience.
+pub fn split_credentials(spec: &crate::crd::LimiterSpec) -> bool {
+    spec.player_auth.is_some() || spec.gateway_token_secret.is_some()
+}
+
+fn api_auth(spec: &crate::crd::LimiterSpec) -> Option<ApiAuth> {
+    if !split_credentials(spec) {
+        return None;
+    }
+    let keys = format!("{PLAYER_KEYS_DIR}/keys");
+    Some(ApiAuth {
+        support_token_file: format!("{AUTH_TOKEN_DIR}/token"),
+        gateway_token_file: spec
+            .gateway_token_secret
+            .as_ref()
+            .map(|_| format!("{GATEWAY_TOKEN_DIR}/token")),
+        players: spec.player_auth.as_ref().map(|p| Players {
+            hs256_secret_file: p.hs256_secret.as_ref().map(|_| keys.clone()),
+            jwks_file: p.jwks_secret.as_ref().map(|_| keys.clone()),
+            issuer: p.issuer.clone(),
+            audience: p.audience.clone(),
+            account_claim: p.account_claim.clone(),
+            device_claim: p.device_claim.clone(),
+        }),
+    })
 }
 
 /// The short form `basic: 1`, or `standard: {max_streams: 2, device_caps: {mobile: 1}}`.
@@ -393,7 +458,9 @@ fn file<'a>(sl: &'a StreamLimiter, names: &Names, namespace: &str) -> LimiterCon
             .limiter
             .auth_token_secret
             .as_ref()
+            .filter(|_| !split_credentials(&spec.limiter))
             .map(|_| format!("{AUTH_TOKEN_DIR}/token")),
+        auth: api_auth(&spec.limiter),
         max_body_bytes: MAX_BODY_BYTES,
         http: {
             let http = &spec.limiter.http;
@@ -409,6 +476,9 @@ fn file<'a>(sl: &'a StreamLimiter, names: &Names, namespace: &str) -> LimiterCon
                 max_queue_delay: format!("{}ms", http.max_queue_delay_millis),
                 drain_period: format!("{}s", http.drain_period_seconds),
                 shutdown_timeout: format!("{}s", http.shutdown_timeout_seconds),
+                cors: spec.limiter.cors.as_ref().map(|c| Cors {
+                    allowed_origins: c.allowed_origins.clone(),
+                }),
             }
         },
         revision: None,

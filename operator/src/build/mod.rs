@@ -81,6 +81,19 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
     if let Some(token) = &spec.limiter.auth_token_secret {
         hash_inputs.push(format!("auth-token:{}/{}", token.name, token.key));
     }
+    if let Some(token) = &spec.limiter.gateway_token_secret {
+        hash_inputs.push(format!("gateway-token:{}/{}", token.name, token.key));
+    }
+    // The player keys' content is not hashed: a rotated key reaches the running pods through
+    // the kubelet's update of the mounted Secret, without a roll.
+    if let Some(key) = spec
+        .limiter
+        .player_auth
+        .as_ref()
+        .and_then(|p| p.hs256_secret.as_ref().or(p.jwks_secret.as_ref()))
+    {
+        hash_inputs.push(format!("player-keys:{}/{}", key.name, key.key));
+    }
     // The Secret's name and key roll the limiter; its content cannot be seen from here.
     if let Some(db) = limiter::plan_db_secret(sl) {
         hash_inputs.push(format!("plan-db:{}/{}", db.name, db.key));
