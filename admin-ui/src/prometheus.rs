@@ -197,6 +197,8 @@ impl PrometheusClient {
     }
 
     fn transport(&self, error: reqwest::Error) -> PrometheusError {
+        // The query is in the URL: long, and said by the chart already.
+        let error = error.without_url();
         if error.is_timeout() {
             return PrometheusError::Timeout {
                 url: self.shown.clone(),

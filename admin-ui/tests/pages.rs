@@ -659,7 +659,7 @@ async fn fleet_page_shows_instances_shards_and_decisions() {
         "<strong>memory</strong>",
         "failure policy <strong>open</strong>",
         "<td>allowed</td><td>measuring…</td><td>1</td>",
-        r#"hx-get="/fleet/panel""#,
+        r#"hx-get="/fleet/panel?range=10m""#,
     ] {
         assert!(page.body.contains(text), "{text}: {}", page.body);
     }

@@ -199,7 +199,7 @@ async fn the_fleet_charts_draw_hours_from_a_real_prometheus_and_say_when_it_is_g
     for text in [
         r#"<p class="alert" role="alert" id="prometheus-error">Prometheus at http://127.0.0.1:"#,
         "cannot be reached",
-        "The charts below are this dashboard&#x27;s own samples of the last 10 minutes instead.",
+        "The charts below are this dashboard&#39;s own samples of the last 10 minutes instead.",
         "The last 10 minutes, all instances, sampled by this dashboard",
         r#"<a href="/fleet?range=6h" id="range-6h" aria-current="page">6 h</a>"#,
     ] {
