@@ -20,7 +20,8 @@ use serde_json::json;
 use support::cluster::RedisCluster;
 use support::{Api, LimiterProcess, RedisServer, SECRET, SentinelServer, redis_config};
 
-const LEASE: &str = "lease: { heartbeat_interval: 1s, ttl: 3s }\n";
+/// Tombstones live 2 TTLs: long enough here for any failover to finish inside them.
+const LEASE: &str = "lease: { heartbeat_interval: 2s, ttl: 10s }\n";
 
 /// Plays a TV and a phone on `account` (plan `standard`, 2 screens) and force-stops the TV; the
 /// TV's heartbeat is then `stream_revoked`. Returns (tv, phone).
@@ -67,23 +68,32 @@ async fn until_the_store_decides(api: &Api, within: Duration) -> Duration {
     unreachable!()
 }
 
-/// Waits until the primary on `port` reports `replicas` replicas acknowledging everything it
-/// has written (`WAIT`).
-fn wait_for_replication(primary: &RedisServer, replicas: usize) {
-    let acked = primary
-        .command(&format!("WAIT {replicas} 5000"))
-        .unwrap_or_default();
-    assert_eq!(
-        acked.trim(),
-        format!(":{replicas}"),
-        "the replica has the force-stop"
-    );
+/// How far `server` is in its replication stream (`master_repl_offset`).
+fn replication_offset(server: &RedisServer) -> u64 {
+    server
+        .command("INFO replication")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("master_repl_offset:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until `replica` has everything `primary` wrote so far (the force-stop included; the
+/// Sentinels' own writes after it do not count).
+async fn wait_for_replication(primary: &RedisServer, replica: &RedisServer) {
+    let written = replication_offset(primary);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replication_offset(replica) < written {
+        assert!(Instant::now() < deadline, "the replica never caught up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revocation_survives_a_sentinel_failover() {
     let mut primary = RedisServer::start();
-    let _replica = RedisServer::start_replica_of(primary.port);
+    let replica = RedisServer::start_replica_of(primary.port);
     let masters = [("shard-0", primary.port)];
     let sentinels: Vec<SentinelServer> = (0..3).map(|_| SentinelServer::start(&masters)).collect();
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -105,7 +115,7 @@ async fn a_revocation_survives_a_sentinel_failover() {
     ));
     let api = limiter.client();
     let (tv, phone) = play_two_and_force_stop_the_tv(&api, "kicked-sentinel").await;
-    wait_for_replication(&primary, 1);
+    wait_for_replication(&primary, &replica).await;
 
     primary.kill();
     let killed = Instant::now();
