@@ -128,6 +128,10 @@ log "load average $(cut -d' ' -f1-3 /proc/loadavg); pre-filling $BENCH_KEYS acco
 VALUE=$(printf 'v%.0s' $(seq 60))
 for server in "${SERVERS[@]}"; do
   PORT=${SPORT[$server]}
+  for op in acquire release; do # the same scripts on every server (EVALSHA finds them)
+    [[ $(cat "$LUA/fast.lua" "$LUA/${op}_fast.lua" "$LUA/common.lua" "$LUA/$op.lua" | rc -x SCRIPT LOAD) == "${SHA[$op]}" ]] \
+      || die "$op: another script on $server"
+  done
   load 0 acq1- "$BENCH_KEYS" 1
   load 0 hb2- "$BENCH_KEYS" 2
   redis-benchmark -p "$PORT" -n "$BENCH_KEYS" -c "$BENCH_C" -P "$PIPE" -r "$BENCH_KEYS" -q SET 'key:__rand_int__' "$VALUE" >/dev/null

@@ -167,9 +167,7 @@ impl PrometheusClient {
                 message: answer.error.chars().take(300).collect(),
             });
         }
-        let data = answer
-            .data
-            .ok_or_else(|| self.bad_body("no data".into()))?;
+        let data = answer.data.ok_or_else(|| self.bad_body("no data".into()))?;
         if data.result_type != "matrix" {
             return Err(self.bad_body(format!("a {} instead of a matrix", data.result_type)));
         }
@@ -182,7 +180,11 @@ impl PrometheusClient {
                     .values
                     .into_iter()
                     .filter_map(|(at, value)| {
-                        value.parse::<f64>().ok().filter(|v| v.is_finite()).map(|v| (at, v))
+                        value
+                            .parse::<f64>()
+                            .ok()
+                            .filter(|v| v.is_finite())
+                            .map(|v| (at, v))
                     })
                     .collect(),
             })

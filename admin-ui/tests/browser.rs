@@ -13,7 +13,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::browser::{
-    CmdError, Client, Locator, WAIT, assert_accessible, browser, click, screenshot, start_driver,
+    Client, CmdError, Locator, WAIT, assert_accessible, browser, click, screenshot, start_driver,
     text_of, type_into, wait_for, workspace_root,
 };
 use common::{SUPPORT, heartbeat, play_title};

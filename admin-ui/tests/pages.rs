@@ -748,7 +748,11 @@ async fn the_fleet_charts_are_drawn_when_the_page_first_opens() {
     // Without a Prometheus there is no range selector, and a longer range is not offered.
     assert!(!page.body.contains(r#"aria-label="Chart range""#));
     let asked = agent.get("/fleet?range=6h").await;
-    assert!(asked.body.contains("sampled by this dashboard"), "{}", asked.body);
+    assert!(
+        asked.body.contains("sampled by this dashboard"),
+        "{}",
+        asked.body
+    );
 }
 
 #[tokio::test]

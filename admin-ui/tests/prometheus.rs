@@ -51,7 +51,10 @@ async fn start_prometheus(target: &str) -> Prometheus {
         let port = common::free_listener().await.local_addr().unwrap().port();
         let mut child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
             .stdout(Stdio::null())
@@ -177,13 +180,21 @@ async fn the_fleet_charts_draw_hours_from_a_real_prometheus_and_say_when_it_is_g
         common::browser::type_into(&client, Locator::Id("user"), VIEWER.0).await?;
         common::browser::type_into(&client, Locator::Id("password"), VIEWER.1).await?;
         click(&client, Locator::Id("sign-in")).await?;
-        wait_for(&client, Locator::Css(r#"#chart-decisions[data-empty="false"]"#)).await?;
+        wait_for(
+            &client,
+            Locator::Css(r#"#chart-decisions[data-empty="false"]"#),
+        )
+        .await?;
         assert_accessible(&client, "the Fleet page with charts from Prometheus").await;
         click(&client, Locator::Id("range-6h")).await?;
         wait_for(&client, Locator::Css(r#"#range-6h[aria-current="page"]"#)).await?;
         let heading = text_of(&client, Locator::Id("charts-heading")).await?;
         assert_eq!(heading, "The last 6 hours, all instances, from Prometheus");
-        wait_for(&client, Locator::Css(r#"#chart-decisions[data-empty="false"]"#)).await?;
+        wait_for(
+            &client,
+            Locator::Css(r#"#chart-decisions[data-empty="false"]"#),
+        )
+        .await?;
         screenshot(&client, "12-fleet-prometheus-6h").await;
         assert_accessible(&client, "the Fleet page over 6 hours").await;
         Ok::<(), common::browser::CmdError>(())

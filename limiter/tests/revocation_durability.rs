@@ -32,7 +32,10 @@ async fn play_two_and_force_stop_the_tv(api: &Api, account: &str) -> (String, St
             .play(json!({"account_id": account, "device_id": device, "plan": "standard"}))
             .await;
         assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
-        assert_ne!(reply.body["degraded"], true, "decided by the store: {reply:?}");
+        assert_ne!(
+            reply.body["degraded"], true,
+            "decided by the store: {reply:?}"
+        );
         streams.push(reply.stream_id());
     }
     let stopped = api.force_stop(account, &streams[0]).await;
@@ -98,10 +101,7 @@ async fn a_revocation_survives_a_sentinel_failover() {
     let sentinels: Vec<SentinelServer> = (0..3).map(|_| SentinelServer::start(&masters)).collect();
     let deadline = Instant::now() + Duration::from_secs(15);
     while sentinels.iter().any(|s| s.known_replicas("shard-0") < 1) {
-        assert!(
-            Instant::now() < deadline,
-            "sentinels never saw the replica"
-        );
+        assert!(Instant::now() < deadline, "sentinels never saw the replica");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let addresses: Vec<String> = sentinels
@@ -139,7 +139,10 @@ async fn a_revocation_survives_a_sentinel_failover() {
     );
     // The promoted replica remembers the force-stop: still revoked, and it stays so.
     assert_revoked(&api, "kicked-sentinel", &tv).await;
-    assert_eq!(api.heartbeat("kicked-sentinel", &phone).await.status, StatusCode::OK);
+    assert_eq!(
+        api.heartbeat("kicked-sentinel", &phone).await.status,
+        StatusCode::OK
+    );
     assert_revoked(&api, "kicked-sentinel", &tv).await;
 }
 
@@ -199,7 +202,10 @@ async fn heartbeat_after_a_restart_in_place(persistence: &[&str]) -> (StatusCode
     let back = until_the_store_decides(&api, Duration::from_secs(10)).await;
     println!("restart in place ({persistence:?}): the store decides again after {back:?}");
     let beat = api.heartbeat("kicked-restart", &tv).await;
-    assert_eq!(api.heartbeat("kicked-restart", &phone).await.status, StatusCode::OK);
+    assert_eq!(
+        api.heartbeat("kicked-restart", &phone).await.status,
+        StatusCode::OK
+    );
     (beat.status, beat.error().to_owned())
 }
 

@@ -937,14 +937,23 @@ fn managed_shards_keep_an_append_only_file_only_with_persistence_append_only() {
     );
     assert!(!config.contains("appendonly no"), "{config}");
     // The file goes to the data volume, an emptyDir: it outlives a container restart.
-    assert!(volume(pod_spec(&kept.stateful_sets[0]), "data").empty_dir.is_some());
+    assert!(
+        volume(pod_spec(&kept.stateful_sets[0]), "data")
+            .empty_dir
+            .is_some()
+    );
 
     // Sentinel-managed shards: every pod of the shard gets it, replicas included.
     let mut ha = fixture("ha.yaml");
     ha.spec.redis.persistence = screenlimit_operator::crd::RedisPersistence::AppendOnly;
     let ha = build(&ha).unwrap();
     for set in &ha.stateful_sets {
-        if set.metadata.name.as_deref().is_some_and(|n| n.contains("-redis-")) {
+        if set
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.contains("-redis-"))
+        {
             assert_eq!(env_of(&pod_spec(set).containers[0])["APPENDONLY"], "yes");
         }
     }
@@ -959,7 +968,10 @@ fn managed_shards_keep_an_append_only_file_only_with_persistence_append_only() {
 fn admin_ui_prometheus_url_reaches_the_pod_only_when_set() {
     let plain = build(&fixture("admin-ui.yaml")).unwrap();
     let env = env_of(&deployment_pod(&plain.deployments[1]).containers[0]);
-    assert!(!env.contains_key("SCREENLIMIT_ADMIN_PROMETHEUS_URL"), "{env:?}");
+    assert!(
+        !env.contains_key("SCREENLIMIT_ADMIN_PROMETHEUS_URL"),
+        "{env:?}"
+    );
     let mut sl = fixture("admin-ui.yaml");
     sl.spec.admin_ui.prometheus_url = Some("http://prometheus-operated.monitoring.svc:9090".into());
     let built = build(&sl).unwrap();

@@ -178,7 +178,11 @@ pub async fn assert_accessible(client: &Client, page: &str) {
         violations.is_empty(),
         "axe-core finds {} violation(s) on {page} ({}):\n{}",
         violations.len(),
-        client.current_url().await.map(|u| u.to_string()).unwrap_or_default(),
+        client
+            .current_url()
+            .await
+            .map(|u| u.to_string())
+            .unwrap_or_default(),
         serde_json::to_string_pretty(&violations).unwrap()
     );
 }

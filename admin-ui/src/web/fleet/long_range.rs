@@ -174,7 +174,11 @@ mod tests {
         assert_eq!(grid.len(), POINTS as usize);
         assert_eq!(grid[POINTS as usize - 1], Some(2.0));
         assert_eq!(grid[POINTS as usize - 2], Some(1.0));
-        assert_eq!(grid.iter().flatten().count(), 2, "a point off the grid is left out");
+        assert_eq!(
+            grid.iter().flatten().count(),
+            2,
+            "a point off the grid is left out"
+        );
     }
 
     #[test]

@@ -291,13 +291,20 @@ impl ChartRange {
     /// The range asked for in the address (`?range=`); without Prometheus only the recent one.
     fn chosen(asked: Option<&str>, prometheus: bool) -> Result<ChartRange, PageError> {
         let long = match asked {
-            None | Some("") => return Ok(prometheus.then_some(ChartRange::Long(Range::Hour)).unwrap_or(ChartRange::Recent)),
+            None | Some("") => {
+                return Ok(prometheus
+                    .then_some(ChartRange::Long(Range::Hour))
+                    .unwrap_or(ChartRange::Recent));
+            }
             Some(RECENT_PARAM) => return Ok(ChartRange::Recent),
             Some(text) => Range::parse(text).ok_or_else(|| {
                 PageError::new(
                     StatusCode::BAD_REQUEST,
                     "Unknown chart range",
-                    format!("“{}” is not a range of the fleet charts: choose 10m, 1h, 6h or 24h.", text.chars().take(40).collect::<String>()),
+                    format!(
+                        "“{}” is not a range of the fleet charts: choose 10m, 1h, 6h or 24h.",
+                        text.chars().take(40).collect::<String>()
+                    ),
                 )
             })?,
         };

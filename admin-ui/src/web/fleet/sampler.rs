@@ -30,7 +30,10 @@ pub fn spawn(state: AppState) -> Sampler {
 }
 
 async fn run(state: AppState) {
-    let every = state.settings.fleet_sample_interval.max(Duration::from_millis(100));
+    let every = state
+        .settings
+        .fleet_sample_interval
+        .max(Duration::from_millis(100));
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Which instances failed at their last sample (logged when that changes).
