@@ -291,11 +291,8 @@ impl ChartRange {
     /// The range asked for in the address (`?range=`); without Prometheus only the recent one.
     fn chosen(asked: Option<&str>, prometheus: bool) -> Result<ChartRange, PageError> {
         let long = match asked {
-            None | Some("") => {
-                return Ok(prometheus
-                    .then_some(ChartRange::Long(Range::Hour))
-                    .unwrap_or(ChartRange::Recent));
-            }
+            // With Prometheus the charts open on its hour.
+            None | Some("") => Range::Hour,
             Some(RECENT_PARAM) => return Ok(ChartRange::Recent),
             Some(text) => Range::parse(text).ok_or_else(|| {
                 PageError::new(
