@@ -168,9 +168,9 @@ mod tests {
     fn points_land_on_their_place_of_the_grid() {
         let series = Series {
             labels: Default::default(),
-            points: vec![(1000.0, 1.0), (1060.0, 2.0), (5.0, 9.0)],
+            points: vec![(1_000_000.0, 1.0), (1_000_060.0, 2.0), (5.0, 9.0)],
         };
-        let grid = on_grid(&series, 1060, 60);
+        let grid = on_grid(&series, 1_000_060, 60);
         assert_eq!(grid.len(), POINTS as usize);
         assert_eq!(grid[POINTS as usize - 1], Some(2.0));
         assert_eq!(grid[POINTS as usize - 2], Some(1.0));
