@@ -2,10 +2,10 @@
 # Installs what the test suite needs on a fresh Debian machine, and nothing that is already there:
 # libclang and clang (the Redis module's bindgen step), redis-server and PostgreSQL (the tests
 # start their own throwaway servers on free ports), Chromium and chromedriver (the dashboard's
-# browser test drives them headless), Node.js with the npm package oidc-provider (the OpenID
-# provider of the dashboard's sign-in tests) and typescript (the JS client library), cargo-nextest,
-# buildah/skopeo/umoci (the images), cargo-deny (the supply-chain policy) and Valkey 8
-# (scripts/lib/install-valkey.sh).
+# browser test drives them headless), Node.js with the npm packages oidc-provider (the OpenID
+# provider of the dashboard's sign-in tests), axe-core (the accessibility rules its browser tests
+# check) and typescript (the JS client library), cargo-nextest, buildah/skopeo/umoci (the
+# images), cargo-deny (the supply-chain policy) and Valkey 8 (scripts/lib/install-valkey.sh).
 set -euo pipefail
 
 need_apt=()
@@ -69,6 +69,16 @@ if ! [[ -x "$js_dir/node_modules/.bin/tsc" \
   && "$js_dir/node_modules/.package-lock.json" -nt "$js_dir/package-lock.json" ]]; then
   echo "install-test-deps: installing typescript from the npm registry (npm ci in clients/js)"
   npm ci --prefix "$js_dir" --no-audit --no-fund --loglevel=error
+fi
+
+# The dashboard's browser tests run axe-core (the npm registry's, pinned by admin-ui/tests/axe's
+# package-lock.json with its integrity hash) on every page: installed, not copied into the tree,
+# like oidc-provider above (650 KB of minified code that npm checks against the lock).
+axe_dir="$(dirname "$0")/../admin-ui/tests/axe"
+if ! [[ -f "$axe_dir/node_modules/axe-core/axe.min.js" \
+  && "$axe_dir/node_modules/.package-lock.json" -nt "$axe_dir/package-lock.json" ]]; then
+  echo "install-test-deps: installing axe-core from the npm registry (npm ci in admin-ui/tests/axe)"
+  npm ci --prefix "$axe_dir" --no-audit --no-fund --loglevel=error
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

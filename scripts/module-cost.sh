@@ -19,6 +19,12 @@
 #
 # Each at 8 clients each waiting for its answer (-P 1) and pipelined (-P PIPE).
 #
+# APPENDFSYNC=everysec (or always, no) adds a second server with an append-only file
+# (`appendonly yes`, `appendfsync APPENDFSYNC`, in the script's temporary directory, as
+# spec.redis.persistence: appendOnly runs a shard), filled alike; every phase then runs on both
+# servers in turn, and the table gives both costs, each as a ratio to SET on the server without
+# the file, and the file's cost as the ratio of the two.
+#
 # Environment: BENCH_N calls per run [50000], REPEAT rounds [3], BENCH_C clients [8], PIPE [8],
 # BENCH_KEYS pre-filled accounts per case [100000], RELEASE_KEYS [4 x BENCH_N], MODULE (path of
 # the .so) [target/release/libscreenlimit_redis_module.so: cargo build --release -p
@@ -47,24 +53,40 @@ done
 WORK=$(mktemp -d)
 REDIS_PID=
 cleanup() {
-  [[ -z $REDIS_PID ]] || { kill "$REDIS_PID" 2>/dev/null || true; wait "$REDIS_PID" 2>/dev/null || true; }
+  # shellcheck disable=SC2086 # one pid per server
+  [[ -z $REDIS_PID ]] || { kill $REDIS_PID 2>/dev/null || true; wait $REDIS_PID 2>/dev/null || true; }
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 log() { printf '[module-cost %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no --logfile "$WORK/redis.log" \
-  --loadmodule "$MODULE" &
-REDIS_PID=$!
-for _ in $(seq 50); do
-  redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && break
-  sleep 0.1
-done
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+declare -A SPORT
+SERVERS=(memory)
+start_server() { # start_server NAME ARGS...: a server with the module, its port in SPORT[NAME]
+  local name=$1 port
+  shift
+  port=$(free_port)
+  mkdir -p "$WORK/$name"
+  redis-server --bind 127.0.0.1 --port "$port" --save '' --dir "$WORK/$name" --logfile "$WORK/$name.log" \
+    --loadmodule "$MODULE" "$@" &
+  REDIS_PID="$REDIS_PID $!"
+  for _ in $(seq 50); do
+    redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
+    sleep 0.1
+  done
+  SPORT[$name]=$port
+  [[ $(redis-cli -p "$port" SL.VERSION) == 2 ]] || { cat "$WORK/$name.log" >&2; die "the module did not load or speaks another layout"; }
+}
+start_server memory --appendonly no
+if [[ -n ${APPENDFSYNC:-} ]]; then
+  start_server aof --appendonly yes --appendfsync "$APPENDFSYNC"
+  SERVERS+=(aof)
+fi
+PORT=${SPORT[memory]}
 rc() { redis-cli -p "$PORT" "$@"; }
 rcn() { local db=$1; shift; redis-cli -p "$PORT" -n "$db" "$@"; }
-[[ $(rc SL.VERSION) == 2 ]] || { cat "$WORK/redis.log" >&2; die "the module did not load or speaks another layout"; }
 
 # The scripts as the limiter assembles them (lease_script! in limiter/src/store/redis/scripts.rs).
 LUA=$ROOT/limiter/src/store/redis/lua
@@ -110,11 +132,18 @@ cpu() {
   rc INFO cpu | tr -d '\r' | awk -F: '$1 == "used_cpu_user_main_thread" { u = $2 } $1 == "used_cpu_sys_main_thread" { s = $2 } END { printf "%.6f\n", u + s }'
 }
 
-log "load average $(cut -d' ' -f1-3 /proc/loadavg); pre-filling $BENCH_KEYS accounts per case"
-load 0 acq1- "$BENCH_KEYS" 1
-load 0 hb2- "$BENCH_KEYS" 2
+log "load average $(cut -d' ' -f1-3 /proc/loadavg); pre-filling $BENCH_KEYS accounts per case on ${SERVERS[*]}"
 VALUE=$(printf 'v%.0s' $(seq 60))
-redis-benchmark -p "$PORT" -n "$BENCH_KEYS" -c "$BENCH_C" -P "$PIPE" -r "$BENCH_KEYS" -q SET 'key:__rand_int__' "$VALUE" >/dev/null
+for server in "${SERVERS[@]}"; do
+  PORT=${SPORT[$server]}
+  for op in acquire release; do # the same scripts on every server (EVALSHA finds them)
+    [[ $(cat "$LUA/fast.lua" "$LUA/${op}_fast.lua" "$LUA/common.lua" "$LUA/$op.lua" | rc -x SCRIPT LOAD) == "${SHA[$op]}" ]] \
+      || die "$op: another script on $server"
+  done
+  load 0 acq1- "$BENCH_KEYS" 1
+  load 0 hb2- "$BENCH_KEYS" 2
+  redis-benchmark -p "$PORT" -n "$BENCH_KEYS" -c "$BENCH_C" -P "$PIPE" -r "$BENCH_KEYS" -q SET 'key:__rand_int__' "$VALUE" >/dev/null
+done
 
 declare -A CMD RANGE DB STAT
 PHASES=()
@@ -137,9 +166,10 @@ phase 'SL.HEARTBEAT as every heartbeat (before)' sl.heartbeat "$BENCH_KEYS" 0 SL
 phase 'stop: Lua'                         evalsha "$RELEASE_KEYS" 1 EVALSHA "${SHA[release]}" 1 'sl:{rel-__rand_int__}' "${REL[@]}"
 phase 'stop: module'                      sl.release "$RELEASE_KEYS" 1 SL.RELEASE 'sl:{rel-__rand_int__}' "${REL[@]}"
 
-printf 'name\tpipe\tcpu_us\tcalls\n' >"$WORK/runs.tsv"
-run_once() { # run_once NAME PIPE
+printf 'name\tpipe\tcpu_us\tcalls\tserver\n' >"$WORK/runs.tsv"
+run_once() { # run_once NAME PIPE SERVER
   local id=$1 pipe=$2 c0 c1 calls
+  PORT=${SPORT[$3]}
   local -a cmd
   eval "cmd=(${CMD[$id]})"
   if [[ ${DB[$id]} == 1 ]]; then rcn 1 FLUSHDB >/dev/null; load 1 rel- "$RELEASE_KEYS" 1; fi
@@ -153,22 +183,32 @@ run_once() { # run_once NAME PIPE
   if rc INFO commandstats | tr -d '\r' | grep "^cmdstat_${STAT[$id]}:" | grep -qv 'failed_calls=0'; then
     die "$id: failed calls"
   fi
-  printf '%s\t%s\t%s\t%s\n' "$id" "$pipe" "$(python3 -c "print(f'{($c1 - $c0) * 1e6 / $calls:.3f}')")" "$calls" >>"$WORK/runs.tsv"
-  log "$(printf '%-36s -P %-2s %s' "$id" "$pipe" "$(tail -1 "$WORK/runs.tsv" | cut -f3) us CPU/op")"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$pipe" "$(python3 -c "print(f'{($c1 - $c0) * 1e6 / $calls:.3f}')")" "$calls" "$3" >>"$WORK/runs.tsv"
+  log "$(printf '%-36s -P %-2s %-6s %s' "$id" "$pipe" "$3" "$(tail -1 "$WORK/runs.tsv" | cut -f3) us CPU/op")"
 }
 for ((round = 1; round <= REPEAT; round++)); do
   log "round $round of $REPEAT, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   for pipe in 1 "$PIPE"; do
-    for id in "${PHASES[@]}"; do run_once "$id" "$pipe"; done
+    for id in "${PHASES[@]}"; do
+      for server in "${SERVERS[@]}"; do run_once "$id" "$pipe" "$server"; done
+    done
   done
 done
 # The heartbeat phases renewed and nothing else: every bench lease key still there.
-[[ $(rc SL.HEARTBEAT 'sl:{hb2-000000000001}' "${HB[@]}" | head -1) == 1 ]] || die "a bench lease was lost"
+for server in "${SERVERS[@]}"; do
+  PORT=${SPORT[$server]}
+  [[ $(rc SL.HEARTBEAT 'sl:{hb2-000000000001}' "${HB[@]}" | head -1) == 1 ]] || die "a bench lease was lost on $server"
+done
+if [[ -n ${APPENDFSYNC:-} ]]; then
+  PORT=${SPORT[aof]}
+  aof_bytes=$(du -sb "$WORK/aof" | cut -f1)
+  log "the append-only file: $aof_bytes bytes at the end, $(rc INFO persistence | tr -d '\r' | grep -E '^aof_rewrites:' | cut -d: -f2) rewrites"
+fi
 
 echo
 echo "### Module vs Lua vs SET ($(date -u '+%Y-%m-%d %H:%M UTC'), $(redis-server --version | cut -d' ' -f3), $(nproc) CPUs)"
 echo
-echo "BENCH_N=$BENCH_N REPEAT=$REPEAT BENCH_C=$BENCH_C PIPE=$PIPE BENCH_KEYS=$BENCH_KEYS RELEASE_KEYS=$RELEASE_KEYS scripts/module-cost.sh"
+echo "${APPENDFSYNC:+APPENDFSYNC=$APPENDFSYNC }BENCH_N=$BENCH_N REPEAT=$REPEAT BENCH_C=$BENCH_C PIPE=$PIPE BENCH_KEYS=$BENCH_KEYS RELEASE_KEYS=$RELEASE_KEYS scripts/module-cost.sh"
 echo "Load average at end $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 python3 - "$WORK/runs.tsv" "$PIPE" <<'PY'
@@ -176,13 +216,28 @@ import csv, statistics, sys
 runs = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 pipe = sys.argv[2]
 names = list(dict.fromkeys(r["name"] for r in runs))
-def med(name, p): return statistics.median(float(r["cpu_us"]) for r in runs if r["name"] == name and r["pipe"] == p)
-def spread(name, p):
-    v = [float(r["cpu_us"]) for r in runs if r["name"] == name and r["pipe"] == p]
+servers = list(dict.fromkeys(r["server"] for r in runs))
+SET = "SET, 60-byte value"
+def values(name, p, server="memory"):
+    return [float(r["cpu_us"]) for r in runs if r["name"] == name and r["pipe"] == p and r["server"] == server]
+def med(name, p, server="memory"): return statistics.median(values(name, p, server))
+def spread(name, p, server="memory"):
+    v = values(name, p, server)
     return f"{min(v):.2f}–{max(v):.2f}"
-print(f"| operation | µs per op, 8 clients each waiting (range) | × SET | µs per op, -P {pipe} (range) | × SET -P {pipe} |")
-print("|---|---|---:|---|---:|")
-for n in names:
-    print(f"| {n} | {med(n, '1'):.2f} ({spread(n, '1')}) | {med(n, '1') / med('SET, 60-byte value', '1'):.2f}"
-          f" | {med(n, pipe):.2f} ({spread(n, pipe)}) | {med(n, pipe) / med('SET, 60-byte value', pipe):.2f} |")
+if servers == ["memory"]:
+    print(f"| operation | µs per op, 8 clients each waiting (range) | × SET | µs per op, -P {pipe} (range) | × SET -P {pipe} |")
+    print("|---|---|---:|---|---:|")
+    for n in names:
+        print(f"| {n} | {med(n, '1'):.2f} ({spread(n, '1')}) | {med(n, '1') / med(SET, '1'):.2f}"
+              f" | {med(n, pipe):.2f} ({spread(n, pipe)}) | {med(n, pipe) / med(SET, pipe):.2f} |")
+else:
+    for p in ["1", pipe]:
+        depth = "8 clients each waiting" if p == "1" else f"8 clients, -P {p}"
+        print(f"\n{depth}; × SET: against SET on the server without the file, in the same run\n")
+        print("| operation | µs per op, no file (range) | × SET | µs per op, append-only file (range) | × SET | file / no file |")
+        print("|---|---|---:|---|---:|---:|")
+        for n in names:
+            base, aof, set_ = med(n, p), med(n, p, "aof"), med(SET, p)
+            print(f"| {n} | {base:.2f} ({spread(n, p)}) | {base / set_:.2f} | {aof:.2f} ({spread(n, p, 'aof')})"
+                  f" | {aof / set_:.2f} | {aof / base:.2f} |")
 PY

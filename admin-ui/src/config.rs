@@ -37,6 +37,13 @@ pub struct Settings {
     pub limiter_timeout: Duration,
     /// Limiter instances the fleet page polls one by one; empty means just `limiter_url`.
     pub fleet_urls: Vec<String>,
+    /// How often the dashboard samples every fleet instance's counters in the background (the
+    /// fleet charts' last 10 minutes).
+    pub fleet_sample_interval: Duration,
+    /// A Prometheus that scrapes the limiters: the fleet charts' 1 h, 6 h and 24 h ranges.
+    pub prometheus_url: Option<String>,
+    /// Deadline of every Prometheus query.
+    pub prometheus_timeout: Duration,
     pub auth: AuthMode,
     /// Signs sessions and CSRF tokens; replicas must share it.
     pub secret: Vec<u8>,
@@ -79,6 +86,9 @@ impl Settings {
             limiter_token: None,
             limiter_timeout: Duration::from_secs(3),
             fleet_urls: Vec::new(),
+            fleet_sample_interval: crate::web::fleet::sampler::SAMPLE_EVERY,
+            prometheus_url: None,
+            prometheus_timeout: Duration::from_secs(5),
             auth: AuthMode::Credentials(users),
             secret: crate::auth::keys::random_bytes::<32>().to_vec(),
             session_ttl: Duration::from_secs(8 * 3600),

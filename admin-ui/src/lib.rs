@@ -5,6 +5,8 @@
 //! - [`config`]: what the web layer needs (limiter URL and token, sign-in mode, secrets).
 //! - [`limiter`]: the limiter HTTP client, a deadline on every call, URLs built from encoded
 //!   path segments.
+//! - [`prometheus`]: the Prometheus HTTP API client (`query_range`) of the fleet charts'
+//!   longer ranges.
 //! - [`ids`]: ids taken from an address, checked by the limiter's own rules before use.
 //! - [`auth`]: roles, password users (argon2), signed session cookies, CSRF tokens.
 //! - [`web`]: the router; one module per page (`accounts`, `audit`, `fleet`, `signin`),
@@ -19,6 +21,7 @@ pub mod dev;
 pub mod drain;
 pub mod ids;
 pub mod limiter;
+pub mod prometheus;
 pub mod view;
 pub mod web;
 
@@ -33,6 +36,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let state = web::AppState::new(settings)?;
+    let _sampler = web::fleet::sampler::spawn(state.clone());
     axum::serve(
         listener,
         web::app(state).into_make_service_with_connect_info::<SocketAddr>(),
@@ -49,6 +53,7 @@ pub async fn serve_until_drained(
     drain: drain::DrainSettings,
 ) -> anyhow::Result<()> {
     let state = web::AppState::new(settings)?;
+    let _sampler = web::fleet::sampler::spawn(state.clone());
     drain::serve(listener, web::app(state), drain).await
 }
 

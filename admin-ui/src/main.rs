@@ -55,6 +55,17 @@ struct Cli {
     /// Limiter instances the fleet page polls one by one (comma separated); default: --limiter-url.
     #[arg(long, env = "SCREENLIMIT_ADMIN_FLEET_URLS", value_delimiter = ',')]
     fleet_url: Vec<String>,
+    /// How often the dashboard samples every fleet instance in the background (the fleet
+    /// charts' last 10 minutes, there as soon as the page opens).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_FLEET_SAMPLE_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    fleet_sample_interval: Duration,
+    /// A Prometheus that scrapes the limiters (`http://prometheus:9090`, a path prefix allowed):
+    /// the fleet charts then offer 1 h, 6 h and 24 h from its `query_range`.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_PROMETHEUS_URL")]
+    prometheus_url: Option<String>,
+    /// Deadline of each Prometheus query.
+    #[arg(long, env = "SCREENLIMIT_ADMIN_PROMETHEUS_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    prometheus_timeout: Duration,
     /// How people sign in: `credentials` (a users file) or `proxy-header` (an authenticating proxy).
     #[arg(long, env = "SCREENLIMIT_ADMIN_AUTH", default_value = "credentials", value_parser = ["credentials", "proxy-header"])]
     auth: String,
@@ -353,6 +364,9 @@ fn settings_from(cli: &Cli, dev_users: Option<Users>) -> anyhow::Result<Settings
         limiter_token,
         limiter_timeout: cli.limiter_timeout,
         fleet_urls: cli.fleet_url.clone(),
+        fleet_sample_interval: cli.fleet_sample_interval,
+        prometheus_url: cli.prometheus_url.clone(),
+        prometheus_timeout: cli.prometheus_timeout,
         auth,
         secret,
         session_ttl: cli.session_ttl,

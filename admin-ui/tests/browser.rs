@@ -10,97 +10,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::browser::{
+    Client, CmdError, Locator, WAIT, assert_accessible, browser, click, screenshot, start_driver,
+    text_of, type_into, wait_for, workspace_root,
+};
 use common::{SUPPORT, heartbeat, play_title};
-use fantoccini::elements::Element;
-use fantoccini::error::CmdError;
-use fantoccini::{Client, ClientBuilder, Locator};
 use screenlimit_admin_ui::config::Settings;
 use serde_json::json;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-const WAIT: Duration = Duration::from_secs(15);
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-/// chromedriver on a free port, killed when dropped.
-struct Driver {
-    _child: tokio::process::Child,
-    url: String,
-}
-
-async fn start_driver() -> Driver {
-    for tool in [CHROMIUM, CHROMEDRIVER] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing: the browser test needs Debian's chromium and chromium-driver; \
-             run scripts/install-test-deps.sh"
-        );
-    }
-    let port = common::free_listener().await.local_addr().unwrap().port();
-    let log = std::env::temp_dir().join(format!("chromedriver-{port}.log"));
-    let child = tokio::process::Command::new(CHROMEDRIVER)
-        .arg(format!("--port={port}"))
-        .arg(format!("--log-path={}", log.display()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("chromedriver starts");
-    let url = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let ready = common::http().get(format!("{url}/status")).send().await;
-        if let Ok(response) = ready {
-            let body: serde_json::Value = response.json().await.unwrap_or_default();
-            if body["value"]["ready"] == true {
-                break;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "chromedriver did not become ready; see {}",
-            log.display()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Driver { _child: child, url }
-}
-
-async fn browser(driver: &Driver, profile: &Path) -> Client {
-    let args = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,760",
-        &format!("--user-data-dir={}", profile.display()),
-    ];
-    let mut caps = serde_json::Map::new();
-    caps.insert("browserName".into(), json!("chrome"));
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({ "binary": CHROMIUM, "args": args }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&driver.url)
-        .await
-        .expect("a Chromium session")
-}
 
 /// Polls `check` until it holds or the wait runs out.
 async fn eventually<F, Fut>(what: &str, mut check: F)
@@ -113,41 +31,6 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Waits (up to `WAIT`) for an element to appear.
-async fn wait_for(client: &Client, locator: Locator<'_>) -> Result<Element, CmdError> {
-    client.wait().at_most(WAIT).for_element(locator).await
-}
-
-/// Whether `error` says the element was replaced meanwhile (htmx swaps the device table every
-/// refresh): then it is found again.
-fn stale(error: &CmdError) -> bool {
-    error.to_string().contains("stale element")
-}
-
-async fn click(client: &Client, locator: Locator<'_>) -> Result<(), CmdError> {
-    for _ in 0..3 {
-        match client.find(locator).await?.click().await {
-            Err(error) if stale(&error) => continue,
-            done => return done,
-        }
-    }
-    client.find(locator).await?.click().await
-}
-
-async fn type_into(client: &Client, locator: Locator<'_>, text: &str) -> Result<(), CmdError> {
-    client.find(locator).await?.send_keys(text).await
-}
-
-async fn text_of(client: &Client, locator: Locator<'_>) -> Result<String, CmdError> {
-    for _ in 0..3 {
-        match client.find(locator).await?.text().await {
-            Err(error) if stale(&error) => continue,
-            done => return done,
-        }
-    }
-    client.find(locator).await?.text().await
 }
 
 /// Waits until the page shown is the one the filter asked for (the unfiltered page before it
@@ -175,14 +58,6 @@ async fn device_names(client: &Client) -> Vec<String> {
         }
     }
     names
-}
-
-async fn screenshot(client: &Client, name: &str) -> Vec<u8> {
-    let png = client.screenshot().await.expect("a screenshot");
-    let dir = workspace_root().join("target/admin-ui-browser");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
-    png
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,6 +105,7 @@ async fn run(
     client.goto(&format!("{dashboard}/accounts")).await?;
     wait_for(client, Locator::Id("user")).await?;
     assert!(client.current_url().await?.path() == "/sign-in");
+    assert_accessible(client, "the sign-in page").await;
     type_into(client, Locator::Id("user"), SUPPORT.0).await?;
     type_into(client, Locator::Id("password"), SUPPORT.1).await?;
     screenshot(client, "0-sign-in").await;
@@ -237,6 +113,7 @@ async fn run(
 
     // Search the account.
     wait_for(client, Locator::Id("account_id")).await?;
+    assert_accessible(client, "the Accounts page with no account chosen").await;
     type_into(client, Locator::Id("account_id"), "acct-42").await?;
     click(client, Locator::Id("search")).await?;
     wait_for(client, Locator::Css("tr.device-row")).await?;
@@ -255,6 +132,7 @@ async fn run(
         json!(screenlimit_admin_ui::web::assets::HTMX_VERSION)
     );
     screenshot(client, "1-account").await;
+    assert_accessible(client, "an account's page").await;
 
     // Force-stop the tablet: a confirmation that names it, a reason, confirm.
     click(
@@ -274,6 +152,7 @@ async fn run(
     )
     .await?;
     screenshot(client, "2-confirm").await;
+    assert_accessible(client, "the force-stop confirmation").await;
     click(client, Locator::Id("confirm-force-stop")).await?;
 
     // Back on the account: a notice, and the tablet is gone.
@@ -311,6 +190,7 @@ async fn run(
         "the page was not reloaded"
     );
     let png = screenshot(client, "3-after-force-stop").await;
+    assert_accessible(client, "an account's page with a notice").await;
 
     let readme_image = workspace_root().join("docs/images/dashboard.png");
     if !readme_image.exists() || std::env::var_os("SCREENLIMIT_UPDATE_SCREENSHOTS").is_some() {
@@ -329,9 +209,11 @@ async fn run(
         "{row}"
     );
     screenshot(client, "4-audit").await;
+    assert_accessible(client, "the Audit page of one account").await;
     client.goto(&format!("{dashboard}/fleet")).await?;
     wait_for(client, Locator::Css(".instance")).await?;
     screenshot(client, "5-fleet").await;
+    assert_accessible(client, "the Fleet page").await;
 
     // Grant a temporary extra screen through the form (no JavaScript involved).
     client
@@ -350,6 +232,7 @@ async fn run(
     assert!(badge.starts_with("temporary limit 3 until "), "{badge}");
     assert_eq!(text_of(client, Locator::Id("limit")).await?, "3");
     screenshot(client, "6-temporary-limit").await;
+    assert_accessible(client, "an account's page with a temporary limit").await;
 
     // The grant is in the audit log, found through the kind filter.
     client.goto(&format!("{dashboard}/audit")).await?;
@@ -377,6 +260,7 @@ async fn run(
         "{row}"
     );
     screenshot(client, "7-audit-limits").await;
+    assert_accessible(client, "the Audit page filtered by kind").await;
 
     // A stream id that tries to climb out of its path segment to another account's stream is
     // refused with a page saying why, and that stream plays on.
@@ -397,6 +281,10 @@ async fn run(
         .text()
         .await?;
     assert!(page.contains("is not a stream id"), "{page}");
+    assert_accessible(client, "an error page").await;
+    client.goto(&format!("{dashboard}/no-such-page")).await?;
+    wait_for(client, Locator::Css(".error-page")).await?;
+    assert_accessible(client, "the page-not-found page").await;
     client
         .goto(&format!("{dashboard}/accounts/acct-42"))
         .await?;
@@ -468,6 +356,7 @@ async fn sign_out_run(client: &Client, a: &str, b: &str) -> Result<(), CmdError>
     wait_for(client, Locator::Id("user")).await?;
     assert_eq!(client.current_url().await?.path(), "/sign-in");
     screenshot(client, "8-signed-out-elsewhere").await;
+    assert_accessible(client, "the sign-in page after a sign-out").await;
 
     // Wrong passwords from a new browser (this one without its device cookie): refused, then
     // paused with a message that says for how long.
@@ -484,6 +373,10 @@ async fn sign_out_run(client: &Client, a: &str, b: &str) -> Result<(), CmdError>
     }
     assert!(last.contains("Sign-in is paused for 15 minutes"), "{last}");
     screenshot(client, "9-sign-in-paused").await;
+    assert_accessible(client, "the sign-in page with an error").await;
+    client.goto(&format!("{a}/no-such-page")).await?;
+    wait_for(client, Locator::Css(".error-page")).await?;
+    assert_accessible(client, "the page-not-found page, signed out").await;
 
     // The browser that signed in before (its device cookie back) signs in at once all the same.
     client.add_cookie(device_cookie).await?;
@@ -515,6 +408,7 @@ async fn sign_out_run(client: &Client, a: &str, b: &str) -> Result<(), CmdError>
         "{row}"
     );
     screenshot(client, "10-audit-sign-ins").await;
+    assert_accessible(client, "the Audit page of sign-ins").await;
     Ok(())
 }
 
@@ -547,8 +441,12 @@ async fn latest(client: &Client, kind: &str) -> Result<String, CmdError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_page_draws_its_charts_and_updates_them() {
     let limiter = common::limiter(None).await;
-    let dashboard = common::dashboard(Settings::with_users(&limiter, common::users())).await;
+    let mut settings = Settings::with_users(&limiter, common::users());
+    settings.fleet_sample_interval = Duration::from_millis(500);
+    let dashboard = common::dashboard(settings).await;
     let load = tokio::spawn(traffic(limiter.clone()));
+    // Nobody watches the fleet page for a while: the dashboard samples in the background.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
     let driver = start_driver().await;
     let profile = tempfile::tempdir().unwrap();
     let client = browser(&driver, profile.path()).await;
@@ -563,17 +461,19 @@ async fn fleet_run(client: &Client, dashboard: &str) -> Result<(), CmdError> {
     sign_in_as(client, common::VIEWER).await?;
     wait_for(client, Locator::Id("chart-decisions")).await?;
     assert_eq!(client.current_url().await?.path(), "/fleet");
-    // The first view is the first sample: nothing to draw yet, and the page says so.
-    let first = text_of(client, Locator::Css("#chart-decisions figcaption")).await?;
-    assert!(first.contains("no data"), "{first}");
-    // htmx refreshes the panel (every 5 s): from the second sample on, lines are drawn.
+    // The first view already has the minutes before it (sampled in the background): drawn.
     let drawn = r#"#chart-decisions path.line.allowed, #chart-decisions circle.dot.allowed"#;
-    wait_for(client, Locator::Css(drawn)).await?;
-    wait_for(
-        client,
-        Locator::Css(r#"#chart-degraded[data-empty="false"]"#),
-    )
-    .await?;
+    assert!(
+        client.find(Locator::Css(drawn)).await.is_ok(),
+        "the charts are drawn when the page opens: {}",
+        text_of(client, Locator::Css("#chart-decisions figcaption")).await?
+    );
+    assert!(
+        client
+            .find(Locator::Css(r#"#chart-degraded[data-empty="false"]"#))
+            .await
+            .is_ok()
+    );
     let allowed = latest(client, "allowed").await?;
     assert!(allowed.ends_with("/s") && allowed != "0/s", "{allowed}");
     assert_eq!(
@@ -612,6 +512,7 @@ async fn fleet_run(client: &Client, dashboard: &str) -> Result<(), CmdError> {
         .find(Locator::Css("#chart-decisions path.line.allowed"))
         .await;
     let png = screenshot(client, "11-fleet-charts").await;
+    assert_accessible(client, "the Fleet page with charts").await;
     assert!(
         path.is_ok(),
         "two refreshes make at least two points of a line"

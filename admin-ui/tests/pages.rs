@@ -659,7 +659,7 @@ async fn fleet_page_shows_instances_shards_and_decisions() {
         "<strong>memory</strong>",
         "failure policy <strong>open</strong>",
         "<td>allowed</td><td>measuring…</td><td>1</td>",
-        r#"hx-get="/fleet/panel""#,
+        r#"hx-get="/fleet/panel?range=10m""#,
     ] {
         assert!(page.body.contains(text), "{text}: {}", page.body);
     }
@@ -708,6 +708,50 @@ async fn fleet_page_shows_instances_shards_and_decisions() {
             || panel.body.contains(r#"<path class="line allowed" d="M"#),
         "{}",
         panel.body
+    );
+}
+
+/// The dashboard samples every limiter in the background: a fleet page opened for the first
+/// time already draws the minutes before it, and its table has rates.
+#[tokio::test]
+async fn the_fleet_charts_are_drawn_when_the_page_first_opens() {
+    let limiter = common::limiter(None).await;
+    let mut settings = Settings::with_users(&limiter, common::users());
+    settings.fleet_sample_interval = std::time::Duration::from_millis(500);
+    let dashboard = common::dashboard(settings).await;
+    // Plays while nobody watches the fleet page.
+    for i in 0..9 {
+        play(&limiter, &format!("acct-bg-{i}"), "tv", "TV", "tv").await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let mut agent = Agent::signed_in(&dashboard, VIEWER).await;
+    let page = agent.get("/fleet").await;
+    assert_eq!(page.status, StatusCode::OK);
+    for text in [
+        r#"<figure class="chart" id="chart-decisions" data-empty="false">"#,
+        r#"<figure class="chart" id="chart-degraded" data-empty="false">"#,
+        "The last 10 minutes, all instances, sampled by this dashboard",
+    ] {
+        assert!(page.body.contains(text), "{text}: {}", page.body);
+    }
+    assert!(
+        page.body.contains(r#"<circle class="dot allowed""#)
+            || page.body.contains(r#"<path class="line allowed" d="M"#),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("<td>allowed</td><td>measuring…</td>"),
+        "the table has a rate at once: {}",
+        page.body
+    );
+    // Without a Prometheus there is no range selector, and a longer range is not offered.
+    assert!(!page.body.contains(r#"aria-label="Chart range""#));
+    let asked = agent.get("/fleet?range=6h").await;
+    assert!(
+        asked.body.contains("sampled by this dashboard"),
+        "{}",
+        asked.body
     );
 }
 

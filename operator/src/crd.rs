@@ -554,6 +554,29 @@ pub struct RedisSpec {
     /// yourself: README, "Native commands"; managed services do not allow modules).
     #[serde(default = "default_true")]
     pub module: bool,
+    /// Whether a managed shard keeps its data across a restart of its Redis container:
+    /// `none` (the default: a restarted shard comes back empty; leases re-register on their next
+    /// heartbeat, but revocations less than 2 lease TTLs old are forgotten, README "Invariant 4
+    /// and the store") or `appendOnly` (an append-only file, `appendfsync everysec`, on the
+    /// pod's `/data` emptyDir: a crashed and restarted container reloads it; a pod deleted or
+    /// moved to another node still starts empty, and with replicas Sentinel covers that).
+    /// Costs Redis CPU (BENCHMARKS.md, "Append-only file") and node disk writes. Ignored in
+    /// `external` mode.
+    #[serde(default)]
+    pub persistence: RedisPersistence,
+}
+
+/// What a managed shard writes to its volume.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum RedisPersistence {
+    /// Nothing: the data lives in memory only.
+    #[default]
+    None,
+    /// An append-only file (`appendonly yes`, `appendfsync everysec`) in `/data`.
+    AppendOnly,
 }
 
 /// TLS for Redis from a Secret in cert-manager's layout (`tls.crt`, `tls.key`, `ca.crt`).
@@ -915,6 +938,14 @@ pub struct AdminUiSpec {
     /// Keycloak, Dex). Needs `externalUrl`. The auth Secret's `users` key becomes optional.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oidc: Option<AdminUiOidcSpec>,
+    /// A Prometheus that scrapes the limiter (with `monitoring.serviceMonitor`, the one that
+    /// selects it), e.g. `http://prometheus-operated.monitoring.svc:9090`: the fleet page then
+    /// draws its charts over 1 h, 6 h or 24 h from Prometheus's `query_range` (without it: the
+    /// last 10 minutes the dashboard sampled itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("adminUI.prometheusUrl must start with http:// or https://").reason(Reason::FieldValueInvalid))]
+    pub prometheus_url: Option<String>,
 }
 
 /// The admin UI's OpenID Connect sign-in.
@@ -1212,6 +1243,7 @@ impl Default for RedisSpec {
             external: None,
             tls: None,
             module: true,
+            persistence: RedisPersistence::None,
         }
     }
 }
@@ -1269,6 +1301,7 @@ impl Default for AdminUiSpec {
             trusted_proxies: Vec::new(),
             external_url: None,
             oidc: None,
+            prometheus_url: None,
         }
     }
 }

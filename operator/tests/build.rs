@@ -883,3 +883,101 @@ fn managed_shards_load_the_module_from_the_limiter_image_unless_turned_off() {
         assert!(!env_of(&pod.containers[0]).contains_key("REDIS_MODULE"));
     }
 }
+
+/// The shard pod's environment and its `sh -c` script.
+fn shard_container(desired: &Desired) -> &k8s_openapi::api::core::v1::Container {
+    &pod_spec(&desired.stateful_sets[0]).containers[0]
+}
+
+/// Runs the standalone shard's start script as its pod would, with `/data` in a temporary
+/// directory and `redis-server` replaced by printing the config it would start with.
+fn standalone_config(env: &BTreeMap<String, String>) -> String {
+    use screenlimit_operator::build::redis::STANDALONE_SCRIPT;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().display().to_string();
+    let script = STANDALONE_SCRIPT
+        .replace("/data", &data)
+        .replace("exec redis-server \"$conf\"", "cat \"$conf\"");
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script, "redis-standalone"])
+        .env_clear()
+        .envs(env)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("REDIS_PASSWORD", "redis-password-1")
+        .env("LIMITER_PASSWORD", "limiter-password-1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn managed_shards_keep_an_append_only_file_only_with_persistence_append_only() {
+    let mut sl = fixture("managed.yaml");
+    let plain = build(&sl).unwrap();
+    let env = env_of(shard_container(&plain));
+    assert!(!env.contains_key("APPENDONLY"), "{env:?}");
+    let config = standalone_config(&env);
+    assert!(config.contains("\nappendonly no\n"), "{config}");
+    assert!(!config.contains("appendfsync"), "{config}");
+
+    sl.spec.redis.persistence = screenlimit_operator::crd::RedisPersistence::AppendOnly;
+    let kept = build(&sl).unwrap();
+    for set in &kept.stateful_sets {
+        assert_eq!(env_of(&pod_spec(set).containers[0])["APPENDONLY"], "yes");
+    }
+    let config = standalone_config(&env_of(shard_container(&kept)));
+    assert!(
+        config.contains("\nappendonly yes\nappendfsync everysec\n") && config.contains("dir "),
+        "{config}"
+    );
+    assert!(!config.contains("appendonly no"), "{config}");
+    // The file goes to the data volume, an emptyDir: it outlives a container restart.
+    assert!(
+        volume(pod_spec(&kept.stateful_sets[0]), "data")
+            .empty_dir
+            .is_some()
+    );
+
+    // Sentinel-managed shards: every pod of the shard gets it, replicas included.
+    let mut ha = fixture("ha.yaml");
+    ha.spec.redis.persistence = screenlimit_operator::crd::RedisPersistence::AppendOnly;
+    let ha = build(&ha).unwrap();
+    for set in &ha.stateful_sets {
+        if set
+            .metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.contains("-redis-"))
+        {
+            assert_eq!(env_of(&pod_spec(set).containers[0])["APPENDONLY"], "yes");
+        }
+    }
+    let script = screenlimit_operator::build::sentinel::REDIS_SCRIPT;
+    assert!(
+        script.contains("if [ \"${APPENDONLY:-no}\" = yes ]; then\n  printf 'appendonly yes\\nappendfsync everysec\\n'"),
+        "the Sentinel-managed start script writes the same lines"
+    );
+}
+
+#[test]
+fn admin_ui_prometheus_url_reaches_the_pod_only_when_set() {
+    let plain = build(&fixture("admin-ui.yaml")).unwrap();
+    let env = env_of(&deployment_pod(&plain.deployments[1]).containers[0]);
+    assert!(
+        !env.contains_key("SCREENLIMIT_ADMIN_PROMETHEUS_URL"),
+        "{env:?}"
+    );
+    let mut sl = fixture("admin-ui.yaml");
+    sl.spec.admin_ui.prometheus_url = Some("http://prometheus-operated.monitoring.svc:9090".into());
+    let built = build(&sl).unwrap();
+    let env = env_of(&deployment_pod(&built.deployments[1]).containers[0]);
+    assert_eq!(
+        env["SCREENLIMIT_ADMIN_PROMETHEUS_URL"],
+        "http://prometheus-operated.monitoring.svc:9090"
+    );
+}

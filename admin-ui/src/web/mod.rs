@@ -24,6 +24,7 @@ use crate::auth::session::{Generations, Session, Sessions};
 use crate::auth::throttle::Throttle;
 use crate::config::Settings;
 use crate::limiter::{LimiterClient, LimiterError};
+use crate::prometheus::{self, PrometheusClient};
 
 /// Everything a handler may need; cheap to clone.
 #[derive(Clone)]
@@ -40,6 +41,9 @@ pub struct Shared {
     pub generations: Generations,
     pub csrf: Csrf,
     pub fleet_samples: fleet::Samples,
+    /// Where the fleet charts' longer ranges come from, if a Prometheus is configured.
+    pub prometheus: Option<PrometheusClient>,
+    pub prometheus_health: prometheus::Health,
     /// Sign-in throttling per user name and per client address.
     pub throttle: Throttle,
     /// Bounds the argon2 verifications running at once.
@@ -66,6 +70,10 @@ impl AppState {
             settings.limiter_token.clone(),
             settings.limiter_timeout,
         )?;
+        let prometheus = match &settings.prometheus_url {
+            Some(url) => Some(PrometheusClient::new(url, settings.prometheus_timeout)?),
+            None => None,
+        };
         Ok(AppState {
             inner: Arc::new(Shared {
                 sessions: Sessions::new(&settings.secret, settings.session_ttl),
@@ -73,6 +81,8 @@ impl AppState {
                 csrf: Csrf::new(&settings.secret),
                 limiter,
                 fleet_samples: fleet::Samples::default(),
+                prometheus,
+                prometheus_health: prometheus::Health::default(),
                 throttle: Throttle::new(settings.throttle.clone()),
                 verify_slots: Arc::new(tokio::sync::Semaphore::new(
                     settings.signin_concurrency.max(1),

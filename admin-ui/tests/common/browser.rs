@@ -132,3 +132,57 @@ pub async fn screenshot(client: &Client, name: &str) -> Vec<u8> {
     std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
     png
 }
+
+/// axe-core from the npm registry (`admin-ui/tests/axe`, pinned by its package-lock.json;
+/// `scripts/install-test-deps.sh` runs `npm ci` there).
+fn axe_source() -> String {
+    let path = workspace_root().join("admin-ui/tests/axe/node_modules/axe-core/axe.min.js");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{} cannot be read ({e}): the browser tests check every page with axe-core; \
+             run scripts/install-test-deps.sh",
+            path.display()
+        )
+    })
+}
+
+/// The rules every page must pass: WCAG 2.1 levels A and AA, and axe's best practices.
+const AXE_TAGS: [&str; 5] = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"];
+
+/// Runs axe-core on the page shown now and panics, naming `page`, each rule broken and the
+/// elements that break it, unless there is no violation. The script goes in through WebDriver,
+/// which the page's Content-Security-Policy does not govern.
+pub async fn assert_accessible(client: &Client, page: &str) {
+    let loaded = client
+        .execute("return typeof window.axe === 'object'", vec![])
+        .await
+        .expect("the page answers a script");
+    if loaded != json!(true) {
+        client
+            .execute(&axe_source(), vec![])
+            .await
+            .expect("axe-core loads");
+    }
+    let violations = client
+        .execute(
+            "return axe.run(document, {runOnly: {type: 'tag', values: arguments[0]}, \
+               resultTypes: ['violations']}) \
+             .then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help, \
+               nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary)})));",
+            vec![json!(AXE_TAGS)],
+        )
+        .await
+        .expect("axe-core runs");
+    let violations = violations.as_array().cloned().unwrap_or_default();
+    assert!(
+        violations.is_empty(),
+        "axe-core finds {} violation(s) on {page} ({}):\n{}",
+        violations.len(),
+        client
+            .current_url()
+            .await
+            .map(|u| u.to_string())
+            .unwrap_or_default(),
+        serde_json::to_string_pretty(&violations).unwrap()
+    );
+}

@@ -334,6 +334,15 @@ impl RedisServer {
         *self = Self::spawn_in(self.port, extra, dir).unwrap_or_else(|e| panic!("{e}"));
     }
 
+    /// SIGKILL, then a server on the same port and in the same directory with `extra`
+    /// arguments, as a container restarted on the pod's volume: it keeps what its own
+    /// persistence wrote there (an append-only file), and nothing else (no `SAVE` first).
+    pub fn crash_and_restart_with(&mut self, extra: &[&str]) {
+        let dir = self._dir.take().expect("a server of the test's own");
+        self.kill();
+        *self = Self::spawn_in(self.port, extra, dir).unwrap_or_else(|e| panic!("{e}"));
+    }
+
     /// Starts an empty server on the same port, as after a crash and restart.
     pub fn restart(&mut self) {
         self.kill();

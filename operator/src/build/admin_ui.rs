@@ -84,6 +84,9 @@ pub fn deployment(
             url.trim_end_matches('/'),
         ));
     }
+    if let Some(url) = &ui.prometheus_url {
+        vars.push(env("SCREENLIMIT_ADMIN_PROMETHEUS_URL", url));
+    }
     if let Some(oidc) = &ui.oidc {
         vars.push(env("SCREENLIMIT_ADMIN_OIDC_ISSUER", &oidc.issuer_url));
         vars.push(env("SCREENLIMIT_ADMIN_OIDC_CLIENT_ID", &oidc.client_id));

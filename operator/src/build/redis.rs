@@ -25,7 +25,7 @@ use super::sentinel::{
     MAX_SENTINELS, REDIS_UID, SCRIPTS_DIR, data_volume, keys, ping_probe, redis_scripts_hash,
     scripts_volume, spread, startup_probe, volume_mount,
 };
-use crate::crd::StreamLimiter;
+use crate::crd::{RedisPersistence, StreamLimiter};
 use crate::names::{Names, REDIS_PORT, SCRIPTS_HASH_ANNOTATION};
 
 /// Starts the Redis pod of a shard without replicas (run as `sh -c`): writes the config with
@@ -66,8 +66,9 @@ pub fn pdb(names: &Names, ns: &str, index: i32, owner: &OwnerReference) -> PodDi
     )
 }
 
-/// The shard's StatefulSet. Leases are short-lived and re-register on heartbeat, so nothing is
-/// persisted (emptyDir, no RDB or AOF).
+/// The shard's StatefulSet. Leases are short-lived and re-register on heartbeat, so by default
+/// nothing is persisted (emptyDir, no RDB or AOF); `spec.redis.persistence: appendOnly` keeps an
+/// append-only file in the emptyDir, which outlives a container restart (not the pod).
 pub fn stateful_set(
     sl: &StreamLimiter,
     names: &Names,
@@ -149,6 +150,10 @@ pub fn stateful_set(
         // The start scripts write it as `maxmemory`; without it (no limit) Redis is unbounded
         // and the status says so (`RedisMemoryBounded`).
         vars.push(env("MAXMEMORY", bytes.to_string()));
+    }
+    if redis.persistence == RedisPersistence::AppendOnly {
+        // The start scripts turn it into `appendonly yes` + `appendfsync everysec`.
+        vars.push(env("APPENDONLY", "yes"));
     }
     vars.extend(redis_env(names, ha));
     vars.extend(tls_env(sl));

@@ -47,6 +47,15 @@ pub fn nice_ceiling(value: f64, floor: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
+/// A chart's span in words: `10 minutes`, `1 hour`, `6 hours`.
+pub fn span_words(span_sec: u64) -> String {
+    match span_sec / 60 {
+        60 => "1 hour".into(),
+        minutes if minutes >= 120 && minutes % 60 == 0 => format!("{} hours", minutes / 60),
+        minutes => format!("{minutes} minutes"),
+    }
+}
+
 /// One line's input: its name, a CSS class, and a value per bucket (`None`: no data).
 pub struct SeriesInput {
     pub name: &'static str,
@@ -208,13 +217,14 @@ impl Chart {
             .into_iter()
             .map(|ago| Tick {
                 at: round1(RIGHT - ago as f64 / minutes.max(1) as f64 * (RIGHT - LEFT)),
-                label: if ago == 0 {
-                    "now".into()
-                } else {
-                    format!("−{ago} min")
+                label: match ago {
+                    0 => "now".into(),
+                    ago if ago >= 60 && ago % 60 == 0 => format!("−{} h", ago / 60),
+                    ago => format!("−{ago} min"),
                 },
             })
             .collect();
+        let span = span_words(span_sec);
         let bucket_sec = span_sec / buckets.max(1) as u64;
         let rows = (0..buckets)
             .rev()
@@ -241,17 +251,14 @@ impl Chart {
             })
             .collect();
         let desc = if empty {
-            format!(
-                "{title} over the last {minutes} minutes: no data yet. The chart fills while this \
-                 page stays open (a sample every refresh)."
-            )
+            format!("{title} over the last {span}: no data yet.")
         } else {
             let latest: Vec<String> = lines
                 .iter()
                 .map(|l| format!("{} {} (peak {})", l.name, l.latest, l.peak))
                 .collect();
             format!(
-                "{title} over the last {minutes} minutes, scale 0 to {}. Newest: {}.",
+                "{title} over the last {span}, scale 0 to {}. Newest: {}.",
                 unit.format(y_max),
                 latest.join(", ")
             )

@@ -1,9 +1,12 @@
 //! The fleet overview: each limiter instance, its store's shards and circuits, live streams per
 //! shard, decisions per second (from samples of the limiter's counters) and charts of the last
-//! minutes ([`history`] keeps the samples, [`chart`] draws them).
+//! minutes ([`sampler`] takes the samples in the background, [`history`] keeps them, [`chart`]
+//! draws them), or of the last hours from Prometheus ([`long_range`]).
 
 pub mod chart;
 pub mod history;
+pub mod long_range;
+pub mod sampler;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -11,16 +14,20 @@ use std::time::Instant;
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use serde::Deserialize;
 
 use super::AppState;
 use super::ctx::{Ctx, Nav};
+use super::error::PageError;
 use crate::limiter::{Fleet, LimiterClient, LiveStreams, plan_limit};
 use crate::view;
 use chart::{Chart, SeriesInput, Unit};
 pub use history::Samples;
+use long_range::Range;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -254,7 +261,80 @@ pub struct FleetView {
     pub live_how: String,
     pub live_shards: Vec<LiveShardView>,
     pub charts: Vec<Chart>,
-    pub history_minutes: u64,
+    /// What the charts cover and where from: "The last 10 minutes, sampled by this dashboard".
+    pub charts_heading: String,
+    /// The range choices (only where a Prometheus is configured).
+    pub ranges: Vec<RangeLink>,
+    /// The `range` parameter the panel's refresh keeps.
+    pub range: &'static str,
+    /// Why Prometheus could not draw the chosen range (the dashboard's own 10 minutes instead).
+    pub prometheus_error: Option<String>,
+}
+
+/// One choice of the charts' range selector.
+pub struct RangeLink {
+    pub param: &'static str,
+    pub label: &'static str,
+    pub current: bool,
+}
+
+/// What the charts show: the dashboard's own samples, or a longer range from Prometheus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChartRange {
+    Recent,
+    Long(Range),
+}
+
+const RECENT_PARAM: &str = "10m";
+
+impl ChartRange {
+    /// The range asked for in the address (`?range=`); without Prometheus only the recent one.
+    fn chosen(asked: Option<&str>, prometheus: bool) -> Result<ChartRange, PageError> {
+        let long = match asked {
+            // With Prometheus the charts open on its hour.
+            None | Some("") => Range::Hour,
+            Some(RECENT_PARAM) => return Ok(ChartRange::Recent),
+            Some(text) => Range::parse(text).ok_or_else(|| {
+                PageError::new(
+                    StatusCode::BAD_REQUEST,
+                    "Unknown chart range",
+                    format!(
+                        "“{}” is not a range of the fleet charts: choose 10m, 1h, 6h or 24h.",
+                        text.chars().take(40).collect::<String>()
+                    ),
+                )
+            })?,
+        };
+        Ok(match prometheus {
+            true => ChartRange::Long(long),
+            false => ChartRange::Recent,
+        })
+    }
+
+    fn param(self) -> &'static str {
+        match self {
+            ChartRange::Recent => RECENT_PARAM,
+            ChartRange::Long(range) => range.param(),
+        }
+    }
+}
+
+fn range_links(current: ChartRange) -> Vec<RangeLink> {
+    let mut links = vec![RangeLink {
+        param: RECENT_PARAM,
+        label: "10 min",
+        current: current == ChartRange::Recent,
+    }];
+    links.extend(Range::ALL.into_iter().map(|range| RangeLink {
+        param: range.param(),
+        label: match range {
+            Range::Hour => "1 h",
+            Range::SixHours => "6 h",
+            Range::Day => "24 h",
+        },
+        current: current == ChartRange::Long(range),
+    }));
+    links
 }
 
 /// Live streams per shard over the instances: each instance's share added up (on Redis the
@@ -292,7 +372,7 @@ fn live_over(instances: &[InstanceView]) -> (String, String, Vec<LiveShardView>)
 }
 
 /// The decision kinds drawn, with their CSS classes (the table lists every kind).
-const DRAWN: [(&str, &str); 4] = [
+pub const DRAWN: [(&str, &str); 4] = [
     ("allowed", "allowed"),
     ("denied", "denied"),
     ("degraded", "degraded"),
@@ -343,12 +423,17 @@ fn charts(history: &history::Buckets) -> Vec<Chart> {
     ]
 }
 
-async fn gather(state: &AppState) -> FleetView {
-    let urls: Vec<String> = if state.settings.fleet_urls.is_empty() {
+/// The limiter instances of the fleet: `--fleet-url`, else `--limiter-url`.
+pub fn fleet_urls(state: &AppState) -> Vec<String> {
+    if state.settings.fleet_urls.is_empty() {
         vec![state.limiter.base_url().to_owned()]
     } else {
         state.settings.fleet_urls.clone()
-    };
+    }
+}
+
+async fn gather(state: &AppState, range: ChartRange) -> FleetView {
+    let urls = fleet_urls(state);
     let mut tasks = tokio::task::JoinSet::new();
     for (index, url) in urls.iter().enumerate() {
         let client: LimiterClient = state.limiter.at(url);
@@ -370,7 +455,37 @@ async fn gather(state: &AppState) -> FleetView {
             }
         })
         .collect();
-    view_of(instances, &state.fleet_samples.history(now))
+    let mut view = view_of(instances, &state.fleet_samples.history(now));
+    let Some(prometheus) = &state.prometheus else {
+        return view;
+    };
+    view.ranges = range_links(range);
+    view.range = range.param();
+    let ChartRange::Long(long) = range else {
+        return view;
+    };
+    let unix_now = time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64;
+    match long_range::charts(prometheus, long, unix_now).await {
+        Ok(charts) => {
+            view.charts = charts;
+            view.charts_heading = format!(
+                "The last {}, all instances, from Prometheus",
+                chart::span_words(long.seconds())
+            );
+        }
+        Err(error) => {
+            // Said on the page at every refresh while it lasts; logged once per change.
+            state.prometheus_health.report(Some(&error));
+            view.prometheus_error = Some(format!(
+                "{error}. The charts below are this dashboard's own samples of the last {} \
+                 minutes instead.",
+                history::HISTORY.as_secs() / 60
+            ));
+            return view;
+        }
+    }
+    state.prometheus_health.report(None);
+    view
 }
 
 /// The fleet view of the instances' answers and the charts' history.
@@ -381,7 +496,13 @@ fn view_of(instances: Vec<InstanceView>, history: &history::Buckets) -> FleetVie
         live_how,
         live_shards,
         charts: charts(history),
-        history_minutes: history::HISTORY.as_secs() / 60,
+        charts_heading: format!(
+            "The last {}, all instances, sampled by this dashboard",
+            chart::span_words(history::HISTORY.as_secs())
+        ),
+        ranges: Vec::new(),
+        range: RECENT_PARAM,
+        prometheus_error: None,
         reachable: instances.iter().filter(|i| i.error.is_none()).count(),
         shards: instances.iter().map(|i| i.shards.len()).max().unwrap_or(0),
         shards_up: instances.iter().find(|i| i.error.is_none()).map_or(0, |i| {
@@ -412,17 +533,38 @@ struct FleetPanel {
     fleet: FleetView,
 }
 
-async fn fleet(State(state): State<AppState>, ctx: Ctx) -> Response {
+#[derive(Deserialize)]
+struct RangeQuery {
+    range: Option<String>,
+}
+
+async fn fleet(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    Query(query): Query<RangeQuery>,
+) -> Response {
+    let range = match ChartRange::chosen(query.range.as_deref(), state.prometheus.is_some()) {
+        Ok(range) => range,
+        Err(error) => return error.with_nav(ctx.nav("fleet")).into_response(),
+    };
     FleetPage {
         nav: ctx.nav("fleet"),
-        fleet: gather(&state).await,
+        fleet: gather(&state, range).await,
     }
     .into_response()
 }
 
-async fn panel(State(state): State<AppState>, _ctx: Ctx) -> Response {
+async fn panel(
+    State(state): State<AppState>,
+    ctx: Ctx,
+    Query(query): Query<RangeQuery>,
+) -> Response {
+    let range = match ChartRange::chosen(query.range.as_deref(), state.prometheus.is_some()) {
+        Ok(range) => range,
+        Err(error) => return error.with_nav(ctx.nav("fleet")).into_response(),
+    };
     FleetPanel {
-        fleet: gather(&state).await,
+        fleet: gather(&state, range).await,
     }
     .into_response()
 }

@@ -1,11 +1,11 @@
 #!/bin/sh
 # Starts the one Redis pod of a shard without replicas (screenlimit-operator; run as `sh -c`
 # from the StatefulSet's command, no ConfigMap needed).
-# Env: MAXMEMORY (bytes; only with a memory limit); from Secret <name>-redis-auth: REDIS_PASSWORD (the default user; also as REDISCLI_AUTH for
+# Env: MAXMEMORY (bytes; only with a memory limit); APPENDONLY (yes: keep an append-only file); from Secret <name>-redis-auth: REDIS_PASSWORD (the default user; also as REDISCLI_AUTH for
 # the probes), LIMITER_PASSWORD (the ACL user LIMITER_USER with the rules LIMITER_ACL); TLS_DIR
 # when the pod serves TLS (tls.crt, tls.key, ca.crt from the user's Secret).
 # The passwords go only into /data/redis.conf (mode 0600, in the pod's emptyDir), never into a
-# ConfigMap or a command line. Nothing is persisted.
+# ConfigMap or a command line. Nothing is persisted unless APPENDONLY=yes.
 set -eu
 for password in "$REDIS_PASSWORD" "$LIMITER_PASSWORD"; do
   case "$password" in
@@ -50,7 +50,15 @@ requirepass $REDIS_PASSWORD
 user $LIMITER_USER $limiter_acl >$LIMITER_PASSWORD
 dir /data
 save ""
-appendonly no
+CONF
+# spec.redis.persistence: appendOnly (APPENDONLY=yes): an append-only file in /data (the pod's
+# emptyDir), reloaded when the container restarts; written every command, fsynced every second.
+if [ "${APPENDONLY:-no}" = yes ]; then
+  printf 'appendonly yes\nappendfsync everysec\n' >> "$next"
+else
+  echo "appendonly no" >> "$next"
+fi
+cat >> "$next" <<CONF
 protected-mode no
 maxmemory-policy noeviction
 CONF

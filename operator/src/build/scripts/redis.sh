@@ -5,7 +5,8 @@
 # is a primary either does pod 0 start as the primary (the bootstrap). The operator never picks a
 # primary after that.
 # Env: NAMESPACE, SHARD (StatefulSet = headless Service), MASTER_NAME, SENTINEL_SERVICE,
-#      MAX_SENTINELS, MAX_PODS, MAXMEMORY (bytes; only with a memory limit); from Secret <name>-redis-auth: REDIS_PASSWORD (the default user:
+#      MAX_SENTINELS, MAX_PODS, MAXMEMORY (bytes; only with a memory limit), APPENDONLY (yes: an
+#      append-only file); from Secret <name>-redis-auth: REDIS_PASSWORD (the default user:
 #      replication, Sentinel, these scripts; also as REDISCLI_AUTH), LIMITER_PASSWORD (the ACL
 #      user LIMITER_USER with the rules LIMITER_ACL), SENTINEL_PASSWORD; TLS_DIR when the pods
 #      serve TLS (tls.crt, tls.key, ca.crt from the user's Secret).
@@ -108,7 +109,15 @@ masterauth $REDIS_PASSWORD
 user $LIMITER_USER $limiter_acl >$LIMITER_PASSWORD
 dir /data
 save ""
-appendonly no
+CONF
+# spec.redis.persistence: appendOnly (APPENDONLY=yes): an append-only file in /data (the pod's
+# emptyDir), reloaded when the container restarts; written every command, fsynced every second.
+if [ "${APPENDONLY:-no}" = yes ]; then
+  printf 'appendonly yes\nappendfsync everysec\n' >> "$next"
+else
+  echo "appendonly no" >> "$next"
+fi
+cat >> "$next" <<CONF
 protected-mode no
 maxmemory-policy noeviction
 replica-announce-ip $self
