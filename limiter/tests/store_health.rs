@@ -155,6 +155,20 @@ async fn a_full_shard(redis: RedisServer, path: &str) {
         used < limit + limit / 10,
         "used_memory {used} went past maxmemory {limit}"
     );
+    // Full by a margin: a filled shard hovers at its limit, and the client buffers Redis
+    // counts in `used_memory` (tens of kB as connections come and go) can let one write through
+    // now and then. Below what it holds, the shard is full for every write that follows; the
+    // limiter sees the new limit with its next memory sample (every 5 s).
+    let limit = used - 128 * 1024;
+    redis
+        .command(&format!("CONFIG SET maxmemory {limit}"))
+        .unwrap();
+    let sampled = format!("screenlimit_store_maxmemory_bytes{{shard=\"0\"}} {limit}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !metrics(&limiter).await.contains(&sampled) {
+        assert!(Instant::now() < deadline, "the new maxmemory never sampled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Full: a second device on a one-stream plan is never admitted (degraded, or denied when
     // the shard dipped below its limit for a moment); a new play is degraded.
