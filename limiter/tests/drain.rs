@@ -140,9 +140,12 @@ async fn sigterm_drains_answering_with_connection_close_then_exits() {
             "/readyz never turned 503"
         );
     };
+    // What a rollout needs: unready early in the drain period, so that the endpoints drop the
+    // pod while it still answers. (Not a speed target: a loaded debug build took 105 ms once.)
+    println!("/readyz answered 503 {unready_after:?} after SIGTERM");
     assert!(
-        unready_after <= Duration::from_millis(100),
-        "/readyz answered 503 only {unready_after:?} after SIGTERM"
+        unready_after <= DRAIN / 4,
+        "/readyz answered 503 only {unready_after:?} after SIGTERM (drain period {DRAIN:?})"
     );
 
     let status = loop {
