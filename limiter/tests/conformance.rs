@@ -965,11 +965,30 @@ fn redis_backend() -> Backend<RedisStore> {
 }
 
 fn redis_backend_with(plans: PlanBook) -> Backend<RedisStore> {
-    let redis = RedisServer::start();
+    lua_backend_on(RedisServer::start(), &plans)
+}
+
+/// The plans most cases run with: Basic by default, Standard and Premium with their mobile caps.
+fn default_plans() -> PlanBook {
+    PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()])
+}
+
+/// A store on `server` alone, on the Lua scripts.
+fn lua_backend_on(server: RedisServer, plans: &PlanBook) -> Backend<RedisStore> {
     Backend {
-        store: redis_store(redis.url(), Access::default(), &plans),
-        _redis: Some(Box::new(redis)),
+        store: redis_store(server.url(), Access::default(), plans),
+        _redis: Some(Box::new(server)),
         native: None,
+    }
+}
+
+/// A store on `server` alone, which has the screenlimit module: the native commands.
+fn native_backend_on(server: RedisServer, plans: &PlanBook) -> Backend<RedisStore> {
+    let store = redis_store(server.url(), Access::default(), plans);
+    Backend {
+        native: Some(store.clone()),
+        store,
+        _redis: Some(Box::new(server)),
     }
 }
 
@@ -982,36 +1001,17 @@ fn redis_module_backend() -> Backend<RedisStore> {
 }
 
 fn redis_module_backend_with(plans: PlanBook) -> Backend<RedisStore> {
-    let redis = RedisServer::start_with_module(&[]);
-    let store = redis_store(redis.url(), Access::default(), &plans);
-    Backend {
-        native: Some(store.clone()),
-        store,
-        _redis: Some(Box::new(redis)),
-    }
+    native_backend_on(RedisServer::start_with_module(&[]), &plans)
 }
 
 /// Valkey 8 on the Lua scripts.
 fn valkey_backend() -> Backend<RedisStore> {
-    let valkey = RedisServer::start_valkey(&[]);
-    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
-    Backend {
-        store: redis_store(valkey.url(), Access::default(), &plans),
-        _redis: Some(Box::new(valkey)),
-        native: None,
-    }
+    lua_backend_on(RedisServer::start_valkey(&[]), &default_plans())
 }
 
 /// Valkey 8 with the screenlimit module loaded: the native commands.
 fn valkey_module_backend() -> Backend<RedisStore> {
-    let valkey = RedisServer::start_valkey_with_module(&[]);
-    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
-    let store = redis_store(valkey.url(), Access::default(), &plans);
-    Backend {
-        native: Some(store.clone()),
-        store,
-        _redis: Some(Box::new(valkey)),
-    }
+    native_backend_on(RedisServer::start_valkey_with_module(&[]), &default_plans())
 }
 
 /// A primary with the screenlimit module and its replica, found through a Sentinel (the
@@ -1021,22 +1021,12 @@ fn redis_sentinel_module_backend() -> Backend<RedisStore> {
     let primary_port = primary.port.to_string();
     let replica = RedisServer::start_with_module(&["--replicaof", "127.0.0.1", &primary_port]);
     let sentinel = SentinelServer::start(&[("shard-0", primary.port)]);
-    let options = RedisOptions {
-        shards: ShardSpec::Sentinel {
-            addresses: vec![sentinel.url()],
-            masters: vec!["shard-0".into()],
-            poll_interval: Duration::from_millis(500),
-        },
-        deadline: Duration::from_secs(2),
-        batch_window: Duration::ZERO,
-        admission: true,
-        failure_threshold: 3,
-        probe_interval: Duration::from_millis(100),
-        access: Access::default(),
-        module: true,
+    let shards = ShardSpec::Sentinel {
+        addresses: vec![sentinel.url()],
+        masters: vec!["shard-0".into()],
+        poll_interval: Duration::from_millis(500),
     };
-    let plans = PlanBook::new(basic(), [standard_one_mobile(), premium_two_mobile()]);
-    let store = RedisStore::new(&options, &plans, timing()).unwrap();
+    let store = store_on(shards, Access::default(), &default_plans());
     Backend {
         native: Some(store.clone()),
         store,
@@ -1064,8 +1054,13 @@ fn redis_tls_backend() -> Backend<RedisStore> {
 
 /// A store on the one shard at `url`, reached with `access`.
 fn redis_store(url: String, access: Access, plans: &PlanBook) -> Arc<RedisStore> {
+    store_on(ShardSpec::Urls(vec![url]), access, plans)
+}
+
+/// A store on `shards`, reached with `access`, the module's commands used where loaded.
+fn store_on(shards: ShardSpec, access: Access, plans: &PlanBook) -> Arc<RedisStore> {
     let options = RedisOptions {
-        shards: ShardSpec::Urls(vec![url]),
+        shards,
         deadline: Duration::from_secs(2),
         batch_window: Duration::ZERO,
         admission: true,

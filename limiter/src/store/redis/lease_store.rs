@@ -225,11 +225,14 @@ impl LeaseStore for RedisStore {
         // The common case on both paths is a renewal by Redis's own `GETEX`. The rest goes to
         // the full heartbeat: on the native path `SL.HEARTBEAT` (which renews the account key's
         // life too, so no `touch`), on Lua the `touch` script first, then the heartbeat script.
-        let native = self.native_for(account_id);
         let renewal = self.renew(account_id, stream).await?;
-        let priority = match (renewal, native) {
+        if renewal == Renewal::Done {
             // `expires_at` is not read for a renewal: the store's clock is not asked for it.
-            (Renewal::Done, _) => return Ok(HeartbeatOutcome::Renewed { expires_at: 0 }),
+            return Ok(HeartbeatOutcome::Renewed { expires_at: 0 });
+        }
+        // Which path, only now: the common renewal above is the same `GETEX` on both.
+        let native = self.native_for(account_id);
+        let priority = match (renewal, native) {
             (Renewal::AccountNearItsEnd, false) if self.touch(account_id, stream).await? => {
                 return Ok(HeartbeatOutcome::Renewed { expires_at: 0 });
             }
