@@ -233,6 +233,108 @@ async fn a_native_heartbeat_is_one_getex_and_sl_heartbeat_only_where_lua_would_t
     assert_eq!(calls(&redis, "sl.heartbeat"), 1);
 }
 
+/// `accounts` live streams, one each, granted on `store`.
+async fn streams_on(store: &RedisStore, accounts: usize) -> Vec<(String, StreamRef)> {
+    let mut streams = Vec::new();
+    for i in 0..accounts {
+        let cmd = AcquireCmd {
+            account_id: format!("renew-{i}"),
+            ..play("tv")
+        };
+        streams.push((cmd.account_id.clone(), granted(store, &cmd, 1).await));
+    }
+    streams
+}
+
+/// Every stream's heartbeat at once (so that they wait in one batch); each must be renewed.
+async fn heartbeats_at_once(store: &RedisStore, streams: &[(String, StreamRef)]) {
+    let beats = streams
+        .iter()
+        .map(|(account, stream)| store.heartbeat(account, stream));
+    for (outcome, (account, _)) in futures::future::join_all(beats)
+        .await
+        .into_iter()
+        .zip(streams)
+    {
+        assert!(
+            matches!(outcome, Ok(HeartbeatOutcome::Renewed { .. })),
+            "{account}: {outcome:?}"
+        );
+    }
+}
+
+/// The renewals that wait in one batch go to a module shard as one `SL.RENEW` (fewer commands
+/// than heartbeats, every lease renewed to a full TTL), unless the module's ACL does not grant
+/// it (the probe says so: a `GETEX` each), and a grant taken back under a running limiter sends
+/// that batch's renewals again as `GETEX`es: no heartbeat fails.
+#[tokio::test]
+async fn a_batch_of_renewals_is_one_sl_renew_where_the_module_has_it() {
+    let redis = RedisServer::start_with_module(&[]);
+    let store = store_on(redis.url(), Access::default());
+    until_path(&store, "native").await;
+    let streams = streams_on(&store, 60).await;
+    let mut conn = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    // Leases left with a second to live: the renewal must give them their TTL back.
+    for (account, stream) in &streams {
+        let lease = screenlimit_limiter::store::redis::lease_key(account, &stream.nonce);
+        let _: () = redis::cmd("PEXPIRE")
+            .arg(&lease)
+            .arg(1_000)
+            .query(&mut conn)
+            .unwrap();
+    }
+    redis.command("CONFIG RESETSTAT").unwrap();
+    heartbeats_at_once(&store, &streams).await;
+    let (renews, getexes) = (calls(&redis, "sl.renew"), calls(&redis, "getex"));
+    assert!(renews >= 1, "no SL.RENEW: {getexes} GETEX");
+    assert!(
+        renews + getexes < 10,
+        "60 renewals in one or two batches: {renews} SL.RENEW, {getexes} GETEX"
+    );
+    for (account, stream) in &streams {
+        let lease = screenlimit_limiter::store::redis::lease_key(account, &stream.nonce);
+        let left: i64 = redis::cmd("PTTL").arg(&lease).query(&mut conn).unwrap();
+        assert!(left > 25_000, "{account}: the lease has {left} ms left");
+    }
+
+    // A user whose ACL grants the module's commands but not SL.RENEW (an older grant).
+    let without_renew = LIMITER_MODULE_ACL_RULES.replace("+sl.renew", "");
+    let reply = redis
+        .command(&format!(
+            "ACL SETUSER older {LIMITER_ACL_RULES} {without_renew} >secret-older"
+        ))
+        .unwrap_or_default();
+    assert!(reply.starts_with("+OK"), "{reply}");
+    let mut config = StoreConfig::default();
+    config.auth.username = Some("older".into());
+    config.auth.password = Some("secret-older".into());
+    let older = store_on(redis.url(), Access::resolve(&config).unwrap());
+    older.check_access().await.unwrap();
+    assert_eq!(path_of(&older), Some("native"));
+    redis.command("CONFIG RESETSTAT").unwrap();
+    heartbeats_at_once(&older, &streams).await;
+    assert_eq!(calls(&redis, "sl.renew"), 0, "the probe said no SL.RENEW");
+    assert_eq!(calls(&redis, "getex"), 60);
+
+    // The grant taken back under the first store, which still believes in SL.RENEW.
+    let reply = redis
+        .command("ACL SETUSER default -sl.renew")
+        .unwrap_or_default();
+    assert!(reply.starts_with("+OK"), "{reply}");
+    redis.command("CONFIG RESETSTAT").unwrap();
+    heartbeats_at_once(&store, &streams).await;
+    assert!(calls(&redis, "getex") >= 59, "sent again as GETEX");
+    heartbeats_at_once(&store, &streams).await;
+    assert_eq!(
+        calls(&redis, "getex"),
+        120,
+        "no SL.RENEW tried again meanwhile"
+    );
+}
+
 #[tokio::test]
 async fn an_acl_that_does_not_grant_the_module_s_commands_keeps_the_shard_on_lua() {
     let redis = RedisServer::start_with_module(&[]);

@@ -23,6 +23,19 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A command that takes a list: at least `n` arguments after its name.
+    pub fn at_least(all: &'a [RedisString], n: usize) -> Result<Args<'a>, Error> {
+        match all.len() > n {
+            true => Ok(Args(&all[1..])),
+            false => Err(Error::Arity),
+        }
+    }
+
+    /// How many arguments follow the command name.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     pub fn key(&self, i: usize) -> &'a RedisString {
         &self.0[i]
     }

@@ -73,6 +73,14 @@ impl Drop for Keys {
     }
 }
 
+/// What [`Keys::renew`] found.
+pub enum Renewed {
+    /// The key's value; its life now ends at the time asked.
+    Value(Vec<u8>),
+    NoKey,
+    WrongType,
+}
+
 /// One open key, closed when dropped.
 struct Open(*mut raw::RedisModuleKey);
 
@@ -239,6 +247,23 @@ impl Keys {
         };
         self.set_expire(&key, name, at);
         Ok(Some(value))
+    }
+
+    /// `GETEX … PXAT at` of a lease key in a command that opens each key once (`SL.RENEW`):
+    /// the new expiry is replicated at once, not held back (nothing later in the command
+    /// touches the key, and looking through what is held would cost a batch of N keys N²).
+    pub fn renew(&self, name: &RedisString, at: i64) -> Renewed {
+        let key = self.open(name, true);
+        match key.bytes() {
+            Ok(Some(value)) => {
+                let value = value.to_vec();
+                unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) };
+                self.replicate_expire(name.as_slice(), at);
+                Renewed::Value(value)
+            }
+            Ok(None) => Renewed::NoKey,
+            Err(_) => Renewed::WrongType,
+        }
     }
 
     /// `PEXPIRETIME`: the absolute expiry in ms, -1 without one, -2 without the key.

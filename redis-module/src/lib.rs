@@ -13,6 +13,7 @@ mod keys;
 mod layout;
 mod list;
 mod release;
+mod renew;
 mod reply;
 mod support;
 
@@ -92,6 +93,15 @@ fn sl_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     keyed(ctx, &args, release::release)
 }
 
+/// With keys, guarded as every command on an account's keys (on a Redis Cluster they are all in
+/// one slot, or Redis refuses the call); with none it is the limiter's probe and touches nothing.
+fn sl_renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    match args.len() > 2 {
+        true => keyed(ctx, &args, renew::renew),
+        false => guarded(ctx, &args, renew::renew),
+    }
+}
+
 fn sl_list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     keyed(ctx, &args, list::list)
 }
@@ -124,7 +134,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 // state, as the scripts' flags (`Scripts::sources` in the limiter): a play-start, a limit
 // override. What frees a slot runs over `maxmemory` as its script does (`allow-oom`): a stop,
 // a force-stop (its audit entry is capped per account). The heartbeat, whose renewal must go on
-// under `maxmemory`, refuses only its re-registration there (heartbeat.rs).
+// under `maxmemory`, refuses only its re-registration there (heartbeat.rs). `SL.RENEW` names
+// lease keys only, every argument but the last (1..-2), `write fast` as `GETEX`.
 redis_module! {
     name: "screenlimit",
     version: 1,
@@ -139,6 +150,7 @@ redis_module! {
         ["sl.acquire", sl_acquire, "write deny-oom", 1, 1, 1, "", "screenlimit"],
         ["sl.heartbeat", sl_heartbeat, "write", 1, 1, 1, "", "screenlimit"],
         ["sl.release", sl_release, "write", 1, 1, 1, "", "screenlimit"],
+        ["sl.renew", sl_renew, "write fast", 1, -2, 1, "", "screenlimit"],
         ["sl.list", sl_list, "readonly", 1, 1, 1, "", "screenlimit"],
         ["sl.force_stop", sl_force_stop, "write", 1, 2, 1, "", "screenlimit"],
         ["sl.set_override", sl_set_override, "write deny-oom", 1, 2, 1, "", "screenlimit"],

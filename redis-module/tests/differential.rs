@@ -1,6 +1,6 @@
 //! The module against the Lua scripts, step by step: a seeded random history of plays (many
 //! accounts, devices racing for the slots, take-overs, plan changes, device-type caps),
-//! heartbeats with good and stale nonces, stops, force-stops, overrides and leases left to
+//! heartbeats with good and stale nonces, a batch's renewals in one `SL.RENEW`, stops, force-stops, overrides and leases left to
 //! expire runs on two real servers, one answering with the scripts as the limiter sends them
 //! (the heartbeat as `GETEX` of the lease key, `touch` and the full script), one with the
 //! module's SL.* commands. After every step both give the same answer, and the account's keys
@@ -387,6 +387,8 @@ struct Seen {
     lists: u32,
     /// Lua renewals that needed `touch` (the account key's life ran short).
     touched: u32,
+    /// Leases renewed by an `SL.RENEW` of several keys.
+    renewed_in_one: u32,
 }
 
 struct History {
@@ -419,7 +421,8 @@ impl History {
         let roll = self.rng.random_range(0..100);
         let account = timed(|| match roll {
             0..45 => self.acquire(pair),
-            45..75 => self.heartbeat(pair),
+            45..66 => self.heartbeat(pair),
+            66..75 => self.renew_batch(pair),
             75..87 => self.release(pair),
             87..92 => self.list(pair),
             92..96 => self.force_stop(pair),
@@ -618,6 +621,58 @@ impl History {
             _ => self.seen.revoked += 1,
         }
         s.account
+    }
+
+    /// A batch's renewals as the limiter sends them: a `GETEX` each to the Lua server, one
+    /// `SL.RENEW` to the module's. The same values (lease keys hold times: within the
+    /// tolerance), and every account touched holds the same keys after. What a renewal that found
+    /// its account key near its end leads to (`touch`, `SL.HEARTBEAT`) is the heartbeat step's.
+    fn renew_batch(&mut self, pair: &mut Pair) -> usize {
+        let streams: Vec<Stream> = (0..self.rng.random_range(2..7))
+            .map(|_| self.some_stream())
+            .collect();
+        let mut renew = redis::cmd("SL.RENEW");
+        let mut lua = Vec::new();
+        for s in &streams {
+            let lease = lease_key(s.account, &s.nonce);
+            let value: Value = redis::cmd("GETEX")
+                .arg(&lease)
+                .arg("PX")
+                .arg(TTL_MS)
+                .query(&mut pair.lua)
+                .unwrap();
+            lua.push(value);
+            renew.arg(&lease);
+        }
+        let module: Value = renew.arg(TTL_MS).query(&mut pair.module).unwrap();
+        self.log.0.push(format!(
+            "renew {:?} → lua {lua:?}, module {module:?}",
+            streams.iter().map(|s| s.account).collect::<Vec<_>>()
+        ));
+        let same = match &module {
+            Value::Array(values) if values.len() == lua.len() => {
+                values.iter().zip(&lua).all(|pair| match pair {
+                    (Value::BulkString(m), Value::BulkString(l)) => {
+                        let n = |v: &[u8]| std::str::from_utf8(v).unwrap().parse::<i64>().unwrap();
+                        close(n(m), n(l))
+                    }
+                    (m, l) => m == l,
+                })
+            }
+            _ => false,
+        };
+        if !same {
+            self.log.fail(format!(
+                "renew: lua answered {lua:?}, the module {module:?}"
+            ));
+        }
+        self.seen.renewed_in_one += lua.iter().filter(|v| **v != Value::Nil).count() as u32;
+        for s in &streams[1..] {
+            if let Err(e) = compare_keys(pair, s.account) {
+                self.log.fail(format!("after renew: {e}"));
+            }
+        }
+        streams[0].account
     }
 
     fn release(&mut self, pair: &mut Pair) -> usize {
@@ -823,6 +878,7 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
         ("released", seen.released),
         ("force-stopped", seen.force_stopped),
         ("renewed through touch", seen.touched),
+        ("renewed in one SL.RENEW", seen.renewed_in_one),
     ] {
         assert!(n > 0, "the history never saw a play {what}: {seen:?}");
     }

@@ -11,8 +11,9 @@ use redis::{Connection, ErrorKind, Value};
 use support::Server;
 
 /// The module's commands and how many arguments each takes after its name.
-const COMMANDS: [(&str, usize); 7] = [
+const COMMANDS: [(&str, usize); 8] = [
     ("SL.VERSION", 0),
+    ("SL.RENEW", 2),
     ("SL.ACQUIRE", 14),
     ("SL.HEARTBEAT", 7),
     ("SL.RELEASE", 5),
@@ -60,6 +61,21 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
             nonce.to_vec(),
         ],
         "SL.RELEASE" => vec![s("1000"), s("2000"), s(device), nonce.to_vec()],
+        // More lease keys (one of another type, sometimes), then the TTL.
+        "SL.RENEW" => {
+            let mut args: Vec<Vec<u8>> = (0..rng.random_range(0..4))
+                .map(|i| match i {
+                    2 => s(GARBLED[0]),
+                    _ => {
+                        let mut key = s("sl:{ok-1}");
+                        key.extend_from_slice(&nonce[..8]);
+                        key
+                    }
+                })
+                .collect();
+            args.push(s("1000"));
+            args
+        }
         "SL.LIST" => vec![s("1000"), s("basic"), s("2")],
         // The audit list: the account's, or sometimes a key of another type.
         "SL.FORCE_STOP" | "SL.SET_OVERRIDE" => {

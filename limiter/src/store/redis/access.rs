@@ -30,7 +30,7 @@ pub const LIMITER_ACL_RULES: &str = "on resetkeys ~sl:* resetchannels -@all +pin
 /// Kept apart because a server without the module refuses a rule that names them. Without
 /// them the limiter stays on the Lua scripts there (and says why, once).
 pub const LIMITER_MODULE_ACL_RULES: &str = "+sl.version +sl.acquire +sl.heartbeat +sl.release \
-     +sl.list +sl.force_stop +sl.set_override";
+     +sl.list +sl.force_stop +sl.set_override +sl.renew";
 
 /// `store.tls`: what a `rediss://` connection trusts and shows.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -112,6 +112,16 @@ pub struct Job {
     /// When its caller stops waiting.
     pub until: Instant,
     pub priority: Priority,
+    /// Set for a lease's `GETEX` renewal on a shard of a list: on a shard on the native path,
+    /// the renewals of one batch go as one `SL.RENEW` (`renewals.rs`).
+    pub renewal: Option<LeaseRenewal>,
+}
+
+/// A lease key's renewal (`GETEX key PX ttl`), as `SL.RENEW` takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRenewal {
+    pub key: Vec<u8>,
+    pub ttl_ms: u64,
 }
 
 /// What became of a command given to the queue.
@@ -332,6 +342,7 @@ mod tests {
             answer,
             until,
             priority: Priority::Decision,
+            renewal: None,
         };
         (job, reply)
     }

@@ -88,20 +88,15 @@ impl RedisStore {
 
     /// The common heartbeat, on both paths one plain command in the shard's next batch: `GETEX`
     /// of the lease key with a new life of one TTL (cheaper for Redis than `SL.HEARTBEAT` or a
-    /// script: BENCHMARKS.md, "Native commands"). Its value says until when the account key
+    /// script: BENCHMARKS.md, "Native commands"; where the module has `SL.RENEW`, the batch's
+    /// renewals go as one of those: `renewals.rs`). Its value says until when the account key
     /// surely lives: at least two TTLs ahead of this host's clock (a TTL to spare for clock
     /// skew), the lease is renewed and that is all; nearer, the account key's life must be
     /// renewed too (about one heartbeat in twelve with its six-TTL life).
     async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<Renewal, StoreError> {
         let timing = self.rules.load().timing;
-        let mut command = redis::cmd("GETEX");
-        command
-            .arg(lease_key(account_id, &stream.nonce))
-            .arg("PX")
-            .arg(timing.ttl_ms);
-        let renewal = self
-            .send(Target::Tag(account_id), command, Priority::Renewal)
-            .await?;
+        let key = lease_key(account_id, &stream.nonce);
+        let renewal = self.send_renewal(account_id, key, timing.ttl_ms).await?;
         let account_until = match renewal {
             Value::BulkString(bytes) => std::str::from_utf8(&bytes)
                 .ok()

@@ -19,6 +19,7 @@ mod native;
 mod pace;
 mod path;
 mod record;
+mod renewals;
 mod reply;
 pub mod ring;
 mod scripts;

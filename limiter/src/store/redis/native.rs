@@ -20,6 +20,10 @@ pub const LAYOUT_VERSION: i64 = 2;
 /// The module's version command.
 pub const VERSION_COMMAND: &str = "SL.VERSION";
 
+/// The module's renewal of many lease keys in one command (`renewals.rs`): the `GETEX`es of a
+/// batch, merged; not an operation of its own.
+pub const RENEW_COMMAND: &str = "SL.RENEW";
+
 /// An operation the module has a command for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -224,7 +228,7 @@ mod tests {
         let mut sent: Vec<String> = Op::ALL
             .iter()
             .map(|op| op.command())
-            .chain([VERSION_COMMAND])
+            .chain([VERSION_COMMAND, RENEW_COMMAND])
             .map(|name| format!("+{}", name.to_lowercase()))
             .collect();
         sent.sort_unstable();

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use redis::Value;
 use redis::aio::ConnectionLike;
 
 use super::native::{self, Verdict};
@@ -37,6 +38,9 @@ pub struct ShardPath {
     said: AtomicU8,
     /// Set by [`ShardPath::forget`]: the maintenance task asks again at its next tick.
     ask: AtomicBool,
+    /// Whether the module answers `SL.RENEW` (a module older than the command does not, nor an
+    /// ACL that does not grant it), asked with `SL.VERSION`.
+    renews: AtomicBool,
     /// `None` with `store.module: off`: the shard stays on Lua and is never asked.
     native_shards: Option<Arc<AtomicUsize>>,
 }
@@ -48,6 +52,7 @@ impl ShardPath {
             state: AtomicU8::new(UNKNOWN),
             said: AtomicU8::new(UNKNOWN),
             ask: AtomicBool::new(false),
+            renews: AtomicBool::new(false),
             native_shards,
         }
     }
@@ -55,6 +60,18 @@ impl ShardPath {
     /// Whether calls for the shard go out as native commands.
     pub fn native(&self) -> bool {
         self.state.load(Ordering::Relaxed) == NATIVE
+    }
+
+    /// Whether a batch's renewals go as one `SL.RENEW` (`renewals.rs`): on the native path,
+    /// where the module has the command.
+    pub fn renews_in_one(&self) -> bool {
+        self.native() && self.renews.load(Ordering::Relaxed)
+    }
+
+    /// `SL.RENEW` came back refused: each renewal its own `GETEX` until the shard is asked
+    /// again. True when this call changed that (the caller logs it).
+    pub fn renew_refused(&self) -> bool {
+        self.renews.swap(false, Ordering::Relaxed)
     }
 
     /// `native` or `lua`: the path calls take now (Lua until the shard is known to have the
@@ -143,8 +160,9 @@ impl Drop for ShardPath {
     }
 }
 
-/// Asks the shard for its path (`SL.VERSION`, one command on `connection` within `deadline`)
-/// and puts it in force; one log line when it changes. Nothing when the module is off.
+/// Asks the shard for its path (`SL.VERSION`, and `SL.RENEW` with no key: whether the module
+/// has it; one round trip on `connection` within `deadline`) and puts it in force; one log line
+/// when it changes. Nothing when the module is off.
 pub async fn learn(
     path: &ShardPath,
     connection: Option<impl ConnectionLike + Send>,
@@ -159,11 +177,19 @@ pub async fn learn(
         return;
     };
     // As a pipeline of one: a server's refusal comes back as a value, not an error.
+    // The probe's one argument is text: a server without the command echoes it in its refusal,
+    // and an echoed binary argument would cost the connection (above).
     let mut pipe = redis::pipe();
-    pipe.cmd(native::VERSION_COMMAND);
-    let asked = tokio::time::timeout(deadline, connection.req_packed_commands(&pipe, 0, 1)).await;
+    pipe.cmd(native::VERSION_COMMAND)
+        .cmd(native::RENEW_COMMAND)
+        .arg(1);
+    let asked = tokio::time::timeout(deadline, connection.req_packed_commands(&pipe, 0, 2)).await;
     let reply = match asked {
-        Ok(Ok(mut values)) if values.len() == 1 => values.pop(),
+        Ok(Ok(mut values)) if values.len() == 2 => {
+            let renews = matches!(values.pop(), Some(Value::Array(keys)) if keys.is_empty());
+            path.renews.store(renews, Ordering::Relaxed);
+            values.pop()
+        }
         Ok(Err(error)) => {
             if broken(&error) {
                 path.forget(); // asked again at the next tick, on the new connection

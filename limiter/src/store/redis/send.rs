@@ -9,14 +9,13 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, Value};
 use tokio::time::Instant;
 
-use super::batch::Priority;
-use super::batch::{Job, Pushed};
+use super::batch::{Job, LeaseRenewal, Priority, Pushed};
 use super::cluster::{Redirect, Topology};
 use super::keys::FLEET_AUDIT_KEY;
 use super::reply::{malformed, server_error};
 use super::shard::Shard;
 use super::{RedisStore, Shards, Target};
-use super::{access, cluster, health, path, ring};
+use super::{access, cluster, health, path, renewals, ring};
 use crate::store::StoreError;
 
 /// How many redirections one command follows before it gives up (within its deadline).
@@ -39,6 +38,32 @@ impl RedisStore {
         server_error(shard, reply)
     }
 
+    /// A lease's renewal, `GETEX key PX ttl`, as a renewal in its shard's next batch; on a shard
+    /// of a list it may go there inside one `SL.RENEW` with the batch's other renewals
+    /// (`renewals.rs`). A cluster's batches mix slots, which one command may not: there it is
+    /// always its own `GETEX`.
+    pub(super) async fn send_renewal(
+        &self,
+        account_id: &str,
+        key: Vec<u8>,
+        ttl_ms: u64,
+    ) -> Result<Value, StoreError> {
+        let mut command = redis::cmd("GETEX");
+        command.arg(&key).arg("PX").arg(ttl_ms);
+        let Shards::Ring(shards) = &self.shards else {
+            return self
+                .send(Target::Tag(account_id), command, Priority::Renewal)
+                .await;
+        };
+        let shard = &shards[ring::shard_for(account_id, shards.len())];
+        let until = Instant::now() + self.deadline;
+        let renewal = Some(LeaseRenewal { key, ttl_ms });
+        let reply = self
+            .send_to(shard, command, until, Priority::Renewal, renewal)
+            .await?;
+        server_error(shard.index, reply)
+    }
+
     /// [`RedisStore::send`], with a server's refusal as a value: the shard that answered and
     /// its reply.
     pub(super) async fn send_raw(
@@ -57,7 +82,7 @@ impl RedisStore {
                     Target::Shard(index) => index,
                 };
                 let shard = &shards[index];
-                let reply = self.send_to(shard, command, until, priority).await?;
+                let reply = self.send_to(shard, command, until, priority, None).await?;
                 (shard.index, reply)
             }
             Shards::Cluster(topology) => {
@@ -100,7 +125,9 @@ impl RedisStore {
                             ),
                         });
                     };
-                    let reply = self.send_to(&node, command.clone(), until, priority).await;
+                    let reply = self
+                        .send_to(&node, command.clone(), until, priority, None)
+                        .await;
                     (node, reply)
                 }
             };
@@ -173,6 +200,7 @@ impl RedisStore {
         command: Cmd,
         until: Instant,
         priority: Priority,
+        renewal: Option<LeaseRenewal>,
     ) -> Result<Value, StoreError> {
         if shard.breaker.is_open() {
             return Err(StoreError::CircuitOpen { shard: shard.index });
@@ -183,6 +211,7 @@ impl RedisStore {
             answer,
             until,
             priority,
+            renewal,
         };
         match shard.queue.push(job, self.admission.as_ref()) {
             Pushed::Lead => {
@@ -220,12 +249,9 @@ impl RedisStore {
                     .answer
                     .send(Err(StoreError::Shed { shard: shard.index }));
             }
-            let (commands, answers): (Vec<Cmd>, Vec<_>) = batch
-                .jobs
-                .into_iter()
-                .map(|job| (job.command, job.answer))
-                .unzip();
-            let (sent, started) = (commands.len(), Instant::now());
+            let mut planned = renewals::plan(batch.jobs, shard.path.renews_in_one());
+            let commands = std::mem::take(&mut planned.commands);
+            let (sent, started) = (planned.jobs(), Instant::now());
             // A batch that answered or ran out of time tells the shard's pace; a refused
             // connection does not.
             let result = match commands.is_empty() {
@@ -239,18 +265,42 @@ impl RedisStore {
             // A command whose request went away no longer listens; that is fine.
             match result {
                 Ok(replies) => {
-                    for (answer, reply) in answers.into_iter().zip(replies) {
-                        let _ = answer.send(Ok(reply));
+                    let refused = planned.answer(replies);
+                    if !refused.renewals.is_empty() {
+                        self.renew_one_by_one(&shard, refused).await;
                     }
                 }
-                Err(error) => {
-                    for answer in answers {
-                        let _ = answer.send(Err(error.clone()));
-                    }
-                }
+                Err(error) => planned.fail(&error),
             }
             if !queue.finish_batch(sample) {
                 return;
+            }
+        }
+    }
+
+    /// Renewals an `SL.RENEW` did not answer, sent again as their own `GETEX`es: the shard's
+    /// module lacks the command (an older module, an ACL without it), so it is not merged again
+    /// there until the shard is asked for its path again; one log line.
+    async fn renew_one_by_one(&self, shard: &Shard, refused: renewals::Refused) {
+        if shard.path.renew_refused() {
+            let why = refused.why.map(|e| e.to_string()).unwrap_or_default();
+            tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), why, "store shard: SL.RENEW refused; each renewal goes as its own GETEX until the shard is asked again");
+        }
+        let (answers, commands): (Vec<_>, Vec<Cmd>) = refused.renewals.into_iter().unzip();
+        let mut pipe = redis::pipe();
+        for command in commands {
+            pipe.add_command(command);
+        }
+        match self.pipeline(shard, &pipe).await {
+            Ok(replies) => {
+                for (answer, reply) in answers.into_iter().zip(replies) {
+                    let _ = answer.send(Ok(reply));
+                }
+            }
+            Err(error) => {
+                for answer in answers {
+                    let _ = answer.send(Err(error.clone()));
+                }
             }
         }
     }
