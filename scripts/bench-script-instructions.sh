@@ -17,7 +17,8 @@
 #
 # With MODULE=path/to/libscreenlimit_redis_module.so (a release build of redis-module/) the server
 # loads the module, and the native commands are counted beside the scripts on the same inputs:
-# SL.HEARTBEAT (1 and 8 per round trip), SL.ACQUIRE granted and denied, SL.RELEASE.
+# SL.HEARTBEAT (1 and 8 per round trip), SL.ACQUIRE granted and denied, SL.RELEASE, and SL.RENEW
+# of 8 lease keys (1 and 8 calls per round trip; also per renewal).
 #
 # Needs redis-server, redis-cli, redis-benchmark, valgrind (callgrind_control) and python3.
 # N=5000 calls per phase by default. Never touches any Redis but the one it starts under valgrind
@@ -147,6 +148,12 @@ if [[ -n ${MODULE:-} ]]; then
     phone-__rand_int__ $phone_nonce "$phone" '' '' '' ''
   phase sl_acquire_denied 1 SL.ACQUIRE 'sl:{full-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
     phone-__rand_int__ $phone_nonce "$phone" '' '' '' ''
+  # A batch's renewals as one command (the limiter's SL.RENEW): 8 lease keys a call, so a
+  # renewal costs the phase's count / 8.
+  renew_keys=()
+  for _ in 1 2 3 4 5 6 7 8; do renew_keys+=("${k}tv-nonce"); done
+  phase sl_renew8 1 SL.RENEW "${renew_keys[@]}" "$TTL_MS"
+  phase sl_renew8_p8 8 SL.RENEW "${renew_keys[@]}" "$TTL_MS"
   RANGE=$((10 * N)) phase sl_release 1 SL.RELEASE 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce"
   released_again=$((10 * N - released - $(cli EVALSHA "$count" 0 'sl:{rel-*}tv-nonce')))
   echo "SL.RELEASE: $released_again of $N calls released a live lease"
@@ -162,11 +169,16 @@ for f in glob.glob(work + '/cg.out.*'):
 names = ['set', 'set_p8', 'getex', 'getex_p8', 'floor', 'heartbeat', 'acquire_room', 'acquire_room_general',
          'acquire_denied', 'acquire_denied_general', 'release']
 if 'sl_heartbeat' in rows:
-    names += ['sl_heartbeat', 'sl_heartbeat_p8', 'sl_acquire_room', 'sl_acquire_denied', 'sl_release']
+    names += ['sl_heartbeat', 'sl_heartbeat_p8', 'sl_acquire_room', 'sl_acquire_denied', 'sl_release',
+              'sl_renew8', 'sl_renew8_p8']
 missing = [name for name in names if name not in rows]
 if missing:
     sys.exit(f"bench-script-instructions: no callgrind dump for {missing}")
 print(f"| phase | instructions per call | x SET |\n|---|---|---|")
 for name in names:
     print(f"| {name} | {rows[name]:,.0f} | {rows[name] / rows['set']:.2f} |")
+for name in ['sl_renew8', 'sl_renew8_p8']:
+    if name in rows:
+        base = 'set' if name == 'sl_renew8' else 'set_p8'
+        print(f"| {name}, per renewal | {rows[name] / 8:,.0f} | {rows[name] / 8 / rows[base]:.2f} x {base} |")
 PY

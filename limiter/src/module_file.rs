@@ -6,10 +6,18 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::store::redis::access::LIMITER_MODULE_ACL_RULES;
+
 /// Where the limiter image keeps the module (`scripts/build-images.sh`, `docker/limiter.Dockerfile`).
 pub const IMAGE_MODULE_PATH: &str = "/usr/lib/screenlimit/screenlimit_redis_module.so";
 /// The module's file name in the directory it is copied to.
 pub const MODULE_FILE_NAME: &str = "screenlimit_redis_module.so";
+/// Beside it, the ACL rules that grant the limiter this module's commands
+/// ([`LIMITER_MODULE_ACL_RULES`]): written from the same image as the module, so a Redis pod
+/// grants exactly the commands the module it loads has (Redis refuses to start on a rule naming
+/// a command it lacks). A pod whose image wrote no such file (one older than `SL.RENEW`) grants
+/// the operator's `LIMITER_MODULE_ACL`, the commands every module release has.
+pub const MODULE_ACL_FILE_NAME: &str = "screenlimit_redis_module.acl";
 
 /// Why the copy failed, naming the file at fault.
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +36,8 @@ pub enum CopyModuleError {
 
 /// Copies the module `from` into `dir` as [`MODULE_FILE_NAME`], readable and executable by every
 /// user (Redis runs as another uid, and refuses a module file without execute permission), through a temporary file renamed into place so that a reader never
-/// sees half a file. Returns the path written.
+/// sees half a file; then its ACL rules beside it ([`MODULE_ACL_FILE_NAME`]). Returns the
+/// module's path.
 pub fn copy_module(from: &Path, dir: &Path) -> Result<PathBuf, CopyModuleError> {
     let bytes = fs::read(from).map_err(|source| CopyModuleError::Source {
         path: from.to_owned(),
@@ -48,6 +57,9 @@ pub fn copy_module(from: &Path, dir: &Path) -> Result<PathBuf, CopyModuleError> 
     fs::write(&partial, &bytes).map_err(destination)?;
     set_loadable(&partial).map_err(destination)?;
     fs::rename(&partial, &target).map_err(destination)?;
+    let rules = dir.join(format!(".{MODULE_ACL_FILE_NAME}.partial"));
+    fs::write(&rules, format!("{LIMITER_MODULE_ACL_RULES}\n")).map_err(destination)?;
+    fs::rename(&rules, dir.join(MODULE_ACL_FILE_NAME)).map_err(destination)?;
     Ok(target)
 }
 
@@ -85,8 +97,14 @@ mod tests {
                 "redis-server refuses a module it cannot execute"
             );
         }
+        let rules = fs::read_to_string(out.path().join(MODULE_ACL_FILE_NAME)).unwrap();
+        assert_eq!(
+            rules.trim(),
+            LIMITER_MODULE_ACL_RULES,
+            "the grant of its commands beside it"
+        );
         let leftovers: Vec<_> = fs::read_dir(out.path()).unwrap().collect();
-        assert_eq!(leftovers.len(), 1, "no partial file left behind");
+        assert_eq!(leftovers.len(), 2, "no partial file left behind");
     }
 
     #[test]

@@ -254,7 +254,8 @@ fn a_shard_without_replicas_starts_from_an_inline_script_with_the_same_users() {
     let script = &command[2];
     assert!(script.contains("requirepass $REDIS_PASSWORD"));
     assert!(script.contains("user $LIMITER_USER $limiter_acl >$LIMITER_PASSWORD"));
-    assert!(script.contains("limiter_acl=\"$LIMITER_ACL ${LIMITER_MODULE_ACL:-}\""));
+    assert!(script.contains("limiter_acl=\"$LIMITER_ACL $module_acl\""));
+    assert!(script.contains("module_acl=$(cat \"${module%.so}.acl\")"));
     assert!(
         !script.contains("masterauth"),
         "no replication without replicas"

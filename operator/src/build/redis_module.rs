@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, EnvVar, Volume, VolumeMount};
 use screenlimit_limiter::module_file::MODULE_FILE_NAME;
-use screenlimit_limiter::store::redis::access::LIMITER_MODULE_ACL_RULES;
+use screenlimit_limiter::store::redis::access::LIMITER_MODULE_FIRST_ACL_RULES;
 
 use super::common::{container_security, env};
 use super::sentinel::{REDIS_UID, volume_mount};
@@ -23,7 +23,8 @@ pub fn enabled(sl: &StreamLimiter) -> bool {
 
 /// What a Redis pod gets when the module is on: its init container, the volume, the Redis
 /// container's mount and the variables its start script reads (the file, and the ACL rules that
-/// grant the limiter its commands, added only when the file is there).
+/// grant the limiter its commands, added only when the file is there: the rules file the init
+/// container wrote beside the module, from the same image, else these).
 pub struct ModuleParts {
     pub init_container: Container,
     pub volume: Volume,
@@ -50,7 +51,8 @@ pub fn parts(sl: &StreamLimiter) -> Option<ModuleParts> {
         mount: volume_mount(VOLUME, MODULE_DIR, true),
         env: vec![
             env("REDIS_MODULE", format!("{MODULE_DIR}/{MODULE_FILE_NAME}")),
-            env("LIMITER_MODULE_ACL", LIMITER_MODULE_ACL_RULES),
+            // Only for an image whose `copy-module` writes no rules file beside the module.
+            env("LIMITER_MODULE_ACL", LIMITER_MODULE_FIRST_ACL_RULES),
         ],
     })
 }

@@ -32,6 +32,13 @@ pub const LIMITER_ACL_RULES: &str = "on resetkeys ~sl:* resetchannels -@all +pin
 pub const LIMITER_MODULE_ACL_RULES: &str = "+sl.version +sl.acquire +sl.heartbeat +sl.release \
      +sl.list +sl.force_stop +sl.set_override +sl.renew";
 
+/// The module's commands every release of it has had (all but `SL.RENEW`): what a Redis pod
+/// grants when the image that gave it the module wrote no rules file beside it
+/// (`module_file.rs`). The limiter then finds `SL.RENEW` not granted and sends each renewal as
+/// its own `GETEX`.
+pub const LIMITER_MODULE_FIRST_ACL_RULES: &str = "+sl.version +sl.acquire +sl.heartbeat \
+     +sl.release +sl.list +sl.force_stop +sl.set_override";
+
 /// `store.tls`: what a `rediss://` connection trusts and shows.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -84,7 +84,13 @@ limiter_acl=$LIMITER_ACL
 if [ -n "${REDIS_MODULE:-}" ]; then
   if [ -r "$REDIS_MODULE" ]; then
     module=$REDIS_MODULE
-    limiter_acl="$LIMITER_ACL ${LIMITER_MODULE_ACL:-}"
+    # The grant of exactly the module's commands, written beside it from the same image; an
+    # older image wrote none: the commands every module release has.
+    module_acl=${LIMITER_MODULE_ACL:-}
+    if [ -r "${module%.so}.acl" ]; then
+      module_acl=$(cat "${module%.so}.acl")
+    fi
+    limiter_acl="$LIMITER_ACL $module_acl"
     echo "loading the module $module"
   else
     echo "warning: the module $REDIS_MODULE is missing; starting without it (the limiter uses Lua)"
