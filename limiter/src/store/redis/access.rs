@@ -25,19 +25,24 @@ pub const LIMITER_ACL_RULES: &str = "on resetkeys ~sl:* resetchannels -@all +pin
      +script|load +role +dbsize +info +cluster|shards +asking +get +getex +set +setrange +incr +del +pexpire +pexpiretime +time +lpush \
      +ltrim +lrange";
 
+/// One text for both rule sets below (`concat!` takes only literals).
+macro_rules! first_module_acl_rules {
+    () => {
+        "+sl.version +sl.acquire +sl.heartbeat +sl.release +sl.list +sl.force_stop +sl.set_override"
+    };
+}
+
 /// What a data node with the screenlimit module loaded grants beside [`LIMITER_ACL_RULES`]: the
 /// module's commands the limiter sends, by name (Redis 7.0 lets no module add an ACL category).
 /// Kept apart because a server without the module refuses a rule that names them. Without
 /// them the limiter stays on the Lua scripts there (and says why, once).
-pub const LIMITER_MODULE_ACL_RULES: &str = "+sl.version +sl.acquire +sl.heartbeat +sl.release \
-     +sl.list +sl.force_stop +sl.set_override +sl.renew";
+pub const LIMITER_MODULE_ACL_RULES: &str = concat!(first_module_acl_rules!(), " +sl.renew");
 
 /// The module's commands every release of it has had (all but `SL.RENEW`): what a Redis pod
 /// grants when the image that gave it the module wrote no rules file beside it
 /// (`module_file.rs`). The limiter then finds `SL.RENEW` not granted and sends each renewal as
 /// its own `GETEX`.
-pub const LIMITER_MODULE_FIRST_ACL_RULES: &str = "+sl.version +sl.acquire +sl.heartbeat \
-     +sl.release +sl.list +sl.force_stop +sl.set_override";
+pub const LIMITER_MODULE_FIRST_ACL_RULES: &str = first_module_acl_rules!();
 
 /// `store.tls`: what a `rediss://` connection trusts and shows.
 #[derive(Debug, Clone, Default, Deserialize)]

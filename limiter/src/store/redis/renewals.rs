@@ -38,25 +38,16 @@ pub struct Refused {
 /// The pipeline for `jobs`: with `merge`, the renewals of each lease life (one, unless the
 /// lease timing was reloaded) as one `SL.RENEW` where the first of them was.
 pub fn plan(jobs: Vec<Job>, merge: bool) -> Planned {
+    let merge = merge && jobs.iter().filter(|job| job.renewal.is_some()).count() >= 2;
     let mut planned = Planned {
         commands: Vec::with_capacity(jobs.len()),
         routes: Vec::with_capacity(jobs.len()),
     };
-    let mergeable = |job: &Job| merge && job.renewal.is_some();
-    let renewals = jobs.iter().filter(|job| mergeable(job)).count();
-    if renewals < 2 {
-        for job in jobs {
-            planned.commands.push(job.command);
-            planned.routes.push(Route::One(job.answer));
-        }
-        return planned;
-    }
     // The open `SL.RENEW` of each lease life: its index in the pipeline.
     let mut open: Vec<(u64, usize)> = Vec::new();
     for job in jobs {
         let Some(LeaseRenewal { key, ttl_ms }) = job.renewal.filter(|_| merge) else {
-            planned.commands.push(job.command);
-            planned.routes.push(Route::One(job.answer));
+            planned.push_one(job.command, job.answer);
             continue;
         };
         let at = match open.iter().find(|(ttl, _)| *ttl == ttl_ms) {
@@ -79,7 +70,26 @@ pub fn plan(jobs: Vec<Job>, merge: bool) -> Planned {
     planned
 }
 
+impl Refused {
+    /// The refused renewals as a pipeline of their own `GETEX`es.
+    pub fn one_by_one(self) -> Planned {
+        let mut planned = Planned {
+            commands: Vec::with_capacity(self.renewals.len()),
+            routes: Vec::with_capacity(self.renewals.len()),
+        };
+        for (answer, command) in self.renewals {
+            planned.push_one(command, answer);
+        }
+        planned
+    }
+}
+
 impl Planned {
+    fn push_one(&mut self, command: Cmd, answer: Answer) {
+        self.commands.push(command);
+        self.routes.push(Route::One(answer));
+    }
+
     /// Commands (as the queue counted them: one per job) in the batch.
     pub fn jobs(&self) -> usize {
         self.routes

@@ -283,25 +283,19 @@ impl RedisStore {
     /// there until the shard is asked for its path again; one log line.
     async fn renew_one_by_one(&self, shard: &Shard, refused: renewals::Refused) {
         if shard.path.renew_refused() {
-            let why = refused.why.map(|e| e.to_string()).unwrap_or_default();
+            let why = refused
+                .why
+                .as_ref()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), why, "store shard: SL.RENEW refused; each renewal goes as its own GETEX until the shard is asked again");
         }
-        let (answers, commands): (Vec<_>, Vec<Cmd>) = refused.renewals.into_iter().unzip();
-        let mut pipe = redis::pipe();
-        for command in commands {
-            pipe.add_command(command);
-        }
-        match self.pipeline(shard, &pipe).await {
-            Ok(replies) => {
-                for (answer, reply) in answers.into_iter().zip(replies) {
-                    let _ = answer.send(Ok(reply));
-                }
-            }
-            Err(error) => {
-                for answer in answers {
-                    let _ = answer.send(Err(error.clone()));
-                }
-            }
+        let mut planned = refused.one_by_one();
+        let commands = std::mem::take(&mut planned.commands);
+        match self.run_batch(shard, commands).await {
+            // `GETEX`es: nothing in them can be refused again.
+            Ok(replies) => drop(planned.answer(replies)),
+            Err(error) => planned.fail(&error),
         }
     }
 
