@@ -10,7 +10,6 @@ pub mod access;
 mod batch;
 mod breaker;
 mod call;
-mod cert_version;
 pub mod cluster;
 pub mod health;
 mod keys;

@@ -1,0 +1,169 @@
+//! `http`: the deadlines and bounds of the API's connections and requests.
+
+use super::*;
+
+/// What one instance takes on: deadlines on every connection, and bounds on connections and on
+/// requests in flight. The defaults fit a limiter behind a load balancer that pools connections.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// From the first byte of a request to the end of its headers; a slower client's
+    /// connection is closed.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// From the end of the headers to the end of the body; a slower client is answered
+    /// 408 `request_timeout` and its connection closed.
+    #[serde(with = "humantime_serde")]
+    pub body_read_timeout: Duration,
+    /// How long a connection may wait for its next request (and a new connection for its first
+    /// byte) before it is closed. Keep it above the load balancer's own idle timeout.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// How long a write of an answer may make no progress (a client that sends but does not
+    /// read) before the connection is closed.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
+    /// Connections the kernel queues for `accept` (capped by `net.core.somaxconn`). A burst of
+    /// new connections beyond it loses SYNs, and each client so dropped waits a full second
+    /// before its retry: keep it above the largest burst of connections expected.
+    pub listen_backlog: u32,
+    /// Largest request line + headers, in bytes; beyond it the answer is 431 and the connection
+    /// is closed.
+    pub max_header_bytes: usize,
+    /// Open connections this instance keeps; one more is accepted and closed at once.
+    pub max_connections: usize,
+    /// Requests this instance serves at once; beyond it a request is shed at once by the
+    /// failure policy (never queued).
+    pub max_in_flight: usize,
+    /// A serving lane (thread) further behind than this, because its CPU cannot keep up, sheds
+    /// the requests it takes in by the failure policy until it has caught up; `0s` (the
+    /// default): never. Off by default because under `open` a shed play is allowed without the
+    /// store: a burst a slow instance takes a while to work through must not admit past the cap.
+    #[serde(with = "humantime_serde")]
+    pub max_queue_delay: Duration,
+    /// After SIGTERM, how long the instance keeps accepting and answering (with `/readyz` 503
+    /// and `Connection: close` on every answer) before it stops accepting: the time the load
+    /// balancers and the Service's endpoints take to stop sending it new requests. `0s`: stop
+    /// accepting at once.
+    #[serde(with = "humantime_serde")]
+    pub drain_period: Duration,
+    /// After the drain period, how long requests in flight get to finish before the process
+    /// exits anyway.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+    /// The web players (origins) whose pages may call the player routes from a browser.
+    pub cors: CorsConfig,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_read_timeout: Duration::from_secs(5),
+            body_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(75),
+            write_timeout: Duration::from_secs(10),
+            listen_backlog: 8_192,
+            max_header_bytes: 16 * 1024,
+            max_connections: 10_000,
+            max_in_flight: 4_096,
+            max_queue_delay: Duration::ZERO,
+            drain_period: Duration::from_secs(5),
+            shutdown_timeout: Duration::from_secs(10),
+            cors: CorsConfig::default(),
+        }
+    }
+}
+
+/// Bounds of `http.max_header_bytes`.
+pub const HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=(1 << 20);
+
+/// Bounds of `http.listen_backlog` (the kernel caps it at `net.core.somaxconn` anyway).
+pub const LISTEN_BACKLOG_RANGE: std::ops::RangeInclusive<u32> = 16..=65_535;
+
+/// Longest `http.drain_period`: a pod's grace period must cover it.
+pub const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(300);
+
+/// Bounds of `http.shutdown_timeout`.
+pub const SHUTDOWN_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_secs(600);
+
+impl Config {
+    pub(super) fn validate_http(&self) -> Result<(), ConfigError> {
+        let http = &self.http;
+        for (field, value) in [
+            ("http.header_read_timeout", http.header_read_timeout),
+            ("http.body_read_timeout", http.body_read_timeout),
+            ("http.idle_timeout", http.idle_timeout),
+            ("http.write_timeout", http.write_timeout),
+        ] {
+            if value < Duration::from_millis(10) || value > Duration::from_secs(3600) {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "{} must be between 10ms and 1h",
+                        humantime::format_duration(value)
+                    ),
+                ));
+            }
+        }
+        if !HEADER_BYTES_RANGE.contains(&http.max_header_bytes) {
+            return Err(invalid(
+                "http.max_header_bytes",
+                format!(
+                    "{} must be between {} and {}",
+                    http.max_header_bytes,
+                    HEADER_BYTES_RANGE.start(),
+                    HEADER_BYTES_RANGE.end()
+                ),
+            ));
+        }
+        if http.max_connections == 0 {
+            return Err(invalid("http.max_connections", "must be at least 1"));
+        }
+        if http.max_in_flight == 0 {
+            return Err(invalid("http.max_in_flight", "must be at least 1"));
+        }
+        if !http.max_queue_delay.is_zero()
+            && !(Duration::from_millis(1)..=Duration::from_secs(10)).contains(&http.max_queue_delay)
+        {
+            return Err(invalid(
+                "http.max_queue_delay",
+                format!(
+                    "{} must be 0s (off) or between 1ms and 10s",
+                    humantime::format_duration(http.max_queue_delay)
+                ),
+            ));
+        }
+        if http.drain_period > MAX_DRAIN_PERIOD {
+            return Err(invalid(
+                "http.drain_period",
+                format!(
+                    "{} must be at most {} (0s: stop accepting at once)",
+                    humantime::format_duration(http.drain_period),
+                    humantime::format_duration(MAX_DRAIN_PERIOD)
+                ),
+            ));
+        }
+        if !SHUTDOWN_TIMEOUT_RANGE.contains(&http.shutdown_timeout) {
+            return Err(invalid(
+                "http.shutdown_timeout",
+                format!(
+                    "{} must be between 100ms and 10m",
+                    humantime::format_duration(http.shutdown_timeout)
+                ),
+            ));
+        }
+        if !LISTEN_BACKLOG_RANGE.contains(&http.listen_backlog) {
+            return Err(invalid(
+                "http.listen_backlog",
+                format!(
+                    "{} must be between {} and {}",
+                    http.listen_backlog,
+                    LISTEN_BACKLOG_RANGE.start(),
+                    LISTEN_BACKLOG_RANGE.end()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
