@@ -1,0 +1,79 @@
+//! The resource's status: what the operator observed at its last reconcile.
+
+use serde::{Deserialize, Serialize};
+
+/// What the operator observed at its last reconcile.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamLimiterStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Progressing` and `Degraded`, with reasons and messages.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// Managed shards, in shard order.
+    #[serde(default)]
+    pub shards: Vec<ShardStatus>,
+    /// Managed shards whose pods are all ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_shards: Option<i32>,
+    /// Limiter replicas ready to serve.
+    #[serde(default)]
+    pub limiter_ready_replicas: i32,
+    /// Sentinel pods ready (managed shards with replicas only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel_ready_replicas: Option<i32>,
+    /// Hash of the part of the limiter config that rolls the pods, now rolled out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hash: Option<String>,
+    /// The revision of the limiter config last rendered (a hash of its live part: plans,
+    /// caps, lease timing, failure policy), which the pods take in without a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_revision: Option<String>,
+    /// Ready limiter pods that report running `configRevision` (condition `ConfigApplied`
+    /// turns true when they all do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limiter_pods_on_config_revision: Option<i32>,
+}
+
+/// Readiness of one managed shard.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStatus {
+    /// Shard index (its position in the limiter's shard list).
+    pub index: i32,
+    /// The shard's StatefulSet and Service name.
+    pub name: String,
+    /// Whether every pod is ready on the current revision.
+    pub ready: bool,
+    /// Pods ready.
+    pub ready_replicas: i32,
+    /// Pods wanted (the primary and its replicas).
+    pub replicas: i32,
+    /// The name Sentinel monitors the shard's primary under (`<name>-shard-<i>`), when
+    /// Sentinel owns failover. Ask Sentinel which pod is primary now:
+    /// `redis-cli -h <name>-sentinel -p 26379 sentinel get-master-addr-by-name <sentinelMaster>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel_master: Option<String>,
+}
+
+/// A condition in the Kubernetes style.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `Ready`, `Progressing` or `Degraded`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason in CamelCase.
+    pub reason: String,
+    /// What happened and what to do about it.
+    pub message: String,
+    /// When `status` last changed (RFC 3339).
+    pub last_transition_time: String,
+    /// The generation the condition was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
