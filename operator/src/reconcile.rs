@@ -1,8 +1,7 @@
 //! The reconcile pipeline: read → validate (pure) → build (pure) → apply (server-side apply,
 //! one field manager) → prune → status. Plus the error policy.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -13,17 +12,19 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{info, instrument, warn};
 
 use crate::build::{self, Desired, secret};
+pub use crate::context::Context;
+use crate::context::delete_unwanted;
 use crate::crd::{RedisMode, StreamLimiter, StreamLimiterStatus};
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
-use crate::monitoring_api::{ASK_AGAIN_AFTER, MonitoringApi, reconcile_monitoring};
+use crate::monitoring_api::ASK_AGAIN_AFTER;
+use crate::monitoring_apply::reconcile_monitoring;
 use crate::names::{FIELD_MANAGER, Names};
 use crate::status::{self, Assessment, Observed};
 use crate::validate::validate;
@@ -32,50 +33,6 @@ use crate::validate::validate;
 const READY_REQUEUE: Duration = Duration::from_secs(300);
 /// Requeue period while something is rolling out.
 const PROGRESS_REQUEUE: Duration = Duration::from_secs(30);
-
-/// What every reconcile shares.
-pub struct Context {
-    pub client: Client,
-    pub recorder: Recorder,
-    pub metrics: Arc<Metrics>,
-    /// RFC 3339 "now"; injectable for tests.
-    pub clock: Box<dyn Fn() -> String + Send + Sync>,
-    /// Consecutive failures per object, for the error policy's backoff.
-    failures: Mutex<HashMap<String, u32>>,
-    /// Generated Secrets known to exist ("namespace/name"): not re-created each reconcile.
-    ensured_secrets: Mutex<HashSet<String>>,
-    /// Which Prometheus Operator kinds the cluster serves (discovery at start, asked again
-    /// when a wanted kind was missing).
-    pub monitoring_api: MonitoringApi,
-}
-
-impl Context {
-    pub fn new(client: Client, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.to_owned(),
-            instance,
-        };
-        Context {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            metrics,
-            clock: Box::new(|| {
-                k8s_openapi::jiff::Timestamp::now()
-                    .round(k8s_openapi::jiff::Unit::Second)
-                    .map(|t| t.to_string())
-                    .unwrap_or_default()
-            }),
-            failures: Mutex::default(),
-            ensured_secrets: Mutex::default(),
-            monitoring_api: MonitoringApi::default(),
-        }
-    }
-
-    pub fn with_clock(mut self, clock: impl Fn() -> String + Send + Sync + 'static) -> Self {
-        self.clock = Box::new(clock);
-        self
-    }
-}
 
 fn object_key(meta: &kube::core::ObjectMeta) -> String {
     format!(
@@ -410,40 +367,6 @@ where
             continue;
         }
         delete_unwanted(ctx, reference, &api, &K::kind(&()), object.object_ref(&())).await?;
-    }
-    Ok(())
-}
-
-/// Deletes a child the spec no longer wants and says so in an Event, the deleted object as
-/// `related` (so Events for several deletions stay distinct). Already gone: nothing to say.
-pub(crate) async fn delete_unwanted<K>(
-    ctx: &Context,
-    reference: &ObjectReference,
-    api: &Api<K>,
-    kind: &str,
-    deleted: ObjectReference,
-) -> Result<()>
-where
-    K: Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let name = deleted.name.clone().unwrap_or_default();
-    info!(%kind, %name, "deleting an object the spec no longer wants");
-    match api.delete(&name, &DeleteParams::background()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-        Err(e) => return Err(e.into()),
-    }
-    let event = Event {
-        type_: EventType::Normal,
-        reason: "Deleted".to_owned(),
-        note: Some(format!(
-            "deleted {kind} {name}: the spec no longer wants it"
-        )),
-        action: "Prune".to_owned(),
-        secondary: Some(deleted),
-    };
-    if let Err(error) = ctx.recorder.publish(&event, reference).await {
-        warn!(%error, "could not publish an Event");
     }
     Ok(())
 }
