@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use screenlimit_limiter::store::redis::access::LIMITER_ACL_RULES;
 
-use super::common::env;
+use super::pod::env;
 use crate::crd::{RedisMode, StreamLimiter};
 use crate::names::{
     LIMITER_PASSWORD_KEY, LIMITER_REDIS_USER, Names, REDIS_PASSWORD_KEY, SENTINEL_PASSWORD_KEY,

@@ -6,11 +6,12 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::common::{
-    container_security, env, http_probe, meta, mount, pod_spec, port, resources,
-    secret_file_volume, selector, service_port,
-};
 use super::limiter::NONROOT_UID;
+use super::meta::{meta, selector};
+use super::pod::{
+    container_security, env, http_probe, mount, pod_spec, port, resources, secret_file_volume,
+    service_port,
+};
 use crate::crd::StreamLimiter;
 use crate::names::{ADMIN_UI_PORT, Component, LIMITER_PORT, Names};
 

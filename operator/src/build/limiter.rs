@@ -22,13 +22,14 @@ use super::access::{
     EXTERNAL_PASSWORD_FILE, LIMITER_AUTH_DIR, TLS_DIR, external_auth, limiter_auth_volume,
     limiter_tls_volume, managed, tls_secret,
 };
-use super::common::{
-    container_security, env, http_probe, max_unavailable_one, meta, mount, pod_spec, port,
-    resources, secret_file_volume, selector, service_port,
-};
 use super::limiter_config::{
     AUTH_TOKEN_DIR, CONFIG_DIR, GATEWAY_TOKEN_DIR, PLAN_DB_DIR, PLAYER_KEYS_DIR,
     STREAM_ID_SECRET_DIR,
+};
+use super::meta::{max_unavailable_one, meta, selector};
+use super::pod::{
+    container_security, env, http_probe, mount, pod_spec, port, resources, secret_file_volume,
+    service_port,
 };
 use crate::crd::{AutoscalingSpec, PlanSourceKind, SecretKeyRef, StreamLimiter};
 use crate::names::{

@@ -2,11 +2,12 @@
 
 pub mod access;
 pub mod admin_ui;
-pub mod common;
 pub mod limiter;
 pub mod limiter_config;
+pub mod meta;
 pub mod monitoring;
 pub mod network_policy;
+pub mod pod;
 pub mod redis;
 pub mod redis_memory;
 pub mod redis_module;

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
-use super::common::meta;
+use super::meta::meta;
 use crate::crd::{AlertThresholdsSpec, StreamLimiter};
 use crate::names::{Component, Names};
 

@@ -17,8 +17,8 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::common::{meta, selector};
 use super::limiter_config::sentinel_enabled;
+use super::meta::{meta, selector};
 use crate::crd::{NetworkPeer, RedisMode, StreamLimiter};
 use crate::names::{Component, Names};
 

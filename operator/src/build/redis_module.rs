@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, EnvVar, Volume
 use screenlimit_limiter::module_file::MODULE_FILE_NAME;
 use screenlimit_limiter::store::redis::access::LIMITER_MODULE_FIRST_ACL_RULES;
 
-use super::common::{container_security, env};
+use super::pod::{container_security, env};
 use super::sentinel::{REDIS_UID, volume_mount};
 use crate::crd::{RedisMode, StreamLimiter};
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rand::RngCore;
 
-use super::common::meta;
+use super::meta::meta;
 use crate::names::{
     Component, LIMITER_PASSWORD_KEY, Names, REDIS_PASSWORD_KEY, SENTINEL_PASSWORD_KEY,
     STREAM_ID_SECRET_KEY,

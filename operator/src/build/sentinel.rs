@@ -18,11 +18,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::access::{TLS_DIR, cli_tls_args, sentinel_env, server_tls_volume, tls_env, tls_secret};
-use super::common::{
-    container_security, env, max_unavailable_one, meta, pod_spec, port, resources, selector,
-    service_port,
-};
 use super::limiter_config::config_hash;
+use super::meta::{max_unavailable_one, meta, selector};
+use super::pod::{container_security, env, pod_spec, port, resources, service_port};
 use crate::crd::StreamLimiter;
 use crate::names::{Component, Names, SCRIPTS_HASH_ANNOTATION, SENTINEL_PORT};
 

@@ -1,59 +1,12 @@
-//! Pieces every owned object shares: metadata with owner reference and labels, hardened
-//! security contexts, HTTP probes.
-
-use std::collections::BTreeMap;
+//! Pieces of the owned pods: hardened security contexts and pod spec, environment variables,
+//! container and Service ports, HTTP probes, resources, Secret file volumes and their mounts.
 
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EnvVar, HTTPGetAction, KeyToPath, PodSecurityContext,
     PodSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
     ServicePort, Volume, VolumeMount,
 };
-use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-/// Metadata of an owned object.
-pub fn meta(
-    name: String,
-    namespace: &str,
-    labels: BTreeMap<String, String>,
-    owner: &OwnerReference,
-) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name),
-        namespace: Some(namespace.to_owned()),
-        labels: Some(labels),
-        owner_references: Some(vec![owner.clone()]),
-        ..ObjectMeta::default()
-    }
-}
-
-/// `maxUnavailable: 1` over the pods `pod_selector` selects: a drain always proceeds, one pod
-/// at a time.
-pub fn max_unavailable_one(
-    name: String,
-    ns: &str,
-    labels: BTreeMap<String, String>,
-    pod_selector: BTreeMap<String, String>,
-    owner: &OwnerReference,
-) -> PodDisruptionBudget {
-    PodDisruptionBudget {
-        metadata: meta(name, ns, labels, owner),
-        spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(1)),
-            selector: Some(selector(pod_selector)),
-            ..PodDisruptionBudgetSpec::default()
-        }),
-        ..PodDisruptionBudget::default()
-    }
-}
-
-pub fn selector(labels: BTreeMap<String, String>) -> LabelSelector {
-    LabelSelector {
-        match_labels: Some(labels),
-        ..LabelSelector::default()
-    }
-}
 
 /// Non-root, read-only root filesystem, no capabilities.
 pub fn container_security(run_as_user: i64) -> SecurityContext {
