@@ -17,7 +17,8 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgo
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
 use serde_json::{Map, Value};
 
-use crate::config::{ConfigError, PlayerTokenConfig};
+use crate::config::api_access::PlayerTokenConfig;
+use crate::config::error::ConfigError;
 
 /// Shortest HS256 secret accepted: the hash's own size (RFC 7518, 3.2).
 pub const MIN_HS256_SECRET_BYTES: usize = 32;

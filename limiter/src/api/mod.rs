@@ -4,6 +4,7 @@ pub mod auth;
 pub mod cors;
 pub mod error;
 pub mod extract;
+pub mod limits;
 pub mod openapi;
 pub mod ops;
 pub mod responses;

@@ -4,7 +4,7 @@
 
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
-use super::types::{ACTOR, ADDRESS, MAX_OVERRIDE_SEC, REASON};
+use super::limits::{ACTOR, ADDRESS, MAX_OVERRIDE_SEC, REASON};
 use crate::config::MAX_STREAMS_CEILING;
 use crate::ids::{DEVICE_META, ID, STREAM_ID, TextRule};
 use crate::model::AUDIT_RECENT;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ConfigError, invalid, read_named_file};
+use super::error::{ConfigError, invalid, read_named_file};
 
 /// Shortest support or gateway token accepted.
 pub const MIN_TOKEN_CHARS: usize = 16;
@@ -285,7 +285,7 @@ fn read_token(field: &'static str, path: &Path) -> Result<String, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::config::file::Config;
 
     fn error_field(yaml: &str) -> &'static str {
         let config = Config::from_yaml(yaml).unwrap();

@@ -1,6 +1,11 @@
 //! Environment variables over the file: for containers and quick local runs.
 
-use super::*;
+use std::time::Duration;
+
+use super::error::{ConfigError, invalid};
+use super::file::Config;
+use super::plans::FailurePolicy;
+use super::store::{Backend, ClusterConfig, StoreModule, default_cluster_refresh};
 
 /// Environment variables that override the file, for containers and quick local runs.
 pub const ENV_OVERRIDES: &[(&str, &str)] = &[

@@ -1,6 +1,11 @@
 //! `http`: the deadlines and bounds of the API's connections and requests.
 
-use super::*;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::api_access::CorsConfig;
+use super::error::{ConfigError, invalid};
 
 /// What one instance takes on: deadlines on every connection, and bounds on connections and on
 /// requests in flight. The defaults fit a limiter behind a load balancer that pools connections.
@@ -87,9 +92,10 @@ pub const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(300);
 pub const SHUTDOWN_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(600);
 
-impl Config {
-    pub(super) fn validate_http(&self) -> Result<(), ConfigError> {
-        let http = &self.http;
+impl HttpConfig {
+    /// Checks every bound, naming the field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let http = self;
         for (field, value) in [
             ("http.header_read_timeout", http.header_read_timeout),
             ("http.body_read_timeout", http.body_read_timeout),

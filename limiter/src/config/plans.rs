@@ -2,7 +2,13 @@
 
 use serde::de::{self, Deserializer, MapAccess, Unexpected, Visitor};
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::error::{ConfigError, invalid};
 use crate::model::{DeviceCaps, DeviceType, Plan};
 
 /// Largest plan a config may declare; the store encodes a limit in one byte.
@@ -201,11 +207,12 @@ impl FailurePolicy {
     }
 }
 
-impl Config {
-    pub(super) fn validate_plan_source(&self) -> Result<(), ConfigError> {
-        let source = &self.plan_source;
+impl PlanSourceConfig {
+    /// Checks the source against the declared `plans`, naming the field.
+    pub fn validate(&self, plans: &BTreeMap<String, PlanRule>) -> Result<(), ConfigError> {
+        let source = self;
         if let Some(plan) = &source.fallback_plan
-            && !self.plans.contains_key(plan)
+            && !plans.contains_key(plan)
         {
             return Err(invalid(
                 "plan_source.fallback_plan",

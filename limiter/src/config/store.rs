@@ -1,6 +1,15 @@
 //! `store`: which backend, its shards, Sentinel or Cluster, batching and the circuit breaker.
 
-use super::*;
+use std::time::Duration;
+
+use redis::{ConnectionAddr, IntoConnectionInfo};
+use serde::Deserialize;
+
+use super::error::{ConfigError, invalid};
+
+use super::store_access::{
+    AuthConfig, RedisCredentials, StoreSecrets, TlsConfig, credentials, pem, read, v3_only,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -166,9 +175,10 @@ impl Default for StoreConfig {
     }
 }
 
-impl Config {
-    pub(super) fn validate_store(&self) -> Result<(), ConfigError> {
-        let store = &self.store;
+impl StoreConfig {
+    /// Checks the store's settings, naming the field; `has_stream_id_secret`: the config names one.
+    pub fn validate(&self, has_stream_id_secret: bool) -> Result<(), ConfigError> {
+        let store = self;
         if store.batch_window * 2 > store.timeout {
             return Err(invalid(
                 "store.batch_window",
@@ -199,15 +209,11 @@ impl Config {
                 "store.sentinel",
                 "give shards either as store.redis_shards or through store.sentinel, not both",
             )),
-            (Backend::Redis, _, _)
-                if self.stream_id_secret.is_none() && self.stream_id_secret_file.is_none() =>
-            {
-                Err(invalid(
-                    "stream_id_secret_file",
-                    "store.backend is redis, so every limiter instance must share one stream id secret: \
+            (Backend::Redis, _, _) if !has_stream_id_secret => Err(invalid(
+                "stream_id_secret_file",
+                "store.backend is redis, so every limiter instance must share one stream id secret: \
                  set stream_id_secret_file (or SCREENLIMIT_STREAM_ID_SECRET)",
-                ))
-            }
+            )),
             (_, _, Some(sentinel)) => {
                 if sentinel.addresses.is_empty() || sentinel.masters.is_empty() {
                     return Err(invalid(
@@ -246,4 +252,123 @@ impl Config {
             _ => Ok(()),
         }
     }
+}
+
+/// Checks what can be checked without reading a file: addresses carry no password, the TLS
+/// settings go together and serve a `rediss://` address, user names are plain.
+pub fn validate_access(store: &StoreConfig) -> Result<(), ConfigError> {
+    let sentinel_addresses = store.sentinel.iter().flat_map(|s| &s.addresses);
+    let cluster_nodes = store.cluster.iter().flat_map(|c| &c.nodes);
+    let addresses = store
+        .redis_shards
+        .iter()
+        .map(|url| ("store.redis_shards", url))
+        .chain(sentinel_addresses.map(|url| ("store.sentinel.addresses", url)))
+        .chain(cluster_nodes.map(|url| ("store.cluster.nodes", url)));
+    let mut any_tls = false;
+    for (field, url) in addresses {
+        let info = url
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| invalid(field, format!("{}: {e}", without_userinfo(url))))?;
+        if info.redis_settings().password().is_some() || info.redis_settings().username().is_some()
+        {
+            return Err(invalid(
+                field,
+                format!(
+                    "{} carries credentials; name the user in store.auth (store.sentinel.auth for \
+                     Sentinels) and give the password by file or environment, never in the config",
+                    without_userinfo(url)
+                ),
+            ));
+        }
+        any_tls |= matches!(info.addr(), ConnectionAddr::TcpTls { .. });
+    }
+    let tls = &store.tls;
+    match (&tls.client_cert_file, &tls.client_key_file) {
+        (Some(_), None) => {
+            return Err(invalid(
+                "store.tls.client_key_file",
+                "client_cert_file needs its private key",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "store.tls.client_cert_file",
+                "client_key_file needs its certificate",
+            ));
+        }
+        _ => {}
+    }
+    let tls_named = tls.ca_file.is_some() || tls.client_cert_file.is_some();
+    if tls_named && !any_tls {
+        return Err(invalid(
+            "store.tls",
+            "is set but no address is rediss://: TLS is used for rediss:// addresses only",
+        ));
+    }
+    let sentinel_auth = store
+        .sentinel
+        .iter()
+        .map(|s| ("store.sentinel.auth.username", &s.auth));
+    for (field, auth) in std::iter::once(("store.auth.username", &store.auth)).chain(sentinel_auth)
+    {
+        if let Some(name) = &auth.username
+            && (name.is_empty() || name.len() > 128 || name.chars().any(|c| c.is_whitespace()))
+        {
+            return Err(invalid(field, "must be 1-128 characters without spaces"));
+        }
+    }
+    Ok(())
+}
+
+/// The URL with any `user:password@` cut out, for messages.
+fn without_userinfo(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}{}", &url[..scheme_end + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Reads the files `store.tls` and the `auth` blocks name.
+pub fn read_secrets(store: &StoreConfig) -> Result<StoreSecrets, ConfigError> {
+    let tls = &store.tls;
+    let ca = match &tls.ca_file {
+        Some(path) => Some(pem(
+            read("store.tls.ca_file", path)?,
+            "store.tls.ca_file",
+            "CERTIFICATE",
+        )?),
+        None => None,
+    };
+    let client_identity = match (&tls.client_cert_file, &tls.client_key_file) {
+        (Some(cert), Some(key)) => Some((
+            v3_only(
+                pem(
+                    read("store.tls.client_cert_file", cert)?,
+                    "store.tls.client_cert_file",
+                    "CERTIFICATE",
+                )?,
+                cert,
+            )?,
+            pem(
+                read("store.tls.client_key_file", key)?,
+                "store.tls.client_key_file",
+                "PRIVATE KEY",
+            )?,
+        )),
+        _ => None,
+    };
+    let sentinel = match &store.sentinel {
+        Some(s) => credentials(&s.auth, "store.sentinel.auth.password_file")?,
+        None => RedisCredentials::default(),
+    };
+    Ok(StoreSecrets {
+        ca,
+        client_identity,
+        data: credentials(&store.auth, "store.auth.password_file")?,
+        sentinel,
+    })
 }

@@ -1,13 +1,14 @@
 //! `store.tls` and the `auth` blocks: what a connection to Redis trusts, shows and logs in
 //! with. Passwords come from a file or the environment, never from the config file or a URL.
-//! [`read_secrets`] reads the files once at start (the store builds its clients from them).
+//! `store.rs` reads the files into [`StoreSecrets`] once at start; the store builds its clients
+//! from them.
 
 use std::path::PathBuf;
 
-use redis::{ConnectionAddr, IntoConnectionInfo};
 use serde::Deserialize;
 
-use super::{ConfigError, StoreConfig, cert_version, invalid};
+use super::cert_version;
+use super::error::{ConfigError, invalid};
 
 /// `store.tls`: what a `rediss://` connection trusts and shows.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -80,7 +81,7 @@ pub struct StoreSecrets {
     pub sentinel: RedisCredentials,
 }
 
-fn read(field: &'static str, path: &PathBuf) -> Result<Vec<u8>, ConfigError> {
+pub(super) fn read(field: &'static str, path: &PathBuf) -> Result<Vec<u8>, ConfigError> {
     std::fs::read(path).map_err(|source| ConfigError::ReadFile {
         field,
         path: path.clone(),
@@ -88,126 +89,11 @@ fn read(field: &'static str, path: &PathBuf) -> Result<Vec<u8>, ConfigError> {
     })
 }
 
-/// Checks what can be checked without reading a file: addresses carry no password, the TLS
-/// settings go together and serve a `rediss://` address, user names are plain.
-pub fn validate(store: &StoreConfig) -> Result<(), ConfigError> {
-    let sentinel_addresses = store.sentinel.iter().flat_map(|s| &s.addresses);
-    let cluster_nodes = store.cluster.iter().flat_map(|c| &c.nodes);
-    let addresses = store
-        .redis_shards
-        .iter()
-        .map(|url| ("store.redis_shards", url))
-        .chain(sentinel_addresses.map(|url| ("store.sentinel.addresses", url)))
-        .chain(cluster_nodes.map(|url| ("store.cluster.nodes", url)));
-    let mut any_tls = false;
-    for (field, url) in addresses {
-        let info = url
-            .as_str()
-            .into_connection_info()
-            .map_err(|e| invalid(field, format!("{}: {e}", without_userinfo(url))))?;
-        if info.redis_settings().password().is_some() || info.redis_settings().username().is_some()
-        {
-            return Err(invalid(
-                field,
-                format!(
-                    "{} carries credentials; name the user in store.auth (store.sentinel.auth for \
-                     Sentinels) and give the password by file or environment, never in the config",
-                    without_userinfo(url)
-                ),
-            ));
-        }
-        any_tls |= matches!(info.addr(), ConnectionAddr::TcpTls { .. });
-    }
-    let tls = &store.tls;
-    match (&tls.client_cert_file, &tls.client_key_file) {
-        (Some(_), None) => {
-            return Err(invalid(
-                "store.tls.client_key_file",
-                "client_cert_file needs its private key",
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(invalid(
-                "store.tls.client_cert_file",
-                "client_key_file needs its certificate",
-            ));
-        }
-        _ => {}
-    }
-    let tls_named = tls.ca_file.is_some() || tls.client_cert_file.is_some();
-    if tls_named && !any_tls {
-        return Err(invalid(
-            "store.tls",
-            "is set but no address is rediss://: TLS is used for rediss:// addresses only",
-        ));
-    }
-    let sentinel_auth = store
-        .sentinel
-        .iter()
-        .map(|s| ("store.sentinel.auth.username", &s.auth));
-    for (field, auth) in std::iter::once(("store.auth.username", &store.auth)).chain(sentinel_auth)
-    {
-        if let Some(name) = &auth.username
-            && (name.is_empty() || name.len() > 128 || name.chars().any(|c| c.is_whitespace()))
-        {
-            return Err(invalid(field, "must be 1-128 characters without spaces"));
-        }
-    }
-    Ok(())
-}
-
-/// The URL with any `user:password@` cut out, for messages.
-fn without_userinfo(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}{}", &url[..scheme_end + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
-/// Reads the files `store.tls` and the `auth` blocks name.
-pub fn read_secrets(store: &StoreConfig) -> Result<StoreSecrets, ConfigError> {
-    let tls = &store.tls;
-    let ca = match &tls.ca_file {
-        Some(path) => Some(pem(
-            read("store.tls.ca_file", path)?,
-            "store.tls.ca_file",
-            "CERTIFICATE",
-        )?),
-        None => None,
-    };
-    let client_identity = match (&tls.client_cert_file, &tls.client_key_file) {
-        (Some(cert), Some(key)) => Some((
-            v3_only(
-                pem(
-                    read("store.tls.client_cert_file", cert)?,
-                    "store.tls.client_cert_file",
-                    "CERTIFICATE",
-                )?,
-                cert,
-            )?,
-            pem(
-                read("store.tls.client_key_file", key)?,
-                "store.tls.client_key_file",
-                "PRIVATE KEY",
-            )?,
-        )),
-        _ => None,
-    };
-    let sentinel = match &store.sentinel {
-        Some(s) => credentials(&s.auth, "store.sentinel.auth.password_file")?,
-        None => RedisCredentials::default(),
-    };
-    Ok(StoreSecrets {
-        ca,
-        client_identity,
-        data: credentials(&store.auth, "store.auth.password_file")?,
-        sentinel,
-    })
-}
-
-fn pem(bytes: Vec<u8>, field: &'static str, label: &str) -> Result<Vec<u8>, ConfigError> {
+pub(super) fn pem(
+    bytes: Vec<u8>,
+    field: &'static str,
+    label: &str,
+) -> Result<Vec<u8>, ConfigError> {
     let text = String::from_utf8_lossy(&bytes);
     if text.contains("-----BEGIN ") && text.contains(&format!("{label}-----")) {
         Ok(bytes)
@@ -218,7 +104,7 @@ fn pem(bytes: Vec<u8>, field: &'static str, label: &str) -> Result<Vec<u8>, Conf
 
 /// The client certificate (and its chain) as rustls takes it: X.509 v3 only. Said here, with the
 /// file named, since rustls's own refusal blames the server.
-fn v3_only(bytes: Vec<u8>, path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
+pub(super) fn v3_only(bytes: Vec<u8>, path: &std::path::Path) -> Result<Vec<u8>, ConfigError> {
     let versions = cert_version::versions(&bytes);
     if let Some((at, Some(v))) = versions
         .iter()
@@ -242,7 +128,7 @@ fn v3_only(bytes: Vec<u8>, path: &std::path::Path) -> Result<Vec<u8>, ConfigErro
     Ok(bytes)
 }
 
-fn credentials(
+pub(super) fn credentials(
     auth: &AuthConfig,
     file_field: &'static str,
 ) -> Result<RedisCredentials, ConfigError> {

@@ -15,9 +15,9 @@ use redis::{
     TlsCertificates,
 };
 
-use crate::config::{
-    ConfigError, RedisCredentials, StoreConfig, StoreSecrets, invalid, read_secrets,
-};
+use crate::config::error::{ConfigError, invalid};
+use crate::config::store::{StoreConfig, read_secrets};
+use crate::config::store_access::{RedisCredentials, StoreSecrets};
 
 /// The smallest ACL a data node needs to grant the limiter's user (README, "Redis ACL for the
 /// limiter"): its own keys (`sl:*`), no channels, and only the commands it and its scripts run.

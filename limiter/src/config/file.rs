@@ -1,0 +1,255 @@
+//! The config file's top level: every part in one `Config`, its defaults, the checks that span
+//! parts, and the secrets it names read on demand.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::api_access::{self, ApiAuthConfig, Credentials};
+use super::error::{ConfigError, invalid, read_named_file};
+use super::http::HttpConfig;
+use super::plans::{FailurePolicy, LeaseConfig, MAX_STREAMS_CEILING, PlanRule, PlanSourceConfig};
+use super::store::{StoreConfig, validate_access};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// Plan name -> maximum simultaneous streams.
+    pub plans: BTreeMap<String, PlanRule>,
+    /// Plan used when a play-start names none and the account holds no lease.
+    pub default_plan: String,
+    pub lease: LeaseConfig,
+    pub store: StoreConfig,
+    pub failure_policy: FailurePolicy,
+    /// Secret that signs stream ids, inline. Every limiter instance on one store must share it.
+    pub stream_id_secret: Option<String>,
+    /// File holding the stream id secret (a mounted Kubernetes Secret).
+    pub stream_id_secret_file: Option<PathBuf>,
+    /// File holding the one bearer token that opens every API call (the older form of `auth`,
+    /// kept as it was); none, and no `auth`, means no authentication.
+    pub auth_token_file: Option<PathBuf>,
+    /// The credentials of each audience: the support token, the gateway token, player tokens.
+    pub auth: ApiAuthConfig,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Where each account's plan comes from.
+    pub plan_source: PlanSourceConfig,
+    /// Threads serving the API, each a single-threaded event loop with its own connections;
+    /// 0 = one per CPU the process may use.
+    pub threads: usize,
+    /// Connection deadlines and the bounds of one instance.
+    pub http: HttpConfig,
+    /// A label for this version of the file, reported in `/v1/fleet` and
+    /// `screenlimit_config_info` (the operator writes one per rendered config, and reads it back
+    /// to tell when every instance runs it). 1-64 characters of A-Z a-z 0-9 . _ : -.
+    pub revision: Option<String>,
+    /// The file this config was read from: `reload.rs` watches it.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
+    /// `listen` given by the `--listen` flag, which wins over the file on a reload too.
+    #[serde(skip)]
+    pub listen_flag: Option<SocketAddr>,
+}
+
+/// Most `threads` a config may ask for.
+pub const MAX_THREADS: usize = 256;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8080".parse().expect("literal address"),
+            plans: [("basic", 1), ("standard", 2), ("premium", 4)]
+                .into_iter()
+                .map(|(name, n)| (name.to_owned(), PlanRule::Streams(n)))
+                .collect(),
+            default_plan: "basic".into(),
+            lease: LeaseConfig::default(),
+            store: StoreConfig::default(),
+            failure_policy: FailurePolicy::Open,
+            stream_id_secret: None,
+            stream_id_secret_file: None,
+            auth_token_file: None,
+            auth: ApiAuthConfig::default(),
+            max_body_bytes: 8 * 1024,
+            plan_source: PlanSourceConfig::default(),
+            threads: 0,
+            http: HttpConfig::default(),
+            revision: None,
+            file: None,
+            listen_flag: None,
+        }
+    }
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        api_access::validate(&self.auth, self.auth_token_file.as_ref(), &self.http.cors)?;
+        if self.plans.is_empty() {
+            return Err(invalid(
+                "plans",
+                "declare at least one plan, e.g. `plans: { basic: 1 }`",
+            ));
+        }
+        for (name, rule) in &self.plans {
+            if crate::ids::validate_token(name).is_err() {
+                return Err(invalid(
+                    "plans",
+                    format!("plan name {name:?} must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
+                ));
+            }
+            let max = rule.max_streams();
+            if !(1..=MAX_STREAMS_CEILING).contains(&max) {
+                return Err(invalid(
+                    "plans",
+                    format!("plan {name:?} allows {max} streams; use 1 to {MAX_STREAMS_CEILING}"),
+                ));
+            }
+            for (kind, &cap) in rule.device_caps() {
+                if !(1..=max).contains(&cap) {
+                    return Err(invalid(
+                        "plans",
+                        format!(
+                            "plan {name:?} caps {kind:?} devices at {cap}; use 1 to its max_streams ({max})"
+                        ),
+                    ));
+                }
+            }
+        }
+        if !self.plans.contains_key(&self.default_plan) {
+            let known: Vec<_> = self.plans.keys().map(String::as_str).collect();
+            return Err(invalid(
+                "default_plan",
+                format!(
+                    "{:?} is not among the plans ({})",
+                    self.default_plan,
+                    known.join(", ")
+                ),
+            ));
+        }
+        let lease = &self.lease;
+        if lease.heartbeat_interval < Duration::from_millis(100) {
+            return Err(invalid(
+                "lease.heartbeat_interval",
+                "must be at least 100ms",
+            ));
+        }
+        if lease.ttl < lease.heartbeat_interval * 2 {
+            return Err(invalid(
+                "lease.ttl",
+                format!(
+                    "{} must be at least 2 x lease.heartbeat_interval ({}), so one lost heartbeat does not end a stream",
+                    humantime::format_duration(lease.ttl),
+                    humantime::format_duration(lease.heartbeat_interval)
+                ),
+            ));
+        }
+        if self.store.timeout.is_zero() {
+            return Err(invalid(
+                "store.timeout",
+                "must be greater than zero, e.g. 25ms",
+            ));
+        }
+        if self.store.circuit_failure_threshold == 0 {
+            return Err(invalid(
+                "store.circuit_failure_threshold",
+                "must be at least 1",
+            ));
+        }
+        if self.store.circuit_probe_interval.is_zero() {
+            return Err(invalid(
+                "store.circuit_probe_interval",
+                "must be greater than zero",
+            ));
+        }
+        self.store
+            .validate(self.stream_id_secret.is_some() || self.stream_id_secret_file.is_some())?;
+        for (i, url) in self.store.redis_shards.iter().enumerate() {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                return Err(invalid(
+                    "store.redis_shards",
+                    format!("shard {i} ({url:?}) must be a redis:// or rediss:// URL"),
+                ));
+            }
+        }
+        validate_access(&self.store)?;
+        self.plan_source.validate(&self.plans)?;
+        self.http.validate()?;
+        if let Some(revision) = &self.revision
+            && crate::ids::validate_token(revision).is_err()
+        {
+            return Err(invalid(
+                "revision",
+                format!("{revision:?} must be 1-64 characters of A-Z a-z 0-9 . _ : -"),
+            ));
+        }
+        if self.max_body_bytes < 512 {
+            return Err(invalid("max_body_bytes", "must be at least 512"));
+        }
+        if self.threads > MAX_THREADS {
+            return Err(invalid(
+                "threads",
+                format!(
+                    "{} is too many; use 0 (one per CPU) to {MAX_THREADS}",
+                    self.threads
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// How many threads serve the API: `threads`, or one per CPU the process may use.
+    pub fn threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
+    /// The plan database's connection string: file, then inline.
+    pub fn resolve_plan_db_url(&self) -> Result<Option<String>, ConfigError> {
+        let source = &self.plan_source;
+        if let Some(path) = &source.postgres_url_file {
+            let text = read_named_file("plan_source.postgres_url_file", path)?;
+            return Ok(Some(text.trim().to_owned()));
+        }
+        Ok(source.postgres_url.clone())
+    }
+
+    /// The stream id secret, read from the file when one is named.
+    pub fn resolve_stream_id_secret(&self) -> Result<Option<Vec<u8>>, ConfigError> {
+        if let Some(path) = &self.stream_id_secret_file {
+            let bytes = std::fs::read(path).map_err(|source| ConfigError::ReadFile {
+                field: "stream_id_secret_file",
+                path: path.clone(),
+                source,
+            })?;
+            let trimmed = bytes.trim_ascii().to_vec();
+            if trimmed.len() < 16 {
+                return Err(invalid(
+                    "stream_id_secret_file",
+                    "the secret must be at least 16 bytes",
+                ));
+            }
+            return Ok(Some(trimmed));
+        }
+        match &self.stream_id_secret {
+            Some(secret) if secret.len() < 16 => Err(invalid(
+                "stream_id_secret",
+                "the secret must be at least 16 bytes",
+            )),
+            Some(secret) => Ok(Some(secret.as_bytes().to_vec())),
+            None => Ok(None),
+        }
+    }
+
+    /// The support and gateway tokens, read from their files (`auth_token_file`: one token
+    /// for both).
+    pub fn resolve_credentials(&self) -> Result<Credentials, ConfigError> {
+        api_access::resolve(&self.auth, self.auth_token_file.as_ref())
+    }
+}

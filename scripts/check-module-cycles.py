@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Lists pairs of source files of one crate that import each other (issue 31: arrows run one way).
+
+A file "imports" another when it names an item of that file's module by a `crate::`, `super::`
+or `self::` path (in a `use` or inline). A parent's `mod child;` is not an import; its
+`pub use child::X` is. Exits 1 when a pair is found."""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CRATES = ["limiter", "admin-ui", "operator", "bench", "tests", "redis-module"]
+
+
+def modules(src):
+    """Module path (tuple) -> file, for every .rs file under src."""
+    found = {}
+    for dirpath, _, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, name), src)[:-3].split(os.sep)
+            if rel[-1] in ("mod", "lib", "main"):
+                rel = rel[:-1]
+            if rel and rel[0] == "bin":
+                continue
+            found[tuple(rel)] = os.path.join(dirpath, name)
+    return found
+
+
+def expand(tree):
+    """`a::{b, c::{d}}` -> ["a::b", "a::c::d"]."""
+    depth, start = 0, None
+    for i, ch in enumerate(tree):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                prefix, inner = tree[:start], tree[start + 1 : i]
+                parts, d, last = [], 0, 0
+                for j, c in enumerate(inner):
+                    d += c == "{"
+                    d -= c == "}"
+                    if c == "," and d == 0:
+                        parts.append(inner[last:j])
+                        last = j + 1
+                parts.append(inner[last:])
+                return [p for part in parts if part.strip() for p in expand(prefix + part.strip())]
+    return [tree]
+
+
+def paths(text):
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    found = []
+    for m in re.finditer(r"\buse\s+([^;]+);", text):
+        found += expand(re.sub(r"\s+", "", m.group(1)))
+    found += re.findall(r"\b(?:crate|super|self)(?:::\w+)+", text)
+    return found
+
+
+def resolve(path, here, mods):
+    parts = path.split("::")
+    base = list(here)
+    if parts[0] == "crate":
+        base, parts = [], parts[1:]
+    while parts and parts[0] in ("super", "self"):
+        if parts.pop(0) == "super":
+            base = base[:-1]
+    full = base + [p for p in parts if p not in ("*",) and not p.startswith("self")]
+    for n in range(len(full), -1, -1):
+        if tuple(full[:n]) in mods:
+            return tuple(full[:n])
+    return None
+
+
+def main():
+    bad = []
+    for crate in CRATES:
+        mods = modules(os.path.join(ROOT, crate, "src"))
+        edges = set()
+        for here, file in mods.items():
+            for path in paths(open(file, encoding="utf-8").read()):
+                first = path.split("::")[0]
+                if first not in ("crate", "super", "self"):
+                    if here + (first,) not in mods:
+                        continue
+                    path = "self::" + path
+                there = resolve(path, list(here), mods)
+                if there is not None and there != here:
+                    edges.add((here, there))
+        for a, b in sorted(edges):
+            if a < b and (b, a) in edges:
+                bad.append(f"{crate}: {os.path.relpath(mods[a], ROOT)} <-> {os.path.relpath(mods[b], ROOT)}")
+    for line in bad:
+        print(line)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
