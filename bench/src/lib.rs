@@ -4,10 +4,6 @@
 
 pub mod api;
 pub mod client;
-pub mod extra;
-pub mod fleet;
-pub mod hostile;
-pub mod overload;
 pub mod procs;
 pub mod progress;
 pub mod scenarios;

@@ -20,9 +20,9 @@ use rand::random_range;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+use super::common::{Common, dur, round2, run_tag};
 use crate::client::HttpClient;
 use crate::procs::{LimiterSetup, RedisStats, Stack};
-use crate::scenarios::{Common, dur, round2, run_tag};
 use crate::stats::{Recorder, Report};
 
 #[derive(Args, Debug, Clone)]

@@ -16,10 +16,10 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::common::{Common, dur, kind, round2, run_tag};
 use crate::api::{Api, Play, PlayArgs};
 use crate::client::HttpClient;
 use crate::procs::{LimiterSetup, Stack};
-use crate::scenarios::{Common, dur, kind, round2, run_tag};
 use crate::stats::{Recorder, Report, histogram};
 
 #[derive(Args, Debug, Clone)]
