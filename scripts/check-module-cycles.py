@@ -3,13 +3,29 @@
 
 A file "imports" another when it names an item of that file's module by a `crate::`, `super::`
 or `self::` path (in a `use` or inline). A parent's `mod child;` is not an import; its
-`pub use child::X` is. Exits 1 when a pair is found."""
+`pub use child::X` is. Exits 1 when a pair is found that is not in KNOWN, or when a KNOWN pair
+is gone (take it out then)."""
 import os
 import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = ["limiter", "admin-ui", "operator", "bench", "tests", "redis-module"]
+
+
+# Pairs left from before the check (issue 31); none may be added.
+KNOWN = {
+    "limiter: limiter/src/plans.rs <-> limiter/src/rules.rs",
+    "limiter: limiter/src/reload.rs <-> limiter/src/service.rs",
+    "limiter: limiter/src/store/mod.rs <-> limiter/src/store/redis/mod.rs",
+    "limiter: limiter/src/store/redis/mod.rs <-> limiter/src/store/redis/batch.rs",
+    "limiter: limiter/src/store/redis/mod.rs <-> limiter/src/store/redis/native.rs",
+    "limiter: limiter/src/store/redis/call.rs <-> limiter/src/store/redis/native.rs",
+    "limiter: limiter/src/store/redis/health.rs <-> limiter/src/store/redis/shard.rs",
+    "admin-ui: admin-ui/src/web/fleet/mod.rs <-> admin-ui/src/web/fleet/chart.rs",
+    "admin-ui: admin-ui/src/web/fleet/mod.rs <-> admin-ui/src/web/fleet/history.rs",
+    "admin-ui: admin-ui/src/web/fleet/mod.rs <-> admin-ui/src/web/fleet/long_range.rs",
+}
 
 
 def modules(src):
@@ -95,9 +111,14 @@ def main():
         for a, b in sorted(edges):
             if a < b and (b, a) in edges:
                 bad.append(f"{crate}: {os.path.relpath(mods[a], ROOT)} <-> {os.path.relpath(mods[b], ROOT)}")
-    for line in bad:
-        print(line)
-    return 1 if bad else 0
+    new = [line for line in bad if line not in KNOWN]
+    gone = sorted(KNOWN - set(bad))
+    for line in new:
+        print(f"import cycle: {line} (move what both use below both)")
+    for line in gone:
+        print(f"no longer a cycle, take it out of KNOWN in {__file__}: {line}")
+    print(f"check-module-cycles: {len(bad)} known pairs left, {len(new)} new, {len(gone)} gone")
+    return 1 if new or gone else 0
 
 
 if __name__ == "__main__":

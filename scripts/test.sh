@@ -12,6 +12,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+scripts/check-module-cycles.py
 scripts/check-operator-artifacts.sh
 scripts/check-versions.sh
 scripts/lint-workflows.sh

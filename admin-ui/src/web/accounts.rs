@@ -13,8 +13,9 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 
 use super::AppState;
-use super::ctx::{Ctx, Nav};
+use super::ctx::Ctx;
 use super::error::PageError;
+use super::nav::Nav;
 use crate::ids;
 use crate::limiter::{AccountStreams, ActiveStream, ForceStopOutcome, LimitOverride, LimiterError};
 use crate::view;
@@ -22,11 +23,11 @@ use crate::view;
 /// Longest force-stop reason the limiter keeps, in bytes.
 pub const MAX_REASON_BYTES: usize = 200;
 
-/// Highest temporary limit the limiter accepts.
-pub const MAX_OVERRIDE_STREAMS: u32 = 100;
+/// Highest temporary limit the limiter accepts (its largest plan).
+pub const MAX_OVERRIDE_STREAMS: u32 = screenlimit_limiter::config::MAX_STREAMS_CEILING;
 
 /// Longest temporary limit the limiter accepts: 30 days.
-pub const MAX_OVERRIDE_SEC: u64 = 30 * 24 * 3600;
+pub use screenlimit_limiter::api::limits::MAX_OVERRIDE_SEC;
 
 /// The durations the grant form offers, in seconds.
 pub const OVERRIDE_PRESETS: [(u64, &str); 5] = [

@@ -13,8 +13,9 @@ use screenlimit_limiter::model::AuditKind;
 use serde::Deserialize;
 
 use super::AppState;
-use super::ctx::{Ctx, Nav};
+use super::ctx::Ctx;
 use super::error::PageError;
+use super::nav::Nav;
 use crate::ids;
 use crate::limiter::AuditEntry;
 use crate::view;

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::AppState;
 use super::error::PageError;
+use super::nav::Nav;
 use crate::auth::session::{self, Session};
 use crate::auth::{Role, User};
 use crate::config::AuthMode;
@@ -61,27 +62,6 @@ pub fn cookie_with(
         text.push_str("; Secure");
     }
     HeaderValue::from_str(&text).expect("cookie values are base64url")
-}
-
-/// What the layout shows: who is signed in, the sign-out form's token, the current section.
-#[derive(Debug, Clone)]
-pub struct Nav {
-    pub user: Option<User>,
-    pub csrf: String,
-    pub active: &'static str,
-    /// Whether the sign-out button makes sense (not behind an authenticating proxy).
-    pub can_sign_out: bool,
-}
-
-impl Nav {
-    pub fn anonymous(csrf: String) -> Nav {
-        Nav {
-            user: None,
-            csrf,
-            active: "",
-            can_sign_out: false,
-        }
-    }
 }
 
 /// A signed-in request. Extracting it redirects anyone else to the sign-in page.

@@ -5,7 +5,7 @@ use askama_web::WebTemplate;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use super::ctx::{CsrfToken, Nav};
+use super::nav::Nav;
 use crate::ids::BadId;
 use crate::limiter::LimiterError;
 
@@ -112,13 +112,4 @@ impl IntoResponse for PageError {
         };
         (self.status, page).into_response()
     }
-}
-
-pub async fn not_found(CsrfToken(csrf, _): CsrfToken) -> PageError {
-    PageError::new(
-        StatusCode::NOT_FOUND,
-        "Page not found",
-        "There is no page at this address. Start from the account search.",
-    )
-    .with_nav(Nav::anonymous(csrf))
 }

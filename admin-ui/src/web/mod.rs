@@ -6,8 +6,10 @@ pub mod audit;
 pub mod client;
 pub mod ctx;
 pub mod error;
+pub mod fallback;
 pub mod fleet;
 pub mod guard;
+pub mod nav;
 pub mod oidc;
 pub mod signin;
 
@@ -128,7 +130,7 @@ pub fn app(state: AppState) -> Router {
         .merge(audit::router())
         .merge(fleet::router())
         .merge(assets::router())
-        .fallback(error::not_found)
+        .fallback(fallback::not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::guard,

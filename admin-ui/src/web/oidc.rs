@@ -13,7 +13,8 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::client::client_address;
-use super::ctx::{CsrfToken, Nav, Peer, cookie, cookie_with, set_cookie};
+use super::ctx::{CsrfToken, Peer, cookie, cookie_with, set_cookie};
+use super::nav::Nav;
 use super::signin::{SignInPage, audit, next_or_home};
 use crate::auth::oidc::{CALLBACK_PATH, FLOW_COOKIE, FLOW_TTL, OidcError};
 use crate::auth::session;
@@ -68,7 +69,7 @@ async fn start(
     Query(query): Query<StartQuery>,
 ) -> Response {
     let Some(oidc) = &state.oidc else {
-        return super::error::not_found(CsrfToken(csrf, secure))
+        return super::fallback::not_found(CsrfToken(csrf, secure))
             .await
             .into_response();
     };
@@ -118,7 +119,7 @@ async fn callback(
     Query(query): Query<CallbackQuery>,
 ) -> Response {
     let Some(oidc) = &state.oidc else {
-        return super::error::not_found(CsrfToken(csrf, secure))
+        return super::fallback::not_found(CsrfToken(csrf, secure))
             .await
             .into_response();
     };

@@ -15,8 +15,9 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::client::client_address;
-use super::ctx::{CsrfToken, Nav, Peer, cookie, set_cookie};
+use super::ctx::{CsrfToken, Peer, cookie, set_cookie};
 use super::error::PageError;
+use super::nav::Nav;
 use crate::auth::throttle::Verdict;
 use crate::auth::{device, session};
 use crate::config::AuthMode;

@@ -21,8 +21,9 @@ use axum::routing::get;
 use serde::Deserialize;
 
 use super::AppState;
-use super::ctx::{Ctx, Nav};
+use super::ctx::Ctx;
 use super::error::PageError;
+use super::nav::Nav;
 use crate::limiter::{Fleet, LimiterClient, LiveStreams, plan_limit};
 use crate::view;
 use chart::{Chart, SeriesInput, Unit};
