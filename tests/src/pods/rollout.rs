@@ -26,8 +26,9 @@ impl Cluster {
     /// controller runs it with `maxUnavailable: 0` (the rendered strategy; asserted): for each
     /// old pod in turn, a new pod (`new_names`, in order) is laid out, started and added to
     /// `service`, and once the kubelet's probe has found it Ready, the old pod is deleted: out
-    /// of the Service's endpoints (after [`ENDPOINTS_LAG`]) while its stop ([`Pod::terminate`])
-    /// runs in the background, as the kubelet's does. The new pods, and the old pods' stops.
+    /// of the Service's endpoints (after [`ENDPOINTS_LAG`](super::service::ENDPOINTS_LAG))
+    /// while its stop ([`Pod::terminate`]) runs in the background, as the kubelet's does. The
+    /// new pods, and the old pods' stops.
     pub fn roll(
         &mut self,
         pods: Vec<Pod>,
