@@ -12,7 +12,7 @@ use super::api_access::{self, ApiAuthConfig, Credentials};
 use super::error::{ConfigError, invalid, read_named_file};
 use super::http::HttpConfig;
 use super::plans::{FailurePolicy, LeaseConfig, MAX_STREAMS_CEILING, PlanRule, PlanSourceConfig};
-use super::store::{StoreConfig, validate_access};
+use super::store::StoreConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -148,35 +148,8 @@ impl Config {
                 ),
             ));
         }
-        if self.store.timeout.is_zero() {
-            return Err(invalid(
-                "store.timeout",
-                "must be greater than zero, e.g. 25ms",
-            ));
-        }
-        if self.store.circuit_failure_threshold == 0 {
-            return Err(invalid(
-                "store.circuit_failure_threshold",
-                "must be at least 1",
-            ));
-        }
-        if self.store.circuit_probe_interval.is_zero() {
-            return Err(invalid(
-                "store.circuit_probe_interval",
-                "must be greater than zero",
-            ));
-        }
         self.store
             .validate(self.stream_id_secret.is_some() || self.stream_id_secret_file.is_some())?;
-        for (i, url) in self.store.redis_shards.iter().enumerate() {
-            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-                return Err(invalid(
-                    "store.redis_shards",
-                    format!("shard {i} ({url:?}) must be a redis:// or rediss:// URL"),
-                ));
-            }
-        }
-        validate_access(&self.store)?;
         self.plan_source.validate(&self.plans)?;
         self.http.validate()?;
         if let Some(revision) = &self.revision

@@ -178,6 +178,38 @@ impl Default for StoreConfig {
 impl StoreConfig {
     /// Checks the store's settings, naming the field; `has_stream_id_secret`: the config names one.
     pub fn validate(&self, has_stream_id_secret: bool) -> Result<(), ConfigError> {
+        if self.timeout.is_zero() {
+            return Err(invalid(
+                "store.timeout",
+                "must be greater than zero, e.g. 25ms",
+            ));
+        }
+        if self.circuit_failure_threshold == 0 {
+            return Err(invalid(
+                "store.circuit_failure_threshold",
+                "must be at least 1",
+            ));
+        }
+        if self.circuit_probe_interval.is_zero() {
+            return Err(invalid(
+                "store.circuit_probe_interval",
+                "must be greater than zero",
+            ));
+        }
+        self.validate_topology(has_stream_id_secret)?;
+        for (i, url) in self.redis_shards.iter().enumerate() {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                return Err(invalid(
+                    "store.redis_shards",
+                    format!("shard {i} ({url:?}) must be a redis:// or rediss:// URL"),
+                ));
+            }
+        }
+        validate_access(self)
+    }
+
+    /// The backend against its shards, Sentinel or Cluster, batching and the secret they need.
+    fn validate_topology(&self, has_stream_id_secret: bool) -> Result<(), ConfigError> {
         let store = self;
         if store.batch_window * 2 > store.timeout {
             return Err(invalid(
@@ -256,7 +288,7 @@ impl StoreConfig {
 
 /// Checks what can be checked without reading a file: addresses carry no password, the TLS
 /// settings go together and serve a `rediss://` address, user names are plain.
-pub fn validate_access(store: &StoreConfig) -> Result<(), ConfigError> {
+fn validate_access(store: &StoreConfig) -> Result<(), ConfigError> {
     let sentinel_addresses = store.sentinel.iter().flat_map(|s| &s.addresses);
     let cluster_nodes = store.cluster.iter().flat_map(|c| &c.nodes);
     let addresses = store
