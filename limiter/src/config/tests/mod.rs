@@ -1,3 +1,5 @@
+mod api_access;
+
 use std::time::Duration;
 
 use super::*;
