@@ -116,7 +116,7 @@ pub struct FleetView {
     pub lease_ttl_sec: f64,
     pub heartbeat_interval_sec: f64,
     /// The config this instance runs: its generation, revision and reload outcomes.
-    pub config: crate::reload::ConfigView,
+    pub config: crate::reload::status::ConfigView,
     pub shards: Vec<crate::store::ShardHealth>,
     /// Decision counters since this instance started; sample twice for rates.
     pub decisions: std::collections::BTreeMap<String, u64>,
@@ -142,7 +142,7 @@ pub struct StreamService {
     /// them when the config file changes.
     pub rules: LiveRules,
     /// What the config reloads did: the generation in force, refusals, pending restarts.
-    pub reload: Arc<crate::reload::ReloadStatus>,
+    pub reload: Arc<crate::reload::status::ReloadStatus>,
     pub metrics: Arc<Metrics>,
     /// The bounds on connections and requests in flight, and what was shed.
     pub overload: Arc<crate::overload::Overload>,
@@ -184,7 +184,7 @@ impl StreamService {
             local,
             codec,
             plans,
-            reload: Arc::new(crate::reload::ReloadStatus::new(&rules.load())),
+            reload: Arc::new(crate::reload::status::ReloadStatus::new(&rules.load())),
             rules,
             metrics: Arc::new(Metrics::new()),
             overload: Arc::new(crate::overload::Overload::new(&config.http)),

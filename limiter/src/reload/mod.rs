@@ -7,11 +7,11 @@
 //! plan source's connection) are reported as pending, in the metric and `/v1/fleet`, until a
 //! restart (or their old values) clears them.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+pub mod status;
 
-use prometheus::{Encoder, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::{Config, ConfigError};
 use crate::rules::Rules;
@@ -20,120 +20,6 @@ use crate::service::StreamService;
 /// How often the file's content is compared with the last one read. A mounted ConfigMap takes
 /// the kubelet's sync period (about a minute) to change; a second more is not noticed.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The config an instance runs, as `/v1/fleet` shows it.
-#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
-pub struct ConfigView {
-    /// 1 at start, one more for each changed config put in force since.
-    pub generation: u64,
-    /// The file's `revision` label (the operator writes one), if it has one.
-    pub revision: Option<String>,
-    /// Fields the file changed that take effect only at a restart (empty: none pending).
-    pub restart_needed: Vec<String>,
-    /// Why the newest version of the file was refused (the previous config keeps serving);
-    /// none once a valid one is read.
-    pub refused: Option<String>,
-}
-
-#[derive(Default)]
-struct Outcome {
-    restart_needed: Vec<String>,
-    refused: Option<String>,
-}
-
-/// What the reloads did: metrics and the fleet view's part.
-pub struct ReloadStatus {
-    registry: Registry,
-    generation: IntGauge,
-    info: IntGaugeVec,
-    reloads: IntCounterVec,
-    restart_pending: IntGauge,
-    outcome: Mutex<Outcome>,
-}
-
-impl ReloadStatus {
-    pub fn new(rules: &Rules) -> ReloadStatus {
-        let registry =
-            Registry::new_custom(Some("screenlimit".into()), None).expect("valid prefix");
-        let generation = IntGauge::new(
-            "config_generation",
-            "The config generation this instance runs: 1 at start, one more per change put in force",
-        )
-        .expect("valid metric");
-        let info = IntGaugeVec::new(
-            Opts::new(
-                "config_info",
-                "1 for the revision label of the config this instance runs",
-            ),
-            &["revision"],
-        )
-        .expect("valid metric");
-        let reloads = IntCounterVec::new(
-            Opts::new(
-                "config_reloads_total",
-                "Changed config files read, by outcome: applied (valid, live part in force) or refused (invalid, the previous config serves)",
-            ),
-            &["outcome"],
-        )
-        .expect("valid metric");
-        let restart_pending = IntGauge::new(
-            "config_restart_pending",
-            "Fields of the config file changed that take effect only at a restart",
-        )
-        .expect("valid metric");
-        for metric in [
-            Box::new(generation.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(info.clone()),
-            Box::new(reloads.clone()),
-            Box::new(restart_pending.clone()),
-        ] {
-            registry.register(metric).expect("unique metric");
-        }
-        for outcome in ["applied", "refused"] {
-            reloads.with_label_values(&[outcome]);
-        }
-        let status = ReloadStatus {
-            registry,
-            generation,
-            info,
-            reloads,
-            restart_pending,
-            outcome: Mutex::default(),
-        };
-        status.in_force(rules);
-        status
-    }
-
-    fn in_force(&self, rules: &Rules) {
-        self.generation.set(rules.generation as i64);
-        self.info.reset();
-        self.info
-            .with_label_values(&[rules.revision.as_deref().unwrap_or("")])
-            .set(1);
-    }
-
-    fn outcome(&self) -> std::sync::MutexGuard<'_, Outcome> {
-        self.outcome.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn view(&self, rules: &Rules) -> ConfigView {
-        let outcome = self.outcome();
-        ConfigView {
-            generation: rules.generation,
-            revision: rules.revision.clone(),
-            restart_needed: outcome.restart_needed.clone(),
-            refused: outcome.refused.clone(),
-        }
-    }
-
-    pub fn render(&self) -> String {
-        let mut out = Vec::new();
-        TextEncoder::new()
-            .encode(&self.registry.gather(), &mut out)
-            .expect("text encoding does not fail");
-        String::from_utf8(out).expect("Prometheus text is UTF-8")
-    }
-}
 
 /// Watches the file `config` was read from, if any; spawn on the runtime of the background
 /// tasks. `config` is what the instance started with.
@@ -211,8 +97,7 @@ fn load_checked(
 
 fn refuse(service: &StreamService, error: &ConfigError) {
     let generation = service.rules.load().generation;
-    service.reload.reloads.with_label_values(&["refused"]).inc();
-    service.reload.outcome().refused = Some(error.to_string());
+    service.reload.refused(error.to_string());
     tracing::warn!(
         %error,
         generation,
@@ -221,8 +106,6 @@ fn refuse(service: &StreamService, error: &ConfigError) {
 }
 
 fn apply(service: &StreamService, started: &Config, in_force: &Config, new: &Config) {
-    let status = &service.reload;
-    status.reloads.with_label_values(&["applied"]).inc();
     let restart_needed = restart_fields(started, new);
     let live = live_fields(in_force, new);
     let generation = if live.is_empty() {
@@ -230,16 +113,11 @@ fn apply(service: &StreamService, started: &Config, in_force: &Config, new: &Con
     } else {
         let rules = Rules::from_config(new, service.rules.load().generation + 1);
         let generation = rules.generation;
-        status.in_force(&rules);
+        service.reload.in_force(&rules);
         service.rules.replace(rules);
         generation
     };
-    {
-        let mut outcome = status.outcome();
-        outcome.refused = None;
-        outcome.restart_needed = restart_needed.iter().map(|f| f.to_string()).collect();
-    }
-    status.restart_pending.set(restart_needed.len() as i64);
+    service.reload.applied(&restart_needed);
     if restart_needed.is_empty() {
         tracing::info!(generation, revision = new.revision.as_deref(), changed = ?live, "config file changed; in force");
     } else {
