@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod model;
 pub mod module_file;
 pub mod overload;
+pub mod plan_book;
 pub mod plans;
 pub mod player_tokens;
 pub mod reload;

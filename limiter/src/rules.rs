@@ -11,7 +11,7 @@ use arc_swap::{ArcSwap, Guard};
 
 use crate::config::{Config, FailurePolicy};
 use crate::model::{Plan, Timing};
-use crate::plans::PlanBook;
+use crate::plan_book::PlanBook;
 
 /// The rules in force.
 #[derive(Debug, Clone)]

@@ -591,7 +591,7 @@ async fn a_primary_added_and_rebalanced_under_load_takes_its_accounts_with_their
 async fn on_a_migrating_slot_a_native_command_stops_before_any_write_as_the_script_does() {
     use screenlimit_limiter::ids::StreamIdCodec;
     use screenlimit_limiter::model::{AcquireCmd, AcquireOutcome, Device, Plan, Timing};
-    use screenlimit_limiter::plans::PlanBook;
+    use screenlimit_limiter::plan_book::PlanBook;
     use screenlimit_limiter::store::LeaseStore;
     use screenlimit_limiter::store::redis::access::Access;
     use screenlimit_limiter::store::redis::{

@@ -14,7 +14,7 @@ use screenlimit_limiter::model::{
     ForceStopOutcome, HeartbeatOutcome, OverrideCmd, OverrideGrant, Plan, ReleaseOutcome,
     SessionEventCmd, Timing,
 };
-use screenlimit_limiter::plans::PlanBook;
+use screenlimit_limiter::plan_book::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::memory::MemoryStore;
 use screenlimit_limiter::store::redis::access::Access;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use screenlimit_limiter::ids::StreamIdCodec;
 use screenlimit_limiter::model::{AcquireCmd, AcquireOutcome, Device, Plan, Timing};
-use screenlimit_limiter::plans::PlanBook;
+use screenlimit_limiter::plan_book::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
 use screenlimit_limiter::store::redis::{

@@ -11,7 +11,7 @@ use screenlimit_limiter::model::{
     AUDIT_PER_ACCOUNT, AcquireCmd, AcquireOutcome, AuditKind, Device, ForceStopCmd,
     HeartbeatOutcome, OverrideCmd, OverrideGrant, Plan, Timing,
 };
-use screenlimit_limiter::plans::PlanBook;
+use screenlimit_limiter::plan_book::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
 use screenlimit_limiter::store::redis::{

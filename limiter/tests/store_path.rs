@@ -14,7 +14,7 @@ use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
     AcquireCmd, AcquireOutcome, DenyRule, Device, HeartbeatOutcome, Plan, ReleaseOutcome, Timing,
 };
-use screenlimit_limiter::plans::PlanBook;
+use screenlimit_limiter::plan_book::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::access::{
     Access, LIMITER_ACL_RULES, LIMITER_MODULE_ACL_RULES,

@@ -56,7 +56,7 @@ fn now_ms() -> Millis {
 
 impl MemoryStore {
     pub fn new(default_plan: Plan, timing: Timing) -> Self {
-        let book = crate::plans::PlanBook::new(default_plan, []);
+        let book = crate::plan_book::PlanBook::new(default_plan, []);
         Self::with_rules(LiveRules::new(Rules::fixed(&book, timing)))
     }
 
