@@ -1,0 +1,82 @@
+//! What the stores are asked (a play-start, a force-stop, a temporary-limit change) and what they
+//! answer.
+
+use super::lease::{DenyRule, Device, Lease, Millis, OverrideGrant, Plan};
+use crate::ids::{Nonce, PlanTag, StreamRef};
+
+#[derive(Debug, Clone)]
+pub struct AcquireCmd {
+    pub account_id: String,
+    pub device: Device,
+    pub nonce: Nonce,
+    /// The plan the request named; `None` keeps the account's remembered plan.
+    pub plan: Option<Plan>,
+    /// A stream to stop so the caller takes its slot.
+    pub replace: Option<StreamRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    Granted {
+        /// The plan the account is now held to (its id carries it).
+        plan: PlanTag,
+        limit: u32,
+        active_count: u32,
+        expires_at: Millis,
+    },
+    Denied {
+        plan: PlanTag,
+        limit: u32,
+        rule: DenyRule,
+        active: Vec<Lease>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeartbeatOutcome {
+    Renewed {
+        expires_at: Millis,
+    },
+    /// The lease was gone (expired or lost with the store) and the account had room.
+    Reregistered {
+        expires_at: Millis,
+    },
+    /// The lease is gone and the account is full, or the stream was released: play again.
+    Expired,
+    /// Force-stopped, taken over or replaced by a newer play: stop playing.
+    Revoked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    Released,
+    NotHeld,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForceStopOutcome {
+    Stopped,
+    AlreadyStopped,
+    Unknown,
+}
+
+/// A force-stop as support asks for it; the audit log records who and why.
+#[derive(Debug, Clone)]
+pub struct ForceStopCmd {
+    pub account_id: String,
+    pub stream: StreamRef,
+    /// The stream id as the caller named it, for the audit log.
+    pub stream_id: String,
+    pub actor: String,
+    pub reason: String,
+}
+
+/// A temporary-limit change as support asks for it: grant `grant`, or with `None` remove the
+/// account's temporary limit; the audit log records who and why.
+#[derive(Debug, Clone)]
+pub struct OverrideCmd {
+    pub account_id: String,
+    pub grant: Option<OverrideGrant>,
+    pub actor: String,
+    pub reason: String,
+}
