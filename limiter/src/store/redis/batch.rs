@@ -20,8 +20,8 @@ use redis::{Cmd, Value};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::super::StoreError;
 use super::pace::Pace;
+use crate::store::error::StoreError;
 
 /// Commands per batch: deep enough to amortise a round trip many times over, short enough that
 /// one batch never holds up the shard's other clients for long.

@@ -17,7 +17,8 @@ use redis::aio::ConnectionLike;
 use super::access;
 use super::shard::Shard;
 use crate::config::ConfigError;
-use crate::store::{ShardMemory, StoreError};
+use crate::store::error::StoreError;
+use crate::store::shard_health::ShardMemory;
 
 /// How often each shard's memory and policy are read (memory fills over minutes, not seconds;
 /// a sample is one `INFO memory`).

@@ -23,7 +23,9 @@ use crate::model::{
     AuditKind, DenyRule, DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome,
     LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, Timing,
 };
-use crate::store::{LeaseStore, ShardHealth, StoreError};
+use crate::store::error::StoreError;
+use crate::store::lease_store::LeaseStore;
+use crate::store::shard_health::ShardHealth;
 
 impl RedisStore {
     /// The newest `limit` entries (of `kind`, if given) of one audit list.

@@ -39,10 +39,11 @@ use self::cluster::Topology;
 use self::native::Op;
 use self::reply::{malformed, server_error};
 use self::shard::Shard;
-use super::{ShardStateView, StoreError};
 use crate::model::Timing;
 use crate::plans::PlanBook;
 use crate::rules::{LiveRules, Rules};
+use crate::store::error::StoreError;
+use crate::store::shard_health::ShardStateView;
 
 pub use self::keys::{FLEET_AUDIT_KEY, account_audit_key, account_key, lease_key, session_key};
 pub use self::scripts::Scripts;

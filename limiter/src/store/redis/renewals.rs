@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 
 use super::batch::{Job, LeaseRenewal};
 use super::native::RENEW_COMMAND;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 type Answer = oneshot::Sender<Result<Value, StoreError>>;
 

@@ -5,7 +5,7 @@ use redis::Value;
 
 use super::record;
 use crate::model::Lease;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// A server's refusal as the error it is; any other reply as it came.
 pub(super) fn server_error(shard: usize, reply: Value) -> Result<Value, StoreError> {

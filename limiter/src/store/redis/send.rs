@@ -16,7 +16,7 @@ use super::reply::{malformed, server_error};
 use super::shard::Shard;
 use super::{RedisStore, Shards, Target};
 use super::{access, cluster, health, path, renewals, ring};
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// How many redirections one command follows before it gives up (within its deadline).
 const MAX_REDIRECTIONS: usize = 5;

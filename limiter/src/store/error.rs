@@ -1,0 +1,64 @@
+//! Why a store call could not answer ([`StoreError`]), the same for both backends; below them
+//! both, so that the backends name it without importing the store's root.
+
+/// Why the store could not answer. The service turns these into the failure policy's decision.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("shard {shard} did not answer within the store deadline")]
+    Timeout { shard: usize },
+    #[error("shard {shard} is unavailable (circuit open); probing it in the background")]
+    CircuitOpen { shard: usize },
+    #[error("shard {shard} failed: {message}")]
+    Backend { shard: usize, message: String },
+    /// Not sent: the shard is answering all it can, and this call would not have been answered
+    /// within the store deadline (`store.admission`).
+    #[error(
+        "shard {shard} is overloaded: this call could not be answered within the store deadline, so it was not sent"
+    )]
+    Shed { shard: usize },
+    /// The shard is at its `maxmemory` and refuses what would add state (README, "Sizing Redis").
+    #[error(
+        "shard {shard} is full (OOM: used memory above maxmemory) and refuses new state; free memory or raise its maxmemory"
+    )]
+    Oom { shard: usize },
+    /// The shard's address now reaches a replica (`READONLY`): its circuit opens until it is a
+    /// primary again.
+    #[error(
+        "shard {shard} is a read-only replica (READONLY); point the shard at its primary, or let Sentinel find it"
+    )]
+    ReadOnly { shard: usize },
+}
+
+impl StoreError {
+    /// Short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Timeout { .. } => "timeout",
+            StoreError::CircuitOpen { .. } => "circuit_open",
+            StoreError::Backend { .. } => "backend",
+            StoreError::Oom { .. } => "oom",
+            StoreError::ReadOnly { .. } => "read_only",
+            StoreError::Shed { .. } => "shed",
+        }
+    }
+
+    /// Whether the node that gave it may no longer serve its slots (gone, unreachable, demoted),
+    /// so that a Redis Cluster's slot map should be read again. A full node (`oom`) is still the
+    /// slot's primary, and so is one too busy to be sent more (`shed`): a spike must not make
+    /// every shed call ask for the map.
+    pub fn may_mean_a_new_topology(&self) -> bool {
+        !matches!(self, StoreError::Oom { .. } | StoreError::Shed { .. })
+    }
+
+    /// The shard the error is about (`usize::MAX` when none could be named).
+    pub fn shard(&self) -> usize {
+        match self {
+            StoreError::Timeout { shard }
+            | StoreError::CircuitOpen { shard }
+            | StoreError::Backend { shard, .. }
+            | StoreError::Oom { shard }
+            | StoreError::ReadOnly { shard }
+            | StoreError::Shed { shard } => *shard,
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The lease store interface both backends implement ([`LeaseStore`]): each operation is atomic
+//! per account; the store's own clock decides expiry.
+
+use std::future::Future;
+
+use super::error::StoreError;
+use super::shard_health::ShardHealth;
+use crate::ids::StreamRef;
+use crate::model::{
+    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
+    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
+};
+
+pub trait LeaseStore: Send + Sync + 'static {
+    fn acquire(
+        &self,
+        cmd: &AcquireCmd,
+    ) -> impl Future<Output = Result<AcquireOutcome, StoreError>> + Send;
+
+    fn heartbeat(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> impl Future<Output = Result<HeartbeatOutcome, StoreError>> + Send;
+
+    fn release(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> impl Future<Output = Result<ReleaseOutcome, StoreError>> + Send;
+
+    /// Revokes the stream and, when it was playing, records the stop in the audit log.
+    fn force_stop(
+        &self,
+        cmd: &ForceStopCmd,
+    ) -> impl Future<Output = Result<ForceStopOutcome, StoreError>> + Send;
+
+    /// The newest audit entries, of one account or of the whole fleet, of one kind or all.
+    fn audit(
+        &self,
+        account_id: Option<&str>,
+        kind: Option<AuditKind>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
+
+    fn list(
+        &self,
+        account_id: &str,
+    ) -> impl Future<Output = Result<AccountView, StoreError>> + Send;
+
+    /// Gives the account a temporary limit, or clears it with `None`, and records the change
+    /// (if any) in the audit log in the same step. Returns the temporary limit now in force.
+    fn set_override(
+        &self,
+        cmd: &OverrideCmd,
+    ) -> impl Future<Output = Result<Option<LimitOverride>, StoreError>> + Send;
+
+    /// A dashboard user's session generation: sessions issued under an older one have ended
+    /// (0 until the user first signs out).
+    fn session_generation(
+        &self,
+        user: &str,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Records a dashboard sign-in event in the audit log; a sign-out also bumps the user's
+    /// session generation, in the same step. Returns the generation now in force.
+    fn session_event(
+        &self,
+        cmd: &SessionEventCmd,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Checks every shard now, within the deadline.
+    fn health(&self) -> impl Future<Output = Vec<ShardHealth>> + Send;
+}
