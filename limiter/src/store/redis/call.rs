@@ -1,12 +1,11 @@
 //! A script the limiter loads and calls by its SHA1. A call names its keys first and is built
 //! straight into one `EVALSHA` command (arguments are written once, into the command), so that it
 //! can travel inside a shard's batch with other commands. A call may instead be built as the
-//! module's native command for the same operation (`native.rs`): the same keys and arguments
-//! behind another name, and it remembers which, so that it can be sent again as the script.
+//! module's native command for the same operation ([`Op`]; the module itself: `native.rs`): the
+//! same keys and arguments behind another name, and it remembers which ([`Native`]), so that it
+//! can be sent again as the script.
 
 use redis::{Cmd, Script, ToRedisArgs};
-
-use super::native::Native;
 
 pub struct LuaScript {
     sha: String,
@@ -68,3 +67,74 @@ impl Call {
         self.command
     }
 }
+
+/// An operation the module has a command for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Acquire,
+    Heartbeat,
+    Release,
+    ForceStop,
+    List,
+    SetOverride,
+}
+
+impl Op {
+    pub const ALL: [Op; 6] = [
+        Op::Acquire,
+        Op::Heartbeat,
+        Op::Release,
+        Op::ForceStop,
+        Op::List,
+        Op::SetOverride,
+    ];
+
+    /// The command's name, as the module registers it (case does not matter to Redis).
+    pub fn command(self) -> &'static str {
+        match self {
+            Op::Acquire => "SL.ACQUIRE",
+            Op::Heartbeat => "SL.HEARTBEAT",
+            Op::Release => "SL.RELEASE",
+            Op::ForceStop => "SL.FORCE_STOP",
+            Op::List => "SL.LIST",
+            Op::SetOverride => "SL.SET_OVERRIDE",
+        }
+    }
+
+    /// `SL.<op> <keys>`; the arguments follow with [`Call::arg`], as for the script.
+    pub fn call<K: AsRef<[u8]>>(self, keys: &[K]) -> Call {
+        let mut command = redis::cmd(self.command());
+        for key in keys {
+            command.arg(key.as_ref());
+        }
+        Call::native(
+            command,
+            Native {
+                op: self,
+                keys: keys.len(),
+            },
+        )
+    }
+}
+
+/// What a native command is: its operation and how many of its arguments are keys.
+#[derive(Debug, Clone, Copy)]
+pub struct Native {
+    pub op: Op,
+    keys: usize,
+}
+
+impl Native {
+    /// The same call as `script`'s `EVALSHA`: the native command's arguments (keys first), after
+    /// the script's head. For a call a server refused because it lacks the module.
+    pub fn as_script(&self, command: &Cmd, script: &LuaScript) -> Cmd {
+        let args = command.args_iter().skip(1).filter_map(|arg| match arg {
+            redis::Arg::Simple(bytes) => Some(bytes),
+            _ => None, // a cursor: no command here has one
+        });
+        script.command(self.keys, args)
+    }
+}
+
+#[cfg(test)]
+mod tests;

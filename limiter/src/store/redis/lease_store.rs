@@ -7,12 +7,11 @@ use std::time::Duration;
 use redis::Value;
 
 use super::batch::Priority;
-use super::call::Call;
+use super::call::{Call, Op};
 use super::keys::{
     AUDIT_RETENTION, FLEET_AUDIT_KEY, SESSION_GENERATION_LIFE, account_audit_key, account_key,
     lease_key, session_key,
 };
-use super::native::Op;
 use super::record;
 use super::reply::{bytes, int, leases, malformed, text};
 use super::shard;

@@ -34,9 +34,8 @@ use redis::{FromRedisValue, Value};
 
 use self::batch::Targets;
 pub use self::batch::{Admission, Priority, ShedReason};
-use self::call::Call;
+use self::call::{Call, Op};
 use self::cluster::Topology;
-use self::native::Op;
 use self::reply::{malformed, server_error};
 use self::shard::Shard;
 use crate::model::Timing;

@@ -2,8 +2,7 @@
 //! helpers, its fast path and the prelude, with the memory flags Redis enforces (`#!lua`), and
 //! on a Redis Cluster behind the migration guard.
 
-use super::call::LuaScript;
-use super::native::Op;
+use super::call::{LuaScript, Op};
 
 /// A script is the shared helpers (`fast.lua`), the prelude and one operation; acquire and
 /// release put a fast path between the helpers and the prelude, which returns before the prelude
