@@ -289,7 +289,7 @@ impl Topology {
             )?
             .with_module(f.native_shards.clone()),
         );
-        shard::spawn_maintenance(
+        shard::maintenance::spawn_maintenance(
             Arc::downgrade(&node),
             f.probe_interval,
             Duration::MAX,

@@ -4,8 +4,12 @@
 //!
 //! At start ([`first_look`]) a replica named as a shard and an evicting policy that the config
 //! does not accept stop the limiter (exit 2); at run time the replies a shard gives
-//! ([`classify`]) and a sample of `INFO memory` every [`SAMPLE_INTERVAL`] ([`sample`]) keep
-//! [`ShardState`] current, and each change is logged once: never a line per request.
+//! (`watch::classify`) and a sample of `INFO memory` every [`SAMPLE_INTERVAL`]
+//! (`watch::sample`) keep [`ShardState`] current, and each change is logged once: never a line
+//! per request. This file holds the state and the readings and names no shard, so that `shard.rs`
+//! holds a `ShardState` without being imported back; `health/watch.rs` updates a shard's state.
+
+pub(super) mod watch;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,9 +19,7 @@ use redis::Value;
 use redis::aio::ConnectionLike;
 
 use super::access;
-use super::shard::Shard;
 use crate::config::ConfigError;
-use crate::store::error::StoreError;
 use crate::store::shard_health::ShardMemory;
 
 /// How often each shard's memory and policy are read (memory fills over minutes, not seconds;
@@ -106,109 +108,6 @@ impl ShardState {
     }
 }
 
-/// A shard's reply to one command: an `OOM` or `READONLY` refusal becomes its own error (the
-/// second opens the shard's circuit); anything else is passed on.
-pub fn classify(shard: &Shard, reply: Value) -> Result<Value, StoreError> {
-    let Value::ServerError(error) = &reply else {
-        return Ok(reply);
-    };
-    let state = &shard.state;
-    match error.code() {
-        "OOM" => {
-            state.oom_replies.fetch_add(1, Ordering::Relaxed);
-            if !state.out_of_memory.swap(true, Ordering::Relaxed) {
-                tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), "store shard is full (OOM, used memory above maxmemory): new plays, re-registrations, limit overrides and sign-in events are decided by the failure policy; stops and force-stops still free slots");
-            }
-            Err(StoreError::Oom { shard: shard.index })
-        }
-        "READONLY" => {
-            shard.breaker.trip();
-            if !state.read_only.swap(true, Ordering::Relaxed) {
-                tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), "store shard is a read-only replica (READONLY): its circuit is open, its accounts are decided by the failure policy until it is a primary again");
-            }
-            Err(StoreError::ReadOnly { shard: shard.index })
-        }
-        _ => Ok(reply),
-    }
-}
-
-/// Whether an open circuit may close: the shard answers, and one found read-only is a primary
-/// again (`ROLE`); that end is logged once.
-pub async fn probe(shard: &Shard, deadline: Duration) -> bool {
-    if super::shard::key_count(shard, deadline).await.is_none() {
-        return false;
-    }
-    if !shard.state.read_only() {
-        return true;
-    }
-    let Some(connection) = shard.connection() else {
-        return false;
-    };
-    if role(connection, deadline).await.ok().flatten() != Some(Role::Primary) {
-        return false;
-    }
-    shard.state.read_only.store(false, Ordering::Relaxed);
-    tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), "store shard is a primary again: circuit closed");
-    true
-}
-
-/// Reads the shard's memory and policy (every [`SAMPLE_INTERVAL`]); ends an out-of-memory
-/// episode that saw no refusal since the last sample; says once when the policy turns evicting.
-pub async fn sample(shard: &Shard, deadline: Duration, allow_eviction: bool) {
-    let state = &shard.state;
-    let replies = state.oom_replies.load(Ordering::Relaxed);
-    let refused_since = state.oom_replies_sampled.swap(replies, Ordering::Relaxed) != replies;
-    let mut full = false;
-    if let Some(connection) = shard.connection() {
-        match info_memory(connection, deadline).await {
-            Ok(Some(sample)) => {
-                full = sample.max > 0 && sample.used >= sample.max;
-                note_policy(shard, &sample, allow_eviction);
-                state.record(sample);
-            }
-            Ok(None) => say_unreadable(shard, "INFO memory has no used_memory"),
-            Err(error) if error.code() == Some("NOPERM") => {
-                say_unreadable(shard, "INFO is not granted (+info)");
-            }
-            Err(error) => {
-                // Out of reach: the breaker and the probe deal with that; a broken connection
-                // may come back to another server (`path.rs`).
-                if super::path::broken(&error) {
-                    shard.path.forget();
-                }
-            }
-        }
-    }
-    if !refused_since && !full && state.out_of_memory.swap(false, Ordering::Relaxed) {
-        tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), "store shard takes new state again (below maxmemory, no OOM refusal since the last sample)");
-    }
-}
-
-/// Says once when a shard's policy turns evicting (at start [`first_look`] judged it).
-fn note_policy(shard: &Shard, sample: &MemorySample, allow_eviction: bool) {
-    let evicting = sample.evicting();
-    if evicting != shard.state.evicting.swap(evicting, Ordering::Relaxed) && evicting {
-        let policy = sample.policy.clone().unwrap_or_default();
-        match allow_eviction {
-            true => {
-                tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), policy, "store shard evicts keys under memory pressure (accepted by store.allow_eviction): plays may be admitted past the cap when it is full")
-            }
-            false => {
-                tracing::error!(shard = shard.index, endpoint = %shard.endpoint(), policy, "store shard now evicts keys under memory pressure: plays may be admitted past the cap when it is full; set its maxmemory-policy to noeviction (README, \"Sizing Redis\")")
-            }
-        }
-    }
-    if sample.policy.is_none() {
-        say_unreadable(shard, "INFO memory shows no maxmemory_policy");
-    }
-}
-
-fn say_unreadable(shard: &Shard, why: &str) {
-    if !shard.state.unreadable_said.swap(true, Ordering::Relaxed) {
-        tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), why, "cannot read the store shard's memory and maxmemory-policy: eviction is not checked and memory not shown");
-    }
-}
-
 /// What the limiter asks of a shard at its first contact.
 #[derive(Debug, Clone, Copy)]
 pub struct StartRules {
@@ -289,14 +188,11 @@ where
     Ok(sample)
 }
 
-/// Keeps what [`first_look`] read.
-pub fn record_first_look(shard: &Shard, sample: Option<MemorySample>) {
+/// Keeps what [`first_look`] read in the shard's state.
+pub fn record_first_look(state: &ShardState, sample: Option<MemorySample>) {
     if let Some(sample) = sample {
-        shard
-            .state
-            .evicting
-            .store(sample.evicting(), Ordering::Relaxed);
-        shard.state.record(sample);
+        state.evicting.store(sample.evicting(), Ordering::Relaxed);
+        state.record(sample);
     }
 }
 

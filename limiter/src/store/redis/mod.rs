@@ -195,7 +195,7 @@ impl RedisStore {
             }
         };
         for shard in &shards {
-            shard::spawn_maintenance(
+            shard::maintenance::spawn_maintenance(
                 Arc::downgrade(shard),
                 options.probe_interval,
                 sentinel_poll,

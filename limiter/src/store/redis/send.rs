@@ -223,7 +223,7 @@ impl RedisStore {
             Pushed::Shed => return Err(StoreError::Shed { shard: shard.index }),
         }
         match tokio::time::timeout_at(until, reply).await {
-            Ok(Ok(answer)) => answer.and_then(|reply| health::classify(shard, reply)),
+            Ok(Ok(answer)) => answer.and_then(|reply| health::watch::classify(shard, reply)),
             Ok(Err(_)) => Err(StoreError::Backend {
                 shard: shard.index,
                 message: "the batch was dropped".into(),

@@ -1,12 +1,15 @@
 //! One Redis shard: where its master is (a fixed URL, or whatever its Sentinels say), the
 //! connection to it, the queue that gathers its commands into batches, and its circuit breaker.
-//! A background task per shard follows Sentinel failovers and probes an open circuit.
+//! A background task per shard follows Sentinel failovers and probes an open circuit
+//! (`shard/maintenance.rs`).
 //!
 //! The process keeps one connection per shard: every serving lane's commands for the shard go
 //! out on it together (see `batch.rs`), so Redis reads and answers many per round trip.
 
+pub(super) mod maintenance;
+
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -365,7 +368,7 @@ impl Shard {
         let contact = load_scripts(connection.clone(), sources, at, deadline).await?;
         if let Contact::Fine = contact {
             let sample = health::first_look(connection.clone(), at, rules, deadline).await?;
-            health::record_first_look(self, sample);
+            health::record_first_look(&self.state, sample);
             let endpoint = || self.endpoint();
             path::learn(&self.path, Some(connection), self.index, endpoint, deadline).await;
         }
@@ -448,84 +451,4 @@ pub async fn key_count(shard: &Shard, deadline: Duration) -> Option<u64> {
         }
         Err(_) => None,
     }
-}
-
-/// Follows the shard's master (Sentinel shards, every `sentinel_poll`) and closes an open
-/// circuit once the shard answers (every `probe_interval`). Stops when the shard is dropped.
-/// One line when the shard starts shedding and one when it stops, with the counts: never a
-/// line per shed command.
-fn log_episode(shard: &Shard) {
-    let Some(episode) = shard.queue.tick() else {
-        return;
-    };
-    let now = shard.queue.admission(None);
-    let shed: u64 = now.shed.iter().flatten().sum();
-    let per_command_us = now.per_command.map(|d| d.as_micros() as u64);
-    match episode {
-        super::batch::Episode::Started => tracing::warn!(
-            shard = shard.index,
-            endpoint = %shard.endpoint(),
-            queued = now.queued,
-            per_command_us,
-            shed_total = shed,
-            "store shard overloaded: calls it cannot answer within the store deadline are decided by the failure policy without it"
-        ),
-        super::batch::Episode::Ended { lasted } => tracing::info!(
-            shard = shard.index,
-            endpoint = %shard.endpoint(),
-            lasted_ms = lasted.as_millis() as u64,
-            shed_total = shed,
-            "store shard no longer overloaded"
-        ),
-    }
-}
-
-pub fn spawn_maintenance(
-    shard: Weak<Shard>,
-    probe_interval: Duration,
-    sentinel_poll: Duration,
-    deadline: Duration,
-) {
-    let tick = probe_interval.min(sentinel_poll);
-    let deadline = deadline.max(Duration::from_millis(100));
-    tokio::spawn(async move {
-        let mut since_probe = Duration::ZERO;
-        let mut since_poll = sentinel_poll; // ask Sentinel at once
-        let mut since_sample = Duration::ZERO; // the first contact has just read it
-        let mut first = true; // a cluster primary found in a new map learns its path at once
-        loop {
-            let Some(shard) = shard.upgrade() else { return };
-            let mut learn = std::mem::take(&mut first) | shard.path.take_ask();
-            if shard.is_sentinel() && since_poll >= sentinel_poll {
-                since_poll = Duration::ZERO;
-                learn |= shard.follow_master(deadline).await;
-            }
-            if shard.breaker.is_open() && since_probe >= probe_interval {
-                since_probe = Duration::ZERO;
-                let was_read_only = shard.state.read_only();
-                if health::probe(&shard, deadline).await {
-                    shard.breaker.close();
-                    learn = true; // the connection may be to a server restarted without it
-                    if !was_read_only {
-                        tracing::info!(shard = shard.index, endpoint = %shard.endpoint(), "store circuit closed: shard answers again");
-                    }
-                }
-            }
-            log_episode(&shard);
-            if since_sample >= health::SAMPLE_INTERVAL {
-                since_sample = Duration::ZERO;
-                health::sample(&shard, deadline, shard.access.allow_eviction).await;
-                learn = true; // a restart with or without the module shows here
-            }
-            if learn {
-                shard.learn_path(deadline).await;
-            }
-            drop(shard);
-            tokio::time::sleep(tick).await;
-            // Saturating: a cluster node has no Sentinel to poll (its poll interval is MAX).
-            since_probe = since_probe.saturating_add(tick);
-            since_poll = since_poll.saturating_add(tick);
-            since_sample = since_sample.saturating_add(tick);
-        }
-    });
 }
