@@ -180,7 +180,7 @@ impl RedisStore {
                     options.probe_interval,
                     native_shards.clone(),
                 )?);
-                cluster::spawn_refresher(
+                cluster::refresh::spawn_refresher(
                     Arc::downgrade(&topology),
                     *refresh_interval,
                     options.probe_interval,
