@@ -5,8 +5,8 @@
 
 use crate::prometheus::{PrometheusClient, PrometheusError, Series};
 
-use super::DRAWN;
 use super::chart::{Chart, SeriesInput, Unit};
+use super::drawn::DRAWN;
 
 /// Points per chart (as many as the 10-minute charts have buckets).
 pub const POINTS: u64 = 60;
