@@ -5,7 +5,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use super::AppState;
+use super::state::AppState;
 
 /// The htmx release the dashboard ships, from the npm package `htmx.org` (`dist/htmx.min.js`).
 pub const HTMX_VERSION: &str = "2.0.11";

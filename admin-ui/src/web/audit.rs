@@ -12,10 +12,10 @@ use axum::routing::get;
 use screenlimit_limiter::model::AuditKind;
 use serde::Deserialize;
 
-use super::AppState;
 use super::ctx::Ctx;
 use super::error::PageError;
 use super::nav::Nav;
+use super::state::AppState;
 use crate::ids;
 use crate::limiter::AuditEntry;
 use crate::view;

@@ -6,9 +6,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::AppState;
 use super::error::PageError;
 use super::nav::Nav;
+use super::state::AppState;
 use crate::auth::session::{self, Session};
 use crate::auth::{Role, User};
 use crate::config::AuthMode;

@@ -7,9 +7,9 @@ use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
 use super::ctx::{RequestMeta, cookie, set_cookie};
 use super::error::PageError;
+use super::state::AppState;
 use crate::auth::csrf::{self, Csrf};
 
 /// Largest form the dashboard accepts.

@@ -11,11 +11,11 @@ use axum::routing::get;
 use screenlimit_limiter::model::AuditKind;
 use serde::Deserialize;
 
-use super::AppState;
 use super::client::client_address;
 use super::ctx::{CsrfToken, Peer, cookie, cookie_with, set_cookie};
 use super::nav::Nav;
 use super::signin::{SignInPage, audit, next_or_home};
+use super::state::AppState;
 use crate::auth::oidc::{CALLBACK_PATH, FLOW_COOKIE, FLOW_TTL, OidcError};
 use crate::auth::session;
 

@@ -13,11 +13,11 @@ use axum::{Form, Router};
 use screenlimit_limiter::model::AuditKind;
 use serde::Deserialize;
 
-use super::AppState;
 use super::client::client_address;
 use super::ctx::{CsrfToken, Peer, cookie, set_cookie};
 use super::error::PageError;
 use super::nav::Nav;
+use super::state::AppState;
 use crate::auth::throttle::Verdict;
 use crate::auth::{device, session};
 use crate::config::AuthMode;

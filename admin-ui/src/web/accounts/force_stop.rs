@@ -9,10 +9,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use super::super::AppState;
 use super::super::ctx::Ctx;
 use super::super::error::PageError;
 use super::super::nav::Nav;
+use super::super::state::AppState;
 use super::page::{bad_account, malformed};
 use super::reason::clean_reason;
 use super::views::DeviceRow;

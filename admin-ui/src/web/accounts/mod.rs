@@ -4,7 +4,7 @@
 use axum::Router;
 use axum::routing::get;
 
-use super::AppState;
+use super::state::AppState;
 
 mod force_stop;
 mod limits_form;

@@ -5,9 +5,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::super::AppState;
 use super::super::ctx::Ctx;
 use super::super::error::PageError;
+use super::super::state::AppState;
 use super::limits_form::{LimitsForm, OverrideForm, RemoveForm, parse_override};
 use super::page::{account_page, bad_account, malformed};
 use super::reason::{MAX_REASON_BYTES, clean_reason};

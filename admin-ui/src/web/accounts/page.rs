@@ -8,10 +8,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use super::super::AppState;
 use super::super::ctx::Ctx;
 use super::super::error::PageError;
 use super::super::nav::Nav;
+use super::super::state::AppState;
 use super::limits_form::LimitsForm;
 use super::views::{DevicesView, OverrideView};
 use crate::ids;

@@ -2,8 +2,8 @@
 
 use time::OffsetDateTime;
 
-use super::super::AppState;
 use super::super::ctx::Ctx;
+use super::super::state::AppState;
 use crate::limiter::{AccountStreams, ActiveStream, LimitOverride};
 use crate::view;
 

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::web::AppState;
+use crate::web::state::AppState;
 
 /// How often the dashboard samples each limiter unless told otherwise
 /// (`--fleet-sample-interval`).
