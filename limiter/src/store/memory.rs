@@ -10,7 +10,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{LeaseStore, ShardHealth, StoreError};
+use super::error::StoreError;
+use super::lease_store::LeaseStore;
+use super::shard_health::ShardHealth;
 use crate::ids::StreamRef;
 use crate::model::{
     AUDIT_RECENT, AccountState, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind,

@@ -26,9 +26,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use super::AppState;
 use super::ctx::Ctx;
 use super::nav::Nav;
+use super::state::AppState;
 use crate::limiter::LimiterClient;
 pub use history::Samples;
 use range::{ChartRange, range_links};

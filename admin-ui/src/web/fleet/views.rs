@@ -318,9 +318,8 @@ pub(super) fn view_of(instances: Vec<InstanceView>, history: &history::Buckets) 
 
 #[cfg(test)]
 mod memory_tests {
-    // `memory_text` by its path: scripts/check-module-cycles.py reads `super::` here as fleet/mod.rs.
+    use super::memory_text;
     use crate::limiter::{Shard, ShardMemory};
-    use crate::web::fleet::views::memory_text;
 
     fn shard(used: u64, max: u64, policy: &str) -> Shard {
         Shard {
