@@ -10,36 +10,17 @@ use crate::ids::{PlanTag, StreamIdCodec, StreamRef};
 use crate::live::{HeartbeatRate, LiveMethod, LiveStreams};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
-    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, DenyRule, Device, ForceStopCmd,
-    ForceStopOutcome, HeartbeatOutcome, Lease, LimitOverride, OverrideCmd, ReleaseOutcome,
-    SessionEventCmd, Timing,
+    AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
+    HeartbeatOutcome, Lease, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, Timing,
 };
-use crate::plans::{PlanError, PlanSource};
+use crate::plans::PlanSource;
 use crate::rules::{LiveRules, Rules};
 use crate::store::memory::MemoryStore;
 use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
 
-#[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
-    #[error("plan {0:?} is not configured")]
-    UnknownPlan(String),
-    #[error("the subscription database does not know this account")]
-    UnknownAccount,
-    #[error("no such stream on this account")]
-    UnknownStream,
-    #[error("the stream store is unavailable: {0}")]
-    StoreUnavailable(StoreError),
-    #[error("this instance is over its bound of requests in flight")]
-    Overloaded,
-}
+mod types;
 
-/// Whether a call may use the store, or was shed by the server (`overload.rs`) and must be
-/// answered by the failure policy without it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Load {
-    Normal,
-    Shed,
-}
+pub use types::*;
 
 /// Why the store gave no answer: it failed, or it was not asked because the call was shed.
 /// Both are answered by the failure policy, by the same code.
@@ -60,78 +41,7 @@ async fn unless_shed<T>(
     }
 }
 
-/// A play-start request after input validation.
-#[derive(Debug, Clone)]
-pub struct PlayStart {
-    pub account_id: String,
-    pub device: Device,
-    pub plan: Option<String>,
-    pub replace_stream_id: Option<String>,
-}
-
-/// A lease with the stream id a client uses to name it.
-#[derive(Debug, Clone)]
-pub struct ActiveStream {
-    pub stream_id: String,
-    pub lease: Lease,
-}
-
-#[derive(Debug, Clone)]
-pub enum PlayDecision {
-    Granted {
-        stream_id: String,
-        limit: u32,
-        /// Unknown when the store was skipped under the `open` policy.
-        active_count: Option<u32>,
-        degraded: bool,
-    },
-    Denied {
-        limit: u32,
-        rule: DenyRule,
-        active: Vec<ActiveStream>,
-    },
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct Renewal {
-    pub outcome: HeartbeatOutcome,
-    pub degraded: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct AccountStreams {
-    pub plan: String,
-    pub limit: u32,
-    pub limit_override: Option<LimitOverride>,
-    pub active: Vec<ActiveStream>,
-}
-
-/// What the dashboard's fleet overview shows about this instance and its store.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct FleetView {
-    pub instance: InstanceInfo,
-    pub failure_policy: String,
-    pub plans: std::collections::BTreeMap<String, u32>,
-    pub default_plan: String,
-    pub lease_ttl_sec: f64,
-    pub heartbeat_interval_sec: f64,
-    /// The config this instance runs: its generation, revision and reload outcomes.
-    pub config: crate::reload::status::ConfigView,
-    pub shards: Vec<crate::store::ShardHealth>,
-    /// Decision counters since this instance started; sample twice for rates.
-    pub decisions: std::collections::BTreeMap<String, u64>,
-    /// Live streams per shard: counted on the embedded store, estimated from this instance's
-    /// heartbeats on Redis (sum over instances for the fleet).
-    pub live_streams: LiveStreams,
-}
-
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct InstanceInfo {
-    pub version: String,
-    pub uptime_sec: u64,
-    pub backend: String,
-}
-
+/// The use cases over the shared store, with this instance's own store for `local_cap`.
 pub struct StreamService {
     store: AnyStore,
     /// This instance's own store, used under `local_cap` when the shared store fails.
@@ -151,15 +61,6 @@ pub struct StreamService {
     started: Instant,
     /// Set when a shutdown signal starts the drain: `/readyz` answers 503.
     pub draining: crate::lifecycle::Draining,
-}
-
-impl From<PlanError> for ServiceError {
-    fn from(error: PlanError) -> Self {
-        match error {
-            PlanError::UnknownPlan(name) => ServiceError::UnknownPlan(name),
-            PlanError::UnknownAccount => ServiceError::UnknownAccount,
-        }
-    }
 }
 
 impl StreamService {
