@@ -1,4 +1,4 @@
-//! The part of the config a running limiter may change without a restart (`reload.rs` swaps
+//! The part of the config a running limiter may change without a restart (`reload/` swaps
 //! it): plans, the default and fallback plans, device caps, lease timing, the heartbeat interval
 //! and the failure policy. One immutable snapshot behind an atomic pointer: the service, the
 //! plan source and both stores read the one in force (a load is a few nanoseconds, no lock), and

@@ -1,5 +1,5 @@
 //! Which config each limiter pod runs. Plans and limits reach the running pods through their
-//! mounted ConfigMap (the limiter reloads it, `limiter/src/reload.rs`), without a roll, so the
+//! mounted ConfigMap (the limiter reloads it, `limiter/src/reload/`), without a roll, so the
 //! Deployment's status cannot say when a plan change is everywhere: each ready pod is asked for
 //! `screenlimit_config_info{revision="…"}` on its `/metrics` (open without the API token),
 //! through the API server's pod proxy, with a short deadline. A pod that cannot be asked counts

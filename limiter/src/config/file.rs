@@ -48,7 +48,7 @@ pub struct Config {
     /// `screenlimit_config_info` (the operator writes one per rendered config, and reads it back
     /// to tell when every instance runs it). 1-64 characters of A-Z a-z 0-9 . _ : -.
     pub revision: Option<String>,
-    /// The file this config was read from: `reload.rs` watches it.
+    /// The file this config was read from: `reload/` watches it.
     #[serde(skip)]
     pub file: Option<PathBuf>,
     /// `listen` given by the `--listen` flag, which wins over the file on a reload too.

@@ -48,7 +48,7 @@ pub struct StreamService {
     local: Arc<MemoryStore>,
     codec: StreamIdCodec,
     plans: PlanSource,
-    /// Plans, lease timing, heartbeat interval and failure policy in force; `reload.rs` swaps
+    /// Plans, lease timing, heartbeat interval and failure policy in force; `reload/` swaps
     /// them when the config file changes.
     pub rules: LiveRules,
     /// What the config reloads did: the generation in force, refusals, pending restarts.

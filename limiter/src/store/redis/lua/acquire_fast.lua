@@ -3,7 +3,7 @@
 -- admission adds one record at the end (dropping the caller's own earlier one, as the general
 -- code does); a denial writes nothing. When an admission would also have to forget records past
 -- their time, and in every case this path does not take, the general code after common.lua runs;
--- it applies the same rules (model.rs), so both give the same answer. Runs after fast.lua.
+-- it applies the same rules (model/account.rs), so both give the same answer. Runs after fast.lua.
 do
   local byte, find, sub, char, pack = string.byte, string.find, string.sub, string.char, struct.pack
   local now = clock()

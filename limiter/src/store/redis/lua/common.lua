@@ -1,6 +1,6 @@
 -- screenlimit: the prelude of every lease script (each script is fast.lua, this file and one
 -- operation; acquire and release put their fast path, <op>_fast.lua, before this file).
--- Rules mirror limiter/src/model.rs; the byte layout mirrors limiter/src/store/redis/record.rs.
+-- Rules mirror limiter/src/model/account.rs; the byte layout mirrors limiter/src/store/redis/record.rs.
 --
 -- One STRING per account, KEYS[1] = "sl:{<account_id>}": an operation is TIME, GET, SET at most.
 --   header: B version (2), B plan limit, B plan length, plan, B override limit, I6 override end

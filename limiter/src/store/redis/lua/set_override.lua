@@ -1,6 +1,6 @@
 -- set_override: give the account a temporary limit (support grants an extra stream), or clear it,
 -- and log the change with who and why (a removal that finds none in force changes nothing and
--- logs nothing). Mirrors AccountState::set_override in model.rs.
+-- logs nothing). Mirrors AccountState::set_override in model/account.rs.
 -- KEYS: account, the account's audit list
 -- ARGV: ttl, keep (2 TTL), default plan, default limit, override limit (0 = clear), duration (ms),
 --       account id, actor, reason, entries kept per account, audit retention (ms)
