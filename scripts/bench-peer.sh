@@ -8,11 +8,15 @@
 # killed on exit, and the npm packages go to a temp dir.
 #
 #   DURATION=10 CONCURRENCY=50 ACCOUNTS=100000 ROUNDS=3 scripts/bench-peer.sh
+#
+# With MODULE=<path of libscreenlimit_redis_module.so> (an absolute path) the server loads the
+# module and each round adds a third phase: our cycle as the module's SL.ACQUIRE + SL.RELEASE.
 set -euo pipefail
 DURATION=${DURATION:-10}
 CONCURRENCY=${CONCURRENCY:-50}
 ACCOUNTS=${ACCOUNTS:-100000}
 ROUNDS=${ROUNDS:-3}
+MODULE=${MODULE:-}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOADGEN=${LOADGEN:-$ROOT/target/release/screenlimit-loadgen}
 [[ -x $LOADGEN ]] || (cd "$ROOT" && cargo build --release -q -p screenlimit-bench)
@@ -26,7 +30,9 @@ cleanup() {
 trap cleanup EXIT
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no --logfile "$WORK/redis.log" &
+LOAD=()
+[[ -n $MODULE ]] && LOAD=(--loadmodule "$MODULE")
+redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no --logfile "$WORK/redis.log" "${LOAD[@]}" &
 REDIS_PID=$!
 for _ in $(seq 50); do redis-cli -p "$PORT" PING 2>/dev/null | grep -q PONG && break; sleep 0.1; done
 rc() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
@@ -71,7 +77,27 @@ main_cpu() { # seconds of Redis main-thread CPU so far
   rc INFO cpu | tr -d '\r' |
     awk -F: '/used_cpu_(user|sys)_main_thread/ { s += $2 } END { printf "%.6f", s }'
 }
-declare -a PEER_US PEER_RATE OUR_US OUR_RATE PEER_CPU OUR_CPU
+if [[ -n $MODULE ]] && ! rc SL.VERSION >/dev/null 2>&1; then
+  echo "[bench-peer] the module did not load: $(tail -3 "$WORK/redis.log")" >&2
+  exit 1
+fi
+# One phase of our cycle (`store-cycle`, FLAGS passed on); its figures appended to the arrays
+# PREFIX_CPU, PREFIX_US and PREFIX_RATE.
+ours_phase() {
+  local -n cpu=${1}_CPU us=${1}_US rate=${1}_RATE
+  local name=$2 before after n
+  shift 2
+  before=$(main_cpu)
+  "$LOADGEN" store-cycle "$@" --redis "redis://127.0.0.1:$PORT" --duration "${DURATION}s" \
+    --concurrency "$CONCURRENCY" --accounts "$ACCOUNTS" --json "$WORK/ours.json" >/dev/null
+  after=$(main_cpu)
+  n=$(jq -r .figures.cycles "$WORK/ours.json")
+  cpu+=("$(python3 -c "print(round(($after - $before) * 1e6 / $n, 2))")")
+  us+=("$(jq -r .figures.redis_usec_per_cycle "$WORK/ours.json")")
+  rate+=("$(jq -r .figures.cycles_per_sec "$WORK/ours.json")")
+  echo "[bench-peer] round $round $name: main thread ${cpu[-1]} us/cycle; commands ${us[-1]} us/cycle, ${rate[-1]}/s; $(jq -c .figures.commandstats "$WORK/ours.json")" >&2
+}
+declare -a PEER_US PEER_RATE OUR_US OUR_RATE PEER_CPU OUR_CPU NAT_US NAT_RATE NAT_CPU
 for round in $(seq "$ROUNDS"); do
   rc CONFIG RESETSTAT >/dev/null
   before=$(main_cpu)
@@ -84,15 +110,8 @@ for round in $(seq "$ROUNDS"); do
   PEER_RATE+=("$(python3 -c "print(round($cycles / $secs))")")
   echo "[bench-peer] round $round redis-semaphore: $out; main thread ${PEER_CPU[-1]} us/cycle; redis usec $usec calls $calls -> ${PEER_US[-1]} us/cycle, ${PEER_RATE[-1]}/s" >&2
   rc INFO commandstats | tr -d '\r' | grep cmdstat_ >&2
-  before=$(main_cpu)
-  "$LOADGEN" store-cycle --redis "redis://127.0.0.1:$PORT" --duration "${DURATION}s" \
-    --concurrency "$CONCURRENCY" --accounts "$ACCOUNTS" --json "$WORK/ours.json" >/dev/null
-  after=$(main_cpu)
-  ours_cycles=$(jq -r .figures.cycles "$WORK/ours.json")
-  OUR_CPU+=("$(python3 -c "print(round(($after - $before) * 1e6 / $ours_cycles, 2))")")
-  OUR_US+=("$(jq -r .figures.redis_usec_per_cycle "$WORK/ours.json")")
-  OUR_RATE+=("$(jq -r .figures.cycles_per_sec "$WORK/ours.json")")
-  echo "[bench-peer] round $round screenlimit: main thread ${OUR_CPU[-1]} us/cycle; commands ${OUR_US[-1]} us/cycle, ${OUR_RATE[-1]}/s; $(jq -c .figures.commandstats "$WORK/ours.json")" >&2
+  ours_phase OUR screenlimit
+  [[ -n $MODULE ]] && ours_phase NAT "screenlimit module" --native
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 cat <<OUT
@@ -102,4 +121,9 @@ concurrency $CONCURRENCY, $ACCOUNTS keys, ${DURATION}s per phase, $ROUNDS rounds
 redis-semaphore       $(med "${PEER_CPU[@]}")                  $(med "${PEER_US[@]}")               $(med "${PEER_RATE[@]}")
 screenlimit scripts   $(med "${OUR_CPU[@]}")                  $(med "${OUR_US[@]}")               $(med "${OUR_RATE[@]}")
 ratio (ours/peer)     $(python3 -c "print(round($(med "${OUR_CPU[@]}") / $(med "${PEER_CPU[@]}"), 2))")                   $(python3 -c "print(round($(med "${OUR_US[@]}") / $(med "${PEER_US[@]}"), 2))")                $(python3 -c "print(round($(med "${OUR_RATE[@]}") / $(med "${PEER_RATE[@]}"), 2))")
+OUT
+[[ -z $MODULE ]] && exit 0
+cat <<OUT
+screenlimit module    $(med "${NAT_CPU[@]}")                  $(med "${NAT_US[@]}")               $(med "${NAT_RATE[@]}")
+ratio (module/peer)   $(python3 -c "print(round($(med "${NAT_CPU[@]}") / $(med "${PEER_CPU[@]}"), 2))")                   $(python3 -c "print(round($(med "${NAT_US[@]}") / $(med "${PEER_US[@]}"), 2))")                $(python3 -c "print(round($(med "${NAT_RATE[@]}") / $(med "${PEER_RATE[@]}"), 2))")
 OUT

@@ -288,3 +288,44 @@ async fn fleet_background_smoke() {
     assert!(r.text.contains("MARGINAL"), "{}", r.text);
     assert!(r.invariants["live_leases_match_players"].checks > 0);
 }
+
+/// `store-cycle` (the peer comparison's other half, scripts/bench-peer.sh) on the scripts and,
+/// where the test run names the module (`SCREENLIMIT_MODULE_SO`, as scripts/test.sh does), on
+/// its `SL.ACQUIRE` + `SL.RELEASE`: every cycle granted and then released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_cycle_smoke() {
+    let module = std::env::var_os("SCREENLIMIT_MODULE_SO").map(std::path::PathBuf::from);
+    let redis = screenlimit_bench::procs::RedisProc::start_with_module(module.as_deref())
+        .expect("a throwaway redis-server");
+    let url = redis.url();
+    let mut paths = vec![false];
+    match module {
+        Some(_) => paths.push(true),
+        None => eprintln!("SCREENLIMIT_MODULE_SO unset: the scripts' cycle only"),
+    }
+    for native in paths {
+        let mut argv = vec![
+            "screenlimit-loadgen",
+            "store-cycle",
+            "--redis",
+            &url,
+            "--duration",
+            "1s",
+            "--concurrency",
+            "4",
+            "--accounts",
+            "50",
+        ];
+        if native {
+            argv.push("--native");
+        }
+        let report = run(Cli::try_parse_from(&argv).expect("valid arguments"))
+            .await
+            .expect("store-cycle runs");
+        assert!(report.ok(), "native {native}:\n{}", report.table());
+        let cycles = report.figures["cycles"].as_u64().unwrap_or(0);
+        assert!(cycles > 0, "native {native}: no cycle completed");
+        let expected = if native { "native" } else { "lua" };
+        assert_eq!(report.figures["path"], expected);
+    }
+}

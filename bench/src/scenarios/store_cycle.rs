@@ -1,5 +1,6 @@
 //! `store-cycle`: our acquire + release cycle straight against a Redis (the peer comparison's
-//! other half; see scripts/bench-peer.sh).
+//! other half; see scripts/bench-peer.sh): the scripts, or with `--native` the module's
+//! `SL.ACQUIRE` and `SL.RELEASE` with the same keys and arguments.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,6 +29,35 @@ pub struct StoreCycleArgs {
     pub accounts: usize,
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// The module's commands instead of the scripts (the Redis must have the module loaded).
+    #[arg(long)]
+    pub native: bool,
+}
+
+/// One acquire or release, as the script or as the module's command: the same key and arguments.
+fn cycle_call(
+    native: bool,
+    op: &str,
+    script: &redis::Script,
+    key: &str,
+    args: Vec<Vec<u8>>,
+) -> redis::Cmd {
+    let mut command = match native {
+        true => {
+            let mut c = redis::cmd(op);
+            c.arg(key);
+            c
+        }
+        false => {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(script.get_hash()).arg(1).arg(key);
+            c
+        }
+    };
+    for arg in args {
+        command.arg(arg);
+    }
+    command
 }
 
 /// Acquire + release cycles of our scripts straight against Redis (no HTTP), as a client
@@ -60,7 +90,7 @@ pub async fn store_cycle(args: &StoreCycleArgs) -> anyhow::Result<Report> {
         .map(|w| {
             let (mut conn, acquire, release) = (conn.clone(), acquire.clone(), release.clone());
             let (cycles, failures, hist) = (cycles.clone(), failures.clone(), hist.clone());
-            let accounts = args.accounts;
+            let (accounts, native) = (args.accounts, args.native);
             tokio::spawn(async move {
                 let device = format!("mobile-{w:012x}");
                 while Instant::now() < end {
@@ -68,24 +98,23 @@ pub async fn store_cycle(args: &StoreCycleArgs) -> anyhow::Result<Report> {
                     let nonce: [u8; 16] = rand::random();
                     let started = Instant::now();
                     // The caps argument as the limiter sends it: six 0 bytes.
-                    let granted: redis::RedisResult<Vec<redis::Value>> = {
-                        let mut inv = acquire.key(&key);
-                        let mut argv = acquire_argv(90_000, &device, &nonce);
-                        argv[11] = vec![0; 6];
-                        for a in argv {
-                            inv.arg(a);
-                        }
-                        inv.invoke_async(&mut conn).await
-                    };
+                    let mut argv = acquire_argv(90_000, &device, &nonce);
+                    argv[11] = vec![0; 6];
+                    let granted: redis::RedisResult<Vec<redis::Value>> =
+                        cycle_call(native, "SL.ACQUIRE", &acquire, &key, argv)
+                            .query_async(&mut conn)
+                            .await;
                     let ok = matches!(granted.as_deref(), Ok([redis::Value::Int(1), ..]));
-                    let released: redis::RedisResult<i64> = release
-                        .key(&key)
-                        .arg(90_000)
-                        .arg(180_000)
-                        .arg(&device)
-                        .arg(&nonce[..])
-                        .invoke_async(&mut conn)
-                        .await;
+                    let release_argv = vec![
+                        b"90000".to_vec(),
+                        b"180000".to_vec(),
+                        device.as_bytes().to_vec(),
+                        nonce.to_vec(),
+                    ];
+                    let released: redis::RedisResult<i64> =
+                        cycle_call(native, "SL.RELEASE", &release, &key, release_argv)
+                            .query_async(&mut conn)
+                            .await;
                     if ok && matches!(released, Ok(1)) {
                         cycles.fetch_add(1, Ordering::Relaxed);
                         let _ = hist
@@ -106,8 +135,11 @@ pub async fn store_cycle(args: &StoreCycleArgs) -> anyhow::Result<Report> {
     let n = cycles.load(Ordering::Relaxed);
     let all: Vec<_> = stats.commandstats()?;
     // Redis 7 also counts the commands a script runs on their own lines, inside the script's
-    // time: only the top-level EVALSHAs are summed.
-    let top = || all.iter().filter(|(n, _)| n == "evalsha" || n == "eval");
+    // time: only the top-level EVALSHAs (or the module's two commands) are summed.
+    let top = || {
+        all.iter()
+            .filter(|(n, _)| matches!(n.as_str(), "evalsha" | "eval" | "sl.acquire" | "sl.release"))
+    };
     let usec: u64 = top().map(|(_, s)| s.usec).sum();
     let calls: u64 = top().map(|(_, s)| s.calls).sum();
     report.duration_sec = secs;
@@ -130,6 +162,7 @@ pub async fn store_cycle(args: &StoreCycleArgs) -> anyhow::Result<Report> {
         ),
     );
     report.figure("concurrency", args.concurrency);
+    report.figure("path", if args.native { "native" } else { "lua" });
     let h = hist.lock().unwrap_or_else(|e| e.into_inner()).clone();
     report.figure("cycle_latency", summarize("cycle", &h, secs));
     let f = failures.load(Ordering::Relaxed);
