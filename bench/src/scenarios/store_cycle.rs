@@ -97,9 +97,11 @@ pub async fn store_cycle(args: &StoreCycleArgs) -> anyhow::Result<Report> {
                     let key = format!("sl:{{sc-{:08}}}", random_range(0..accounts));
                     let nonce: [u8; 16] = rand::random();
                     let started = Instant::now();
-                    // The caps argument as the limiter sends it: six 0 bytes.
+                    // As the limiter sends a play that names its plan: the plan's caps (six 0
+                    // bytes) and no caps book.
                     let mut argv = acquire_argv(90_000, &device, &nonce);
                     argv[11] = vec![0; 6];
+                    argv.push(Vec::new());
                     let granted: redis::RedisResult<Vec<redis::Value>> =
                         cycle_call(native, "SL.ACQUIRE", &acquire, &key, argv)
                             .query_async(&mut conn)
