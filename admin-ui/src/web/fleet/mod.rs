@@ -81,7 +81,10 @@ async fn gather(state: &AppState, range: ChartRange) -> FleetView {
     let ChartRange::Long(long) = range else {
         return view;
     };
-    let unix_now = time::OffsetDateTime::now_utc().unix_timestamp().max(0) as u64;
+    // Rounded up to the second: the newest point then covers the newest scrape, which a floor
+    // could leave just after it (a chart empty for a second after Prometheus has a rate).
+    let now_utc = time::OffsetDateTime::now_utc();
+    let unix_now = (now_utc.unix_timestamp() + i64::from(now_utc.nanosecond() > 0)).max(0) as u64;
     match long_range::charts(prometheus, long, unix_now).await {
         Ok(charts) => {
             view.charts = charts;
