@@ -1,7 +1,8 @@
 //! The keys a command works on, through the module key API (open, string DMA, expiry), never
 //! by calling Redis commands. Each write is replicated as its effect with an absolute time
-//! (`SET … PXAT`, `PEXPIREAT`, `SETRANGE`, `DEL`), so a replica or the AOF replays the result,
-//! not the command with its own clock; Redis wraps one command's effects in `MULTI`/`EXEC`.
+//! (`SET … PXAT`, `PEXPIREAT`, `SETRANGE`, `DEL`; a batch's renewals as one `EVAL` of a
+//! `PEXPIREAT` loop), so a replica or the AOF replays the result, not the command with its own
+//! clock; Redis wraps one command's effects in `MULTI`/`EXEC`.
 //! Each replicated effect costs Redis more than the key work itself (`RM_Replicate` looks its
 //! command up by name), so a key's new expiry is held back until the command ends (`flush`):
 //! a later `SET … PXAT` (or `DEL`) of the same key carries it, one effect instead of two.
@@ -250,20 +251,42 @@ impl Keys {
     }
 
     /// `GETEX … PXAT at` of a lease key in a command that opens each key once (`SL.RENEW`):
-    /// the new expiry is replicated at once, not held back (nothing later in the command
-    /// touches the key, and looking through what is held would cost a batch of N keys N²).
+    /// not replicated here, nor held back (looking through what is held would cost a batch of
+    /// N keys N²); the command replicates all its renewals at once (`replicate_expire_all`).
     pub fn renew(&self, name: &RedisString, at: i64) -> Renewed {
         let key = self.open(name, true);
         match key.bytes() {
             Ok(Some(value)) => {
                 let value = value.to_vec();
                 unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) };
-                self.replicate_expire(name.as_slice(), at);
                 Renewed::Value(value)
             }
             Ok(None) => Renewed::NoKey,
             Err(_) => Renewed::WrongType,
         }
+    }
+
+    /// The new expiry `at` of every key in `names` as one replicated effect: `EVAL` of a fixed
+    /// `PEXPIREAT` loop, which a replica without the module and the AOF replay as plain
+    /// commands. One `RedisModule_Replicate` for the batch: its command lookup by name and most
+    /// of its argument work are paid once, not per key (the keys go as the call's own strings).
+    pub fn replicate_expire_all(&self, names: &[&RedisString], at: i64) {
+        if names.is_empty() {
+            return;
+        }
+        let mut strings: Vec<*mut raw::RedisModuleString> = names.iter().map(|n| n.inner).collect();
+        unsafe {
+            api!(RedisModule_Replicate)(
+                self.ctx,
+                c(c"EVAL"),
+                c(c"clvl"),
+                c(c"for _, k in ipairs(KEYS) do redis.call('PEXPIREAT', k, ARGV[1]) end"),
+                names.len() as std::ffi::c_longlong,
+                strings.as_mut_ptr(),
+                strings.len(),
+                at as std::ffi::c_longlong,
+            )
+        };
     }
 
     /// `PEXPIRETIME`: the absolute expiry in ms, -1 without one, -2 without the key.
