@@ -18,9 +18,15 @@ for tool in skopeo umoci unshare curl redis-server redis-cli; do
 done
 work=$(mktemp -d)
 pids=()
+# Stops a process started here and, for an image's run, the entrypoint under it: `unshare
+# --fork` ignores SIGTERM while it waits for its child, so the child is stopped first.
+stop() {
+  pkill -TERM -P "$1" 2>/dev/null || true
+  kill "$1" 2>/dev/null || true
+}
 cleanup() {
   local pid
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do stop "$pid"; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -137,7 +143,7 @@ PY
       wait_for_http "http://127.0.0.1:$p/readyz" ""
       check_process screenlimit-limiter
       echo "  runs: /readyz answered as uid 65532 on a read-only root"
-      kill "${pids[-1]}" 2>/dev/null || true
+      stop "${pids[-1]}"
       # The operator's init container: copy-module into a writable directory (an emptyDir
       # there), then the copy loads into redis-server and answers SL.VERSION.
       mkdir -p "$rootfs/opt/screenlimit" "$work/module-out"
@@ -172,7 +178,7 @@ PY
       echo "  runs: --help as uid 65532 on a read-only root"
       ;;
   esac
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do stop "$pid"; done
   pids=()
 done
 
