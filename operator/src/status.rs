@@ -169,13 +169,25 @@ pub fn immutable_drift(existing: &StatefulSet, desired: &StatefulSet) -> Vec<&'s
     drift
 }
 
+/// The CRD's bound on a condition's message (`metav1.Condition`'s): a longer one would make the
+/// API server refuse the whole status.
+pub const MAX_CONDITION_MESSAGE: usize = 32_768;
+
 fn condition(
     type_: &str,
     status: bool,
     reason: &str,
-    message: String,
+    mut message: String,
     generation: Option<i64>,
 ) -> Condition {
+    if message.len() > MAX_CONDITION_MESSAGE {
+        let mut end = MAX_CONDITION_MESSAGE - "…".len();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
     Condition {
         type_: type_.to_owned(),
         status: if status { "True" } else { "False" }.to_owned(),
@@ -445,4 +457,23 @@ pub fn transitions<'a>(
                 .any(|o| o.type_ == c.type_ && o.status == c.status)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_CONDITION_MESSAGE, condition};
+
+    #[test]
+    fn a_message_over_the_crd_bound_is_cut_on_a_character() {
+        let long = "é".repeat(MAX_CONDITION_MESSAGE);
+        let c = condition("Ready", false, "Invalid", long, None);
+        assert!(
+            c.message.len() <= MAX_CONDITION_MESSAGE,
+            "{}",
+            c.message.len()
+        );
+        assert!(c.message.ends_with('…'));
+        let short = condition("Ready", true, "Ok", "fine".into(), None);
+        assert_eq!(short.message, "fine");
+    }
 }

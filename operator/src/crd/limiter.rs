@@ -47,7 +47,7 @@ fn default_account_claim() -> String {
 pub struct CorsSpec {
     /// Exact origins as browsers send them, e.g. `https://watch.example.com`; no wildcard.
     #[x_kube(validation = Rule::new("self.all(o, !o.contains('*') && (o.startsWith('https://') || o.startsWith('http://')))").message("list exact origins (https://host[:port]); a wildcard is refused").reason(Reason::FieldValueInvalid))]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 512)))]
     pub allowed_origins: Vec<String>,
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
-use super::shared::default_one;
+use super::shared::{default_one, labels_schema};
 
 /// Monitoring through the Prometheus Operator (`monitoring.coreos.com/v1`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
@@ -39,7 +39,7 @@ pub struct ServiceMonitorSpec {
     /// e.g. `{release: kube-prometheus-stack}`. Keys under `app.kubernetes.io/` are the
     /// operator's own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 16))]
+    #[schemars(schema_with = "labels_schema")]
     #[x_kube(validation = Rule::new("self.all(k, !k.startsWith('app.kubernetes.io/'))").message("monitoring labels may not set app.kubernetes.io/ keys: the operator finds its objects by them").reason(Reason::FieldValueForbidden))]
     pub labels: BTreeMap<String, String>,
 }
@@ -64,7 +64,7 @@ pub struct PrometheusRuleSpec {
     /// Extra labels on the object: what your Prometheus selects (`ruleSelector`). Keys under
     /// `app.kubernetes.io/` are the operator's own.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 16))]
+    #[schemars(schema_with = "labels_schema")]
     #[x_kube(validation = Rule::new("self.all(k, !k.startsWith('app.kubernetes.io/'))").message("monitoring labels may not set app.kubernetes.io/ keys: the operator finds its objects by them").reason(Reason::FieldValueForbidden))]
     pub labels: BTreeMap<String, String>,
     /// When the alerts fire.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
-use super::shared::default_true;
+use super::shared::{default_true, optional_labels_schema};
 
 /// Ingress NetworkPolicies for the pods of this resource (`<name>-redis`, `<name>-sentinel`,
 /// `<name>-limiter`, `<name>-admin-ui`).
@@ -57,8 +57,10 @@ impl Default for NetworkPoliciesSpec {
 pub struct NetworkPeer {
     /// Labels of the namespaces, e.g. `{kubernetes.io/metadata.name: playback}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_labels_schema")]
     pub namespace_labels: Option<BTreeMap<String, String>>,
     /// Labels of the pods, e.g. `{app: playback-api}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_labels_schema")]
     pub pod_labels: Option<BTreeMap<String, String>>,
 }

@@ -11,9 +11,11 @@ pub struct StreamLimiterStatus {
     pub observed_generation: Option<i64>,
     /// `Ready`, `Progressing` and `Degraded`, with reasons and messages.
     #[serde(default)]
+    #[schemars(length(max = 16))]
     pub conditions: Vec<Condition>,
     /// Managed shards, in shard order.
     #[serde(default)]
+    #[schemars(length(max = 64))]
     pub shards: Vec<ShardStatus>,
     /// Managed shards whose pods are all ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -26,10 +28,12 @@ pub struct StreamLimiterStatus {
     pub sentinel_ready_replicas: Option<i32>,
     /// Hash of the part of the limiter config that rolls the pods, now rolled out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
     pub config_hash: Option<String>,
     /// The revision of the limiter config last rendered (a hash of its live part: plans,
     /// caps, lease timing, failure policy), which the pods take in without a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
     pub config_revision: Option<String>,
     /// Ready limiter pods that report running `configRevision` (condition `ConfigApplied`
     /// turns true when they all do).
@@ -44,6 +48,7 @@ pub struct ShardStatus {
     /// Shard index (its position in the limiter's shard list).
     pub index: i32,
     /// The shard's StatefulSet and Service name.
+    #[schemars(length(max = 253))]
     pub name: String,
     /// Whether every pod is ready on the current revision.
     pub ready: bool,
@@ -55,23 +60,29 @@ pub struct ShardStatus {
     /// Sentinel owns failover. Ask Sentinel which pod is primary now:
     /// `redis-cli -h <name>-sentinel -p 26379 sentinel get-master-addr-by-name <sentinelMaster>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub sentinel_master: Option<String>,
 }
 
-/// A condition in the Kubernetes style.
+/// A condition in the Kubernetes style (the bounds are `metav1.Condition`'s).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// `Ready`, `Progressing` or `Degraded`.
     #[serde(rename = "type")]
+    #[schemars(length(max = 316))]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
+    #[schemars(length(max = 16))]
     pub status: String,
     /// Machine-readable reason in CamelCase.
+    #[schemars(length(max = 1024))]
     pub reason: String,
     /// What happened and what to do about it.
+    #[schemars(length(max = 32768))]
     pub message: String,
     /// When `status` last changed (RFC 3339).
+    #[schemars(length(max = 64))]
     pub last_transition_time: String,
     /// The generation the condition was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

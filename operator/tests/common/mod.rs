@@ -1,6 +1,8 @@
 //! Shared test helpers: fixtures, the limiter binary.
 #![allow(dead_code)]
 
+pub mod cel_rules;
+
 use screenlimit_operator::crd::StreamLimiter;
 
 /// A fixture from `tests/fixtures`, parsed as the API server would hand it over (defaults
