@@ -36,11 +36,11 @@ if [[ -z ${SKIP_PROFILE:-} ]] && command -v perf >/dev/null; then
   RPID=$!
   SCREENLIMIT_STORE_BACKEND=redis SCREENLIMIT_REDIS_SHARDS=redis://127.0.0.1:$PORT \
     SCREENLIMIT_STREAM_ID_SECRET=a-long-shared-secret-for-the-profile RUST_LOG=warn \
-    target/release/screenlimit-limiter --listen 127.0.0.1:$LPORT >/dev/null 2>&1 &
+    target/release/screenlimit-limiter --listen "127.0.0.1:$LPORT" >/dev/null 2>&1 &
   LPID=$!
   trap 'kill $LPID $RPID 2>/dev/null || true' EXIT
   sleep 1
-  "$L" max --url http://127.0.0.1:$LPORT --redis redis://127.0.0.1:$PORT --ops play-start \
+  "$L" max --url "http://127.0.0.1:$LPORT" --redis "redis://127.0.0.1:$PORT" --ops play-start \
     --levels 16 --step 20s --quiet --progress 1h >/dev/null 2>&1 &
   GPID=$!
   sleep 3

