@@ -146,6 +146,12 @@ pub fn has_stream_id_shape(stream_id: &str) -> bool {
         && validate_token(device_id).is_ok()
 }
 
+/// The device a stream id names, unverified: the part after its first `.`. The id's MAC binds
+/// it to the device, so a call whose id names another device than its MAC can act on no stream.
+pub fn device_of(stream_id: &str) -> Option<&str> {
+    stream_id.split_once('.').map(|(_, device_id)| device_id)
+}
+
 /// The plan a stream was issued under. Its id carries it, so a lease lost with the store (a
 /// restart, a reshard) comes back under the right limit, not the default plan's.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm};
@@ -87,6 +87,17 @@ impl TokenError {
         TokenError::BadClaim,
     ];
 
+    /// [`Self::of`], where a claim the library calls missing is present but not what it must be
+    /// (`"exp": "tomorrow"`): that is `bad_claim`.
+    fn of_claims(kind: &ErrorKind, token: &str) -> TokenError {
+        match kind {
+            ErrorKind::MissingRequiredClaim(name) if payload_has(token, name) => {
+                TokenError::BadClaim
+            }
+            other => TokenError::of(other),
+        }
+    }
+
     fn of(kind: &ErrorKind) -> TokenError {
         match kind {
             ErrorKind::ExpiredSignature => TokenError::Expired,
@@ -113,8 +124,10 @@ struct Key {
 /// The keys of one reading of the key file.
 struct KeySet {
     keys: Vec<Key>,
-    /// What the file was when read (modified time, length): a change means read it again.
-    stamp: Option<(SystemTime, u64)>,
+    /// A digest of the file's bytes when read: other bytes mean read it again. The content, not
+    /// its modified time and length, which a rotation within the same second to a key of the
+    /// same size leaves as they were.
+    stamp: Stamp,
 }
 
 /// The checker of player tokens; cheap to share (`Arc`), the keys swap atomically on a reload.
@@ -146,6 +159,9 @@ impl PlayerTokens {
 
     /// Checks `token` and returns who it is for.
     pub fn verify(&self, token: &str) -> Result<PlayerClaims, TokenError> {
+        if token.split('.').count() != 3 {
+            return Err(TokenError::Malformed);
+        }
         let header = jsonwebtoken::decode_header(token).map_err(|e| match e.kind() {
             // An `alg` the library does not know (`none` among them) fails the header's parse.
             ErrorKind::Json(_) if token_names_alg_none(token) => TokenError::AlgorithmNotAllowed,
@@ -155,7 +171,9 @@ impl PlayerTokens {
         let named: Vec<&Key> = keys
             .keys
             .iter()
-            .filter(|k| header.kid.is_none() || k.id == header.kid)
+            // A key without a `kid` (an HS256 secret, a JWKS key that names none) takes a token
+            // whatever `kid` its issuer set; a key with one only the tokens that name it.
+            .filter(|k| header.kid.is_none() || k.id.is_none() || k.id == header.kid)
             .collect();
         if named.is_empty() {
             return Err(TokenError::UnknownKey);
@@ -169,7 +187,7 @@ impl PlayerTokens {
                 &self.validation(key.algorithm),
             ) {
                 Ok(data) => return self.claims(&data.claims),
-                Err(e) => refused = TokenError::of(e.kind()),
+                Err(e) => refused = TokenError::of_claims(e.kind(), token),
             }
             if refused != TokenError::BadSignature {
                 break;
@@ -208,12 +226,15 @@ impl PlayerTokens {
     /// used keeps the keys in force; the problem is logged once per change of the file.
     pub fn reload_if_changed(&self) {
         let (field, path) = key_file(&self.config);
-        let stamp = stamp_of(path);
+        let Ok(bytes) = std::fs::read(path) else {
+            return; // gone for a moment (a Secret's symlinks swapped): keep the keys in force
+        };
+        let stamp = stamp_of(&bytes);
         let current = self.keys.load();
-        if stamp.is_none() || stamp == current.stamp {
+        if stamp == current.stamp {
             return;
         }
-        match read_keys(&self.config) {
+        match keys_of(&self.config, &bytes) {
             Ok(keys) => {
                 tracing::info!(file = %path.display(), keys = keys.keys.len(), "player token keys read again");
                 self.keys.store(Arc::new(keys));
@@ -257,16 +278,25 @@ impl Key {
     }
 }
 
-/// Whether the header says `"alg": "none"` (the library's parse fails on it first).
-fn token_names_alg_none(token: &str) -> bool {
+/// The JSON object of a token's `index`th part (0 the header, 1 the payload), unchecked: only
+/// to name a refusal precisely, never to accept anything.
+fn part_of(token: &str, index: usize) -> Option<Map<String, Value>> {
     use base64::Engine as _;
-    let Some(header) = token.split('.').next() else {
-        return false;
-    };
+    let part = token.split('.').nth(index)?;
     base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(header)
+        .decode(part)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok())
+}
+
+/// Whether the token's payload carries the claim `name` at all.
+fn payload_has(token: &str, name: &str) -> bool {
+    part_of(token, 1).is_some_and(|claims| claims.contains_key(name))
+}
+
+/// Whether the header says `"alg": "none"` (the library's parse fails on it first).
+fn token_names_alg_none(token: &str) -> bool {
+    part_of(token, 0)
         .and_then(|h| {
             h.get("alg")
                 .and_then(Value::as_str)
@@ -284,15 +314,23 @@ fn key_file(config: &PlayerTokenConfig) -> (&'static str, &Path) {
     }
 }
 
-fn stamp_of(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
+type Stamp = [u8; 32];
+
+fn stamp_of(bytes: &[u8]) -> Stamp {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).into()
 }
 
 fn read_keys(config: &PlayerTokenConfig) -> Result<KeySet, String> {
     let (_, path) = key_file(config);
-    let stamp = stamp_of(path);
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    keys_of(config, &bytes)
+}
+
+/// The keys in `bytes`, the key file's content.
+fn keys_of(config: &PlayerTokenConfig, bytes: &[u8]) -> Result<KeySet, String> {
+    let (_, path) = key_file(config);
+    let stamp = stamp_of(bytes);
     let keys = if config.hs256_secret_file.is_some() {
         let secret = bytes.trim_ascii();
         if secret.len() < MIN_HS256_SECRET_BYTES {
@@ -307,7 +345,7 @@ fn read_keys(config: &PlayerTokenConfig) -> Result<KeySet, String> {
             key: DecodingKey::from_secret(secret),
         }]
     } else {
-        jwks_keys(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+        jwks_keys(bytes).map_err(|e| format!("{}: {e}", path.display()))?
     };
     Ok(KeySet { keys, stamp })
 }

@@ -421,6 +421,26 @@ async fn bad_player_tokens_are_refused_with_the_check_named() {
             "not_yet_valid",
         ),
         ("garbage", "a.b.c".to_owned(), "invalid_token", "malformed"),
+        // Meant as JWTs, with the wrong number of parts: malformed, not a missing credential.
+        (
+            "two parts",
+            "eyJhbGciOiJIUzI1NiJ9.e30".to_owned(),
+            "invalid_token",
+            "malformed",
+        ),
+        (
+            "four parts",
+            format!("{}.x", hs256(&claims("acct-1"))),
+            "invalid_token",
+            "malformed",
+        ),
+        // Present and wrong is not missing.
+        (
+            "exp as text",
+            hs256(&with(json!({"exp": "tomorrow"}))),
+            "invalid_token",
+            "bad_claim",
+        ),
     ];
     for (what, token, code, reason) in cases {
         let reply = play(&api, &token, "acct-1", "tv").await;
@@ -447,6 +467,34 @@ async fn bad_player_tokens_are_refused_with_the_check_named() {
             .status,
         StatusCode::OK
     );
+    // Many issuers set a `kid` on HS256 tokens too; the secret names none, so it takes any.
+    let mut header = Header::new(Algorithm::HS256);
+    header.kid = Some("issuer-key-2026".into());
+    let with_kid = jsonwebtoken::encode(
+        &header,
+        &claims("acct-2"),
+        &EncodingKey::from_secret(HS_SECRET.as_bytes()),
+    )
+    .unwrap();
+    let reply = play(&api, &with_kid, "acct-2", "phone").await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_read_in_any_case() {
+    let setup = start("    hs256_secret_file: $SECRET\n", "");
+    let api = setup.limiter.client();
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let reply = api
+            .send(
+                api.http
+                    .post(format!("{}/v1/streams", api.base))
+                    .header("authorization", format!("{scheme} {GATEWAY}"))
+                    .json(&json!({"account_id": format!("acct-{scheme}"), "device_id": "tv"})),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{scheme}: {reply:?}");
+    }
 }
 
 #[tokio::test]
@@ -468,6 +516,156 @@ async fn a_device_claim_binds_the_play_start_to_its_device() {
         (other.status, other.error()),
         (StatusCode::FORBIDDEN, "device_mismatch")
     );
+}
+
+#[tokio::test]
+async fn a_device_bound_token_renews_and_stops_only_its_own_device_streams_and_may_take_over() {
+    let setup = start(
+        "    hs256_secret_file: $SECRET\n    account_claim: account\n    device_claim: device\n",
+        "",
+    );
+    let api = setup.limiter.client();
+    let token_of = |device: &str| {
+        hs256(
+            &json!({"account": "acct-1", "device": device, "iss": ISSUER, "aud": AUDIENCE, "exp": now() + 60}),
+        )
+    };
+    let (tv, phone) = (token_of("tv"), token_of("phone"));
+    let phone_stream = play(&api, &phone, "acct-1", "phone").await;
+    assert_eq!(phone_stream.status, StatusCode::OK, "{phone_stream:?}");
+    let phone_stream = phone_stream.body["stream_id"].as_str().unwrap().to_owned();
+    let account = || Some(json!({"account_id": "acct-1"}));
+    let seen_before = call(
+        &api,
+        Method::GET,
+        "/v1/accounts/acct-1/streams",
+        Some(&phone),
+        None,
+    )
+    .await
+    .body["active"][0]["last_seen"]
+        .clone();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The TV's token on the phone's stream: refused, and nothing changes.
+    let heartbeat = format!("/v1/streams/{phone_stream}/heartbeat");
+    let stop = format!("/v1/streams/{phone_stream}");
+    for (method, path) in [(Method::PUT, &heartbeat), (Method::DELETE, &stop)] {
+        let reply = call(&api, method.clone(), path, Some(&tv), account()).await;
+        assert_eq!(
+            (reply.status, reply.error()),
+            (StatusCode::FORBIDDEN, "device_mismatch"),
+            "{method} {path}: {reply:?}"
+        );
+    }
+    let listed = call(
+        &api,
+        Method::GET,
+        "/v1/accounts/acct-1/streams",
+        Some(&phone),
+        None,
+    )
+    .await;
+    assert_eq!(
+        listed.body["active"].as_array().unwrap().len(),
+        1,
+        "{listed:?}"
+    );
+    assert_eq!(
+        listed.body["active"][0]["last_seen"], seen_before,
+        "the phone was not renewed"
+    );
+    let own = call(&api, Method::PUT, &heartbeat, Some(&phone), account()).await;
+    assert_eq!(
+        own.status,
+        StatusCode::OK,
+        "the phone renews its own stream: {own:?}"
+    );
+    // Take-over from the deny screen: the TV plays in the phone's slot (the new stream is the
+    // TV's own), and the phone is told to stop.
+    let take_over = call(
+        &api,
+        Method::POST,
+        "/v1/streams",
+        Some(&tv),
+        Some(json!({"account_id": "acct-1", "device_id": "tv", "replace_stream_id": phone_stream})),
+    )
+    .await;
+    assert_eq!(take_over.status, StatusCode::OK, "{take_over:?}");
+    let told = call(&api, Method::PUT, &heartbeat, Some(&phone), account()).await;
+    assert_eq!(
+        (told.status, told.error()),
+        (StatusCode::GONE, "stream_revoked")
+    );
+    // ... but never while naming another device as its own.
+    let as_phone = call(
+        &api,
+        Method::POST,
+        "/v1/streams",
+        Some(&tv),
+        Some(json!({"account_id": "acct-1", "device_id": "phone", "replace_stream_id": phone_stream})),
+    )
+    .await;
+    assert_eq!(
+        (as_phone.status, as_phone.error()),
+        (StatusCode::FORBIDDEN, "device_mismatch")
+    );
+    // The TV stops its own stream.
+    let tv_stream = take_over.body["stream_id"].as_str().unwrap();
+    let stopped = call(
+        &api,
+        Method::DELETE,
+        &format!("/v1/streams/{tv_stream}"),
+        Some(&tv),
+        account(),
+    )
+    .await;
+    assert_eq!(stopped.status, StatusCode::OK, "{stopped:?}");
+}
+
+#[tokio::test]
+async fn a_rotated_secret_of_the_same_size_and_time_is_read_again() {
+    let setup = start("    hs256_secret_file: $SECRET\n", "");
+    let api = setup.limiter.client();
+    let signed = |secret: &str, account: &str| {
+        jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims(account),
+            &EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        play(&api, &signed(HS_SECRET, "acct-1"), "acct-1", "tv")
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // The rotation keeps the length and, as a write within the same second can, the time.
+    let rotated = HS_SECRET.replace("an-", "my-");
+    assert_eq!(rotated.len(), HS_SECRET.len());
+    let path = setup.dir.path().join("hs256");
+    let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::fs::write(&path, &rotated).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(before)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = play(&api, &signed(&rotated, "acct-2"), "acct-2", "tv").await;
+        if reply.status == StatusCode::OK {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the rotated secret was never read: {reply:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let old = play(&api, &signed(HS_SECRET, "acct-3"), "acct-3", "tv").await;
+    assert_eq!(old.body["reason"], "bad_signature", "{old:?}");
 }
 
 /// An openssl key of `kind` in `dir`: the private PEM and the public key's DER.

@@ -99,6 +99,30 @@ impl Caller {
     }
 }
 
+/// Holds a device-bound player token to the streams of its own device, on the calls that name
+/// a stream (heartbeat, stop): the stream id carries its device. A call whose id claims the
+/// token's device under another device's MAC acts on nothing (the store finds no such stream).
+pub fn check_stream_device(
+    caller: &Option<axum::Extension<Caller>>,
+    stream_id: &str,
+) -> Result<(), ApiError> {
+    match (caller, crate::ids::device_of(stream_id)) {
+        (
+            Some(axum::Extension(Caller::Player(PlayerClaims {
+                device_id: Some(own),
+                ..
+            }))),
+            Some(named),
+        ) if own != named => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "device_mismatch",
+            "the player token is for another device than the one this stream was started on; \
+             a device renews and stops its own streams only",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Holds a handler's caller (when the API checks credentials) to `account_id`.
 pub fn check_account(
     caller: &Option<axum::Extension<Caller>>,
@@ -153,8 +177,10 @@ impl ApiAuth {
         if support || gateway {
             return Ok(Caller::Service { support, gateway });
         }
+        // A token with a dot is meant as a JWT: one that is not (two or four parts) is a
+        // malformed player token, not a missing credential.
         match &self.players {
-            Some(players) if presented.split('.').count() == 3 => players
+            Some(players) if presented.contains('.') => players
                 .verify(presented)
                 .map(Caller::Player)
                 .map_err(AuthError::Token),
@@ -227,6 +253,16 @@ impl AuthError {
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme's name is
+/// case-insensitive (RFC 9110 §11.1), so `bearer` and `BEARER` are the same scheme.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
 /// Whether `caller` may call a route of `audience`.
 fn admits(caller: &Caller, audience: Audience) -> bool {
     match (caller, audience) {
@@ -254,8 +290,7 @@ pub async fn require_credential(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(bearer_token)
         .unwrap_or("");
     let caller = match auth.identify(presented) {
         Ok(caller) => caller,
@@ -271,6 +306,16 @@ pub async fn require_credential(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer t0k", "bearer t0k", "BEARER  t0k ", " bEaReR t0k"] {
+            assert_eq!(bearer_token(value), Some("t0k"), "{value:?}");
+        }
+        for value in ["Basic t0k", "Bearer", "Bearer ", "Bearert0k", "t0k", ""] {
+            assert_eq!(bearer_token(value), None, "{value:?}");
+        }
+    }
 
     #[test]
     fn each_route_has_its_audience() {

@@ -69,8 +69,8 @@ error_responses! {
         ["support_only"];
     PlayStartForbidden => "The plan database has no plan for this account (`unknown_account`), the support token on a player route (`players_only`), or a player token for another account (`account_mismatch`) or device (`device_mismatch`)",
         ["unknown_account", "players_only", "account_mismatch", "device_mismatch"];
-    StreamForbidden => "The support token on a player route (`players_only`), or a player token for another account (`account_mismatch`)",
-        ["players_only", "account_mismatch"];
+    StreamForbidden => "The support token on a player route (`players_only`), or a player token for another account (`account_mismatch`) or, bound to a device, for another device than the stream's (`device_mismatch`)",
+        ["players_only", "account_mismatch", "device_mismatch"];
     ListForbidden => "A player token for another account (`account_mismatch`): a player lists its own account only",
         ["account_mismatch"];
     UnknownAccount => "The plan database has no plan for this account (`unknown_account: deny`)",

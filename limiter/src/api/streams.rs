@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
 
-use super::auth::{Caller, check_account};
+use super::auth::{Caller, check_account, check_stream_device};
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiOptionalJson, ApiPath, ApiQuery};
 use super::responses::{
@@ -163,6 +163,7 @@ pub async fn heartbeat(
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     check_account_id(&body.account_id)?;
     check_account(&caller, &body.account_id)?;
+    check_stream_device(&caller, &stream_id)?;
     let (load, _place) = admit(admission);
     let renewal = service
         .heartbeat(&body.account_id, &stream_id, load)
@@ -215,6 +216,7 @@ pub async fn release(
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&body.account_id)?;
     check_account(&caller, &body.account_id)?;
+    check_stream_device(&caller, &stream_id)?;
     let (load, _place) = admit(admission);
     let degraded = service.release(&body.account_id, &stream_id, load).await?;
     Ok(Json(OkResponse { ok: true, degraded }))

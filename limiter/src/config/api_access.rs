@@ -112,13 +112,16 @@ pub fn validate(
     single: Option<&PathBuf>,
     cors: &CorsConfig,
 ) -> Result<(), ConfigError> {
-    if single.is_some() && (auth.support_token_file.is_some() || auth.gateway_token_file.is_some())
-    {
+    let split = auth.support_token_file.is_some()
+        || auth.gateway_token_file.is_some()
+        || auth.players.is_some();
+    if single.is_some() && split {
         return Err(invalid(
             "auth_token_file",
-            "auth_token_file is the one token that opens every route; with \
-             auth.support_token_file or auth.gateway_token_file, drop it (give the dashboard's \
-             token as auth.support_token_file, the gateway's as auth.gateway_token_file)",
+            "auth_token_file is the one token that opens every route; with the credentials of \
+             auth (support_token_file, gateway_token_file, players), drop it (give the \
+             dashboard's token as auth.support_token_file, the gateway's as \
+             auth.gateway_token_file)",
         ));
     }
     let player_credential = auth.gateway_token_file.is_some() || auth.players.is_some();
