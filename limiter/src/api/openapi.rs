@@ -185,15 +185,19 @@ fn require_credentials(doc: &mut Value, tokens: bool) {
     }
 }
 
-/// OpenAPI links: what a client (or a stateful fuzzer) can do next with an answer's ids.
+/// OpenAPI links: what a client (or a stateful fuzzer) can do next with an answer's ids. A
+/// parameter's value is a runtime expression as it stands; inside a request body (a JSON value)
+/// an expression is embedded in braces, `"{$request.body#/account_id}"`, else it is a literal
+/// string (OpenAPI 3.1, Link Object and Runtime Expressions).
 fn add_links(doc: &mut Value) {
     let account_of_request = "$request.body#/account_id";
     let new_stream = "$response.body#/stream_id";
+    let embedded = |expression: &str| format!("{{{expression}}}");
     let on_stream = |operation: &str| {
         json!({
             "operationId": operation,
             "parameters": {"stream_id": new_stream},
-            "requestBody": {"account_id": account_of_request},
+            "requestBody": {"account_id": embedded(account_of_request)},
         })
     };
     let on_account = |operation: &str| json!({"operationId": operation, "parameters": {"account_id": account_of_request}});
@@ -214,9 +218,9 @@ fn add_links(doc: &mut Value) {
         "TakeOver": {
             "operationId": "play_start",
             "requestBody": {
-                "account_id": account_of_request,
-                "device_id": "$request.body#/device_id",
-                "replace_stream_id": "$response.body#/active/0/stream_id",
+                "account_id": embedded(account_of_request),
+                "device_id": embedded("$request.body#/device_id"),
+                "replace_stream_id": embedded("$response.body#/active/0/stream_id"),
             },
         },
     });
@@ -244,6 +248,45 @@ mod tests {
             pattern,
             words: "as served",
         }
+    }
+
+    /// Every link: parameters are bare runtime expressions, and every string of a request body
+    /// that is meant as one is embedded in braces (a bare `$…` there is a literal string).
+    #[test]
+    fn links_embed_their_body_expressions_in_braces() {
+        let doc = doc();
+        let mut bodies = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for operation in item.as_object().unwrap().values() {
+                let Some(responses) = operation.get("responses").and_then(Value::as_object) else {
+                    continue;
+                };
+                for link in responses
+                    .values()
+                    .filter_map(|r| r.get("links").and_then(Value::as_object))
+                    .flat_map(|links| links.values())
+                {
+                    for value in link["parameters"]
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|m| m.values())
+                    {
+                        let v = value.as_str().unwrap();
+                        assert!(v.starts_with('$'), "{path}: parameter {v}");
+                    }
+                    for value in link["requestBody"]
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|m| m.values())
+                    {
+                        let v = value.as_str().unwrap();
+                        assert!(v.starts_with("{$") && v.ends_with('}'), "{path}: body {v}");
+                        bodies += 1;
+                    }
+                }
+            }
+        }
+        assert!(bodies >= 4, "expected the links' bodies, saw {bodies}");
     }
 
     #[test]
