@@ -461,6 +461,62 @@ fn a_client_that_does_not_read_its_answers_is_cut_off_at_the_write_deadline() {
     let _ = writing.join();
 }
 
+/// Reads one answer to a GET on a kept-alive connection: its head (lower-cased) and body.
+fn read_answer(stream: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "the answer broke off");
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).unwrap();
+    head
+}
+
+#[test]
+fn a_kept_alive_connection_is_closed_after_its_maximum_age() {
+    let limiter = LimiterProcess::start("http: { max_connection_age: 1s }\n");
+    let mut stream = connect(&limiter);
+    let opened = Instant::now();
+    let closing_at = loop {
+        write!(stream, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let head = read_answer(&mut stream);
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        if head.contains("connection: close") {
+            break opened.elapsed();
+        }
+        assert!(
+            opened.elapsed() < Duration::from_secs(5),
+            "never told to close"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The age is jittered within ±10 %: 0.9 to 1.1 s, plus a request's time on a busy machine.
+    assert!(
+        closing_at >= Duration::from_millis(900) && closing_at < Duration::from_secs(3),
+        "told to close after {closing_at:?}"
+    );
+    let (rest, _) = read_until_closed(&mut stream, Instant::now());
+    assert!(
+        rest.is_empty(),
+        "the connection closes after that answer: {rest}"
+    );
+    // `0s` keeps a connection as long as its client likes.
+    let limiter = LimiterProcess::start("http: { max_connection_age: 0s }\n");
+    let mut stream = connect(&limiter);
+    for _ in 0..3 {
+        write!(stream, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        assert!(!read_answer(&mut stream).contains("connection: close"));
+        std::thread::sleep(Duration::from_millis(400));
+    }
+}
+
 #[test]
 fn the_listen_backlog_is_the_configured_one() {
     let limiter = LimiterProcess::start("http: { listen_backlog: 3000 }\n");

@@ -196,7 +196,8 @@ async fn at_twice_the_stores_capacity_most_of_it_still_becomes_decisions() {
     );
     assert_eq!(renewals_failed, 0, "{report}");
     assert!(
-        share(renewals_degraded, renewed + renewals_degraded) >= share(degraded, decided + degraded),
+        share(renewals_degraded, renewed + renewals_degraded)
+            >= share(degraded, decided + degraded),
         "a full shard sheds renewals of live leases before play-starts: {report}"
     );
 

@@ -96,6 +96,7 @@ fn the_file_has_exactly_the_expected_keys() {
             "max_connections",
             "max_in_flight",
             "write_timeout",
+            "max_connection_age",
             "listen_backlog",
             "max_queue_delay",
             "drain_period",
@@ -380,6 +381,7 @@ fn the_http_knobs_reach_the_limiter_config() {
     assert_eq!(config.http.max_header_bytes, defaults.max_header_bytes);
     assert_eq!(config.http.max_connections, defaults.max_connections);
     assert_eq!(config.http.write_timeout, defaults.write_timeout);
+    assert_eq!(config.http.max_connection_age, defaults.max_connection_age);
     assert_eq!(config.http.listen_backlog, defaults.listen_backlog);
     assert_eq!(config.http.max_queue_delay, defaults.max_queue_delay);
     assert_eq!(config.http.drain_period, defaults.drain_period);
@@ -393,6 +395,7 @@ fn the_http_knobs_reach_the_limiter_config() {
     http.max_connections = 2000;
     http.max_in_flight = 300;
     http.write_timeout_millis = 700;
+    http.max_connection_age_seconds = 0;
     http.listen_backlog = 1000;
     http.max_queue_delay_millis = 20;
     http.drain_period_seconds = 12;
@@ -428,6 +431,7 @@ fn the_http_knobs_reach_the_limiter_config() {
     assert_eq!(config.http.max_connections, 2000);
     assert_eq!(config.http.max_in_flight, 300);
     assert_eq!(config.http.write_timeout, Duration::from_millis(700));
+    assert_eq!(config.http.max_connection_age, Duration::ZERO);
     assert_eq!(config.http.listen_backlog, 1000);
     assert_eq!(config.http.max_queue_delay, Duration::from_millis(20));
     assert_eq!(config.http.drain_period, Duration::from_secs(12));

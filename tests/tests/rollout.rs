@@ -13,7 +13,9 @@
 //!    whatever the image says: the template's change is what rolls), the Deployment rolls (a new pod Ready,
 //!    then an old one deleted: out of the endpoints after the lag, SIGTERM, its drain); every
 //!    old pod exits on its own within its grace period; zero failed requests, and the players
-//!    did see the drain (`Connection: close` answers) and moved to the new pods.
+//!    did see the drain (`Connection: close` answers) and moved to the new pods; and within one
+//!    maximum connection age after the roll (2 s here), each new pod serves a share of the
+//!    kept-alive players (without it they would all stay on the first new pod they reached).
 //!
 //! A failed request is one with no answer, not a 200, or a degraded 200 (the store deadline is
 //! raised to 1 s for this, so that a loaded machine's stall is not taken for a store failure).
@@ -210,6 +212,9 @@ async fn a_plan_change_applies_live_and_an_image_change_rolls_without_a_failed_r
     // build, pods starting beside it), and the answer is degraded. With 1 s, a degraded answer
     // (a failure here) means a pod served without its store.
     sl.spec.failure_policy.store_timeout_millis = 1000;
+    // Kept-alive players reconnect every ~2 s, so a roll's new pods each get a share.
+    const MAX_AGE: Duration = Duration::from_secs(2);
+    sl.spec.limiter.http.max_connection_age_seconds = MAX_AGE.as_secs() as i32;
     let first = render(&sl);
 
     let mut cluster = Cluster::new("video", &first.config_maps);
@@ -368,7 +373,11 @@ async fn a_plan_change_applies_live_and_an_image_change_rolls_without_a_failed_r
             .collect::<Vec<_>>()
     });
     let roll_done = roll.elapsed();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // One maximum age (+10 % jitter) and a margin later, every player has reconnected once,
+    // round robin over the new pods.
+    let (at_roll_end, _) = service.connections();
+    tokio::time::sleep(MAX_AGE.mul_f64(1.1) + Duration::from_secs(1)).await;
+    let (one_age_later, _) = service.connections();
     let seen = players.stop().await;
     for stop in &stopped {
         let log = stop.pod.log();
@@ -414,6 +423,17 @@ async fn a_plan_change_applies_live_and_an_image_change_rolls_without_a_failed_r
             .sum::<u64>()
             > 0,
         "no connection reached a new pod: {connections:?}"
+    );
+    let shares: Vec<u64> = new_names
+        .iter()
+        .map(|name| {
+            one_age_later.get(name).copied().unwrap_or(0)
+                - at_roll_end.get(name).copied().unwrap_or(0)
+        })
+        .collect();
+    assert!(
+        shares.iter().all(|&n| n > 0),
+        "within one connection age after the roll, each new pod must take new connections:          {new_names:?} got {shares:?}"
     );
     let took: Vec<Duration> = stopped.iter().map(|s| s.took).collect();
     println!(

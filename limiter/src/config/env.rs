@@ -49,6 +49,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("SCREENLIMIT_BODY_READ_TIMEOUT", "http.body_read_timeout"),
     ("SCREENLIMIT_IDLE_TIMEOUT", "http.idle_timeout"),
     ("SCREENLIMIT_WRITE_TIMEOUT", "http.write_timeout"),
+    ("SCREENLIMIT_MAX_CONNECTION_AGE", "http.max_connection_age"),
     ("SCREENLIMIT_LISTEN_BACKLOG", "http.listen_backlog"),
     ("SCREENLIMIT_MAX_QUEUE_DELAY", "http.max_queue_delay"),
     (
@@ -228,6 +229,11 @@ impl Config {
             "SCREENLIMIT_WRITE_TIMEOUT",
             "http.write_timeout",
             &mut self.http.write_timeout,
+        )?;
+        duration(
+            "SCREENLIMIT_MAX_CONNECTION_AGE",
+            "http.max_connection_age",
+            &mut self.http.max_connection_age,
         )?;
         duration(
             "SCREENLIMIT_MAX_QUEUE_DELAY",

@@ -28,6 +28,13 @@ pub struct HttpConfig {
     /// read) before the connection is closed.
     #[serde(with = "humantime_serde")]
     pub write_timeout: Duration,
+    /// How long a client may keep one connection: the first answer after this age (each
+    /// connection's own, within ±10 % so that a roll's connections do not all close at once)
+    /// carries `Connection: close`, and the client's next request opens a new connection, which
+    /// the Service may send to another pod. Without it, kept-alive gateways stay on the pods they
+    /// first reached, and a pod added by a roll or the autoscaler gets no share. `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub max_connection_age: Duration,
     /// Connections the kernel queues for `accept` (capped by `net.core.somaxconn`). A burst of
     /// new connections beyond it loses SYNs, and each client so dropped waits a full second
     /// before its retry: keep it above the largest burst of connections expected.
@@ -67,6 +74,7 @@ impl Default for HttpConfig {
             body_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(75),
             write_timeout: Duration::from_secs(10),
+            max_connection_age: Duration::from_secs(300),
             listen_backlog: 8_192,
             max_header_bytes: 16 * 1024,
             max_connections: 10_000,
@@ -87,6 +95,11 @@ pub const LISTEN_BACKLOG_RANGE: std::ops::RangeInclusive<u32> = 16..=65_535;
 
 /// Longest `http.drain_period`: a pod's grace period must cover it.
 pub const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(300);
+
+/// Bounds of `http.max_connection_age` when set: short enough ages turn every request into a
+/// new connection (a TLS handshake at the balancer each time).
+pub const MAX_CONNECTION_AGE_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(86_400);
 
 /// Bounds of `http.shutdown_timeout`.
 pub const SHUTDOWN_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
@@ -137,6 +150,17 @@ impl HttpConfig {
                 format!(
                     "{} must be 0s (off) or between 1ms and 10s",
                     humantime::format_duration(http.max_queue_delay)
+                ),
+            ));
+        }
+        if !http.max_connection_age.is_zero()
+            && !MAX_CONNECTION_AGE_RANGE.contains(&http.max_connection_age)
+        {
+            return Err(invalid(
+                "http.max_connection_age",
+                format!(
+                    "{} must be 0s (never) or between 1s and 24h",
+                    humantime::format_duration(http.max_connection_age)
                 ),
             ));
         }

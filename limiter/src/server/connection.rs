@@ -22,6 +22,8 @@
 //!   they are answered 503 `overloaded`.
 //! - **Drain**: while the process drains before a stop (`lifecycle.rs`), every answer carries
 //!   `Connection: close`, so that a kept-alive client opens its next connection elsewhere.
+//! - **Age**: past `http.max_connection_age` (each connection's own, jittered), the next answer
+//!   carries `Connection: close`, so kept-alive clients spread over the pods a roll added.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -67,6 +69,7 @@ struct LaneShared {
     header: Duration,
     body: Duration,
     write: Duration,
+    max_age: Duration,
     max_body_bytes: usize,
 }
 
@@ -79,6 +82,8 @@ struct ConnState {
     finished: AtomicU64,
     /// The current request's body missed its deadline.
     body_timed_out: AtomicBool,
+    /// From when this connection's answers say `Connection: close` (its maximum age).
+    close_after: Option<Instant>,
 }
 
 impl Lane {
@@ -103,6 +108,7 @@ impl Lane {
             header: http.header_read_timeout,
             body: http.body_read_timeout,
             write: http.write_timeout,
+            max_age: http.max_connection_age,
             max_body_bytes,
         }))
     }
@@ -115,7 +121,11 @@ impl Lane {
     /// Serves one connection to its end; on the stop signal, finishes the request in flight
     /// and closes.
     pub async fn serve(self, stream: TcpStream, mut stopping: watch::Receiver<bool>) {
-        let state = Arc::new(ConnState::default());
+        let state = Arc::new(ConnState {
+            close_after: closing_age(self.0.max_age, rand::random::<f64>())
+                .map(|age| Instant::now() + age),
+            ..ConnState::default()
+        });
         let io = TokioIo::new(DeadlineIo::new(
             stream,
             state.clone(),
@@ -205,7 +215,8 @@ async fn handle(
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    if lane.draining.is_draining() {
+    let too_old = state.close_after.is_some_and(|at| Instant::now() >= at);
+    if lane.draining.is_draining() || too_old {
         // hyper closes the connection once this answer is written.
         response
             .headers_mut()
@@ -214,6 +225,12 @@ async fn handle(
     state.busy.store(false, Ordering::Relaxed);
     state.finished.fetch_add(1, Ordering::Relaxed);
     Ok(response)
+}
+
+/// A connection's own maximum age: `max_age` within ±10 % by `unit` (uniform in 0..1), so
+/// that the connections a roll opened together do not all close together. `None`: never.
+fn closing_age(max_age: Duration, unit: f64) -> Option<Duration> {
+    (!max_age.is_zero()).then(|| max_age.mul_f64(0.9 + 0.2 * unit.clamp(0.0, 1.0)))
 }
 
 /// The request with its whole body read (within the body deadline), so that it takes a place
@@ -444,5 +461,21 @@ impl HttpBody for DeadlineBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closing_age;
+    use std::time::Duration;
+
+    #[test]
+    fn a_connection_age_is_jittered_within_a_tenth_and_zero_is_never() {
+        let age = Duration::from_secs(300);
+        assert_eq!(closing_age(age, 0.0), Some(Duration::from_secs(270)));
+        assert_eq!(closing_age(age, 1.0), Some(Duration::from_secs(330)));
+        assert_eq!(closing_age(age, 0.5), Some(age));
+        assert_eq!(closing_age(age, 7.0), Some(Duration::from_secs(330)));
+        assert_eq!(closing_age(Duration::ZERO, 0.5), None);
     }
 }

@@ -139,6 +139,12 @@ pub struct LimiterHttpSpec {
     #[serde(default = "default_write_timeout")]
     #[schemars(range(min = 10, max = 3600000))]
     pub write_timeout_millis: i32,
+    /// How long a client may keep one connection (each connection's own, within ±10 %): then
+    /// the next answer carries `Connection: close`, so kept-alive gateways spread over the pods a
+    /// roll or the autoscaler added. 0: never.
+    #[serde(default = "default_max_connection_age")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub max_connection_age_seconds: i32,
     /// Connections the kernel queues for accept (capped by the node's `net.core.somaxconn`);
     /// keep it above the largest burst of new connections.
     #[serde(default = "default_listen_backlog")]
@@ -252,6 +258,7 @@ impl Default for LimiterHttpSpec {
             max_connections: default_max_connections(),
             max_in_flight: default_max_in_flight(),
             write_timeout_millis: default_write_timeout(),
+            max_connection_age_seconds: default_max_connection_age(),
             listen_backlog: default_listen_backlog(),
             max_queue_delay_millis: default_max_queue_delay(),
             drain_period_seconds: default_drain_period(),
@@ -299,6 +306,9 @@ fn default_max_in_flight() -> i32 {
 }
 fn default_write_timeout() -> i32 {
     10_000
+}
+fn default_max_connection_age() -> i32 {
+    300
 }
 fn default_listen_backlog() -> i32 {
     8_192

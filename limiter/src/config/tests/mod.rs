@@ -170,6 +170,7 @@ fn http_bounds_have_defaults_env_overrides_and_named_errors() {
     assert_eq!(config.http.write_timeout, Duration::from_secs(10));
     assert_eq!(config.http.listen_backlog, 8_192);
     assert!(config.http.max_queue_delay.is_zero(), "off by default");
+    assert_eq!(config.http.max_connection_age, Duration::from_secs(300));
     let yaml = "http: { header_read_timeout: 2s, body_read_timeout: 3s, idle_timeout: 90s, write_timeout: 4s, listen_backlog: 100, max_queue_delay: 30ms, max_header_bytes: 4096, max_connections: 50, max_in_flight: 10 }\n";
     let config = Config::from_yaml(yaml).unwrap();
     config.validate().unwrap();
@@ -187,6 +188,7 @@ fn http_bounds_have_defaults_env_overrides_and_named_errors() {
         "SCREENLIMIT_WRITE_TIMEOUT" => Some("3s".to_owned()),
         "SCREENLIMIT_LISTEN_BACKLOG" => Some("512".to_owned()),
         "SCREENLIMIT_MAX_QUEUE_DELAY" => Some("40ms".to_owned()),
+        "SCREENLIMIT_MAX_CONNECTION_AGE" => Some("10m".to_owned()),
         _ => None,
     };
     let config = Config::load(None, env).unwrap();
@@ -198,6 +200,7 @@ fn http_bounds_have_defaults_env_overrides_and_named_errors() {
     assert_eq!(config.http.write_timeout, Duration::from_secs(3));
     assert_eq!(config.http.listen_backlog, 512);
     assert_eq!(config.http.max_queue_delay, Duration::from_millis(40));
+    assert_eq!(config.http.max_connection_age, Duration::from_secs(600));
     let bad_env = |name: &str| (name == "SCREENLIMIT_IDLE_TIMEOUT").then(|| "soon".to_owned());
     let err = Config::load(None, bad_env).unwrap_err();
     assert!(
@@ -225,6 +228,14 @@ fn http_bounds_have_defaults_env_overrides_and_named_errors() {
         ("http: { write_timeout: 1ms }\n", "http.write_timeout"),
         ("http: { listen_backlog: 1 }\n", "http.listen_backlog"),
         ("http: { max_queue_delay: 1h }\n", "http.max_queue_delay"),
+        (
+            "http: { max_connection_age: 100ms }\n",
+            "http.max_connection_age",
+        ),
+        (
+            "http: { max_connection_age: 2d }\n",
+            "http.max_connection_age",
+        ),
     ];
     for (yaml, field) in cases {
         let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
