@@ -1,13 +1,14 @@
 //! The dashboard's stop in a rollout (the limiter's `lifecycle.rs` explains why): on SIGTERM,
 //! `/readyz` answers 503 and every answer carries `Connection: close` for the drain period,
 //! then the server stops accepting and finishes what is in flight, within the shutdown timeout.
+//! So does every answer on a connection past its maximum age, at any time, so that kept-alive
+//! clients spread over the replicas a roll added.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -15,24 +16,41 @@ use axum::routing::get;
 use screenlimit_limiter::lifecycle::{Draining, drain_on_signal};
 use tokio::net::TcpListener;
 
-/// How the dashboard stops (flags `--drain-period`, `--shutdown-timeout`).
+use crate::connection::Connection;
+
+/// How the dashboard stops, and how long one connection lasts (flags `--drain-period`,
+/// `--shutdown-timeout`, `--max-connection-age`).
 #[derive(Debug, Clone, Copy)]
 pub struct DrainSettings {
     /// How long it keeps accepting and answering after SIGTERM, unready.
     pub period: Duration,
     /// After the drain period, how long requests in flight get to finish.
     pub shutdown_timeout: Duration,
+    /// After this (each connection's own, within ±10 %), answers carry `Connection: close`;
+    /// zero: never.
+    pub max_connection_age: Duration,
 }
 
-/// `app` with `/readyz` (503 while draining) and `Connection: close` on answers while draining.
-pub fn with_drain(app: Router, draining: Draining) -> Router {
+/// What decides that an answer closes its connection.
+#[derive(Clone)]
+struct Closing {
+    draining: Draining,
+    max_connection_age: Duration,
+}
+
+/// `app` with `/readyz` (503 while draining) and `Connection: close` on answers while draining
+/// or on a connection past `max_connection_age`.
+pub fn with_drain(app: Router, draining: Draining, max_connection_age: Duration) -> Router {
     Router::new()
         .route("/readyz", get(readyz))
         .with_state(draining.clone())
         .merge(app)
         .layer(axum::middleware::from_fn_with_state(
-            draining,
-            close_when_draining,
+            Closing {
+                draining,
+                max_connection_age,
+            },
+            close_when_draining_or_old,
         ))
 }
 
@@ -47,15 +65,19 @@ async fn readyz(State(draining): State<Draining>) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-async fn close_when_draining(
-    State(draining): State<Draining>,
+async fn close_when_draining_or_old(
+    State(closing): State<Closing>,
     request: Request,
     next: Next,
 ) -> Response {
+    let too_old = request
+        .extensions()
+        .get::<ConnectInfo<Connection>>()
+        .is_some_and(|info| info.0.too_old(closing.max_connection_age));
     let mut response = next.run(request).await;
-    if draining.is_draining() {
+    if closing.draining.is_draining() || too_old {
         // hyper closes the connection once this answer is written: the client reconnects,
-        // through the Service, to a replica that is not stopping.
+        // through the Service, to a replica that is not stopping (or one a roll added).
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -70,7 +92,7 @@ pub async fn serve(
     settings: DrainSettings,
 ) -> anyhow::Result<()> {
     let draining = Draining::default();
-    let app = with_drain(app, draining.clone());
+    let app = with_drain(app, draining.clone(), settings.max_connection_age);
     let stopped = Arc::new(tokio::sync::Notify::new());
     let shutdown = {
         let (draining, stopped) = (draining.clone(), stopped.clone());
@@ -81,7 +103,7 @@ pub async fn serve(
     };
     let serving = axum::serve(
         listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
+        app.into_make_service_with_connect_info::<Connection>(),
     )
     .with_graceful_shutdown(shutdown);
     let cut_off = async {

@@ -14,9 +14,11 @@
 //! - [`view`]: times and labels as people read them.
 //! - [`dev`]: `--dev`, an in-process limiter on the embedded store beside the dashboard.
 //! - [`drain`]: the stop in a rollout: unready, `Connection: close`, then no more accepting.
+//! - [`connection`]: each connection's peer and maximum age.
 
 pub mod auth;
 pub mod config;
+pub mod connection;
 pub mod dev;
 pub mod drain;
 pub mod ids;
@@ -29,6 +31,8 @@ use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
 
+use crate::connection::Connection;
+
 /// Serves the dashboard on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
@@ -39,7 +43,7 @@ pub async fn serve(
     let _sampler = web::fleet::sampler::spawn(state.clone());
     axum::serve(
         listener,
-        web::app(state).into_make_service_with_connect_info::<SocketAddr>(),
+        web::app(state).into_make_service_with_connect_info::<Connection>(),
     )
     .with_graceful_shutdown(shutdown)
     .await?;

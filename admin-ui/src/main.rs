@@ -231,6 +231,11 @@ struct Cli {
     /// After the drain period, how long requests in flight get to finish (100ms to 10m).
     #[arg(long, env = "SCREENLIMIT_ADMIN_SHUTDOWN_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_timeout: Duration,
+    /// How long a browser or proxy may keep one connection (each connection's own, within
+    /// ±10 %): then the next answer carries `Connection: close`, so kept-alive clients spread
+    /// over the replicas a roll added (0s: never; else 1s to 24h).
+    #[arg(long, env = "SCREENLIMIT_ADMIN_MAX_CONNECTION_AGE", default_value = "5m", value_parser = humantime::parse_duration)]
+    max_connection_age: Duration,
     /// Log format.
     #[arg(long, env = "SCREENLIMIT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -441,7 +446,9 @@ fn oidc_settings(cli: &Cli) -> anyhow::Result<Option<OidcSettings>> {
 
 /// The drain flags, checked by the limiter's own bounds for the same settings.
 fn drain_settings(cli: &Cli) -> anyhow::Result<DrainSettings> {
-    use screenlimit_limiter::config::{MAX_DRAIN_PERIOD, SHUTDOWN_TIMEOUT_RANGE};
+    use screenlimit_limiter::config::{
+        MAX_CONNECTION_AGE_RANGE, MAX_DRAIN_PERIOD, SHUTDOWN_TIMEOUT_RANGE,
+    };
     anyhow::ensure!(
         cli.drain_period <= MAX_DRAIN_PERIOD,
         "--drain-period {} must be at most {}",
@@ -453,9 +460,16 @@ fn drain_settings(cli: &Cli) -> anyhow::Result<DrainSettings> {
         "--shutdown-timeout {} must be between 100ms and 10m",
         humantime::format_duration(cli.shutdown_timeout)
     );
+    anyhow::ensure!(
+        cli.max_connection_age.is_zero()
+            || MAX_CONNECTION_AGE_RANGE.contains(&cli.max_connection_age),
+        "--max-connection-age {} must be 0s (never) or between 1s and 24h",
+        humantime::format_duration(cli.max_connection_age)
+    );
     Ok(DrainSettings {
         period: cli.drain_period,
         shutdown_timeout: cli.shutdown_timeout,
+        max_connection_age: cli.max_connection_age,
     })
 }
 

@@ -1,6 +1,8 @@
 //! The dashboard's stop in a rollout, on the real binary: SIGTERM while browsers load pages over
 //! kept-alive connections. `/readyz` turns 503 at once; pages are still served through the drain
 //! period with `Connection: close`; no connection is refused before it ends; the exit follows.
+//! And a kept-alive connection past its maximum age is told `Connection: close`, so browsers
+//! spread over the replicas a roll added.
 
 mod common;
 
@@ -56,8 +58,9 @@ async fn browser(base: String, log: Log) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_drains_the_dashboard_then_exits() {
+/// The dashboard in `--dev` with `args`, ready; its base URL and a client that never keeps a
+/// connection (for probes).
+async fn start(args: &[&str]) -> (Running, String, reqwest::Client) {
     let (limiter_port, ui_port) = (
         common::free_listener().await.local_addr().unwrap().port(),
         common::free_listener().await.local_addr().unwrap().port(),
@@ -66,13 +69,13 @@ async fn sigterm_drains_the_dashboard_then_exits() {
         .args(["--dev", "--dev-limiter-listen"])
         .arg(format!("127.0.0.1:{limiter_port}"))
         .args(["--listen", &format!("127.0.0.1:{ui_port}")])
-        .args(["--drain-period", "2s", "--shutdown-timeout", "2s"])
+        .args(args)
         .env("SCREENLIMIT_ADMIN_DEV_PASSWORD", "dev-password-1")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut running = Running(child);
+    let running = Running(child);
     let base = format!("http://127.0.0.1:{ui_port}");
     let probe = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
@@ -89,6 +92,53 @@ async fn sigterm_drains_the_dashboard_then_exits() {
         assert!(Instant::now() < up, "the dashboard did not become ready");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    (running, base, probe)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_is_told_to_close_after_its_maximum_age() {
+    let (_running, base, _) = start(&["--max-connection-age", "1s"]).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let opened = Instant::now();
+    let closing_at = loop {
+        let answer = http.get(format!("{base}/sign-in")).send().await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        let close = answer
+            .headers()
+            .get("connection")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+        let _ = answer.bytes().await;
+        if close {
+            break opened.elapsed();
+        }
+        assert!(
+            opened.elapsed() < Duration::from_secs(5),
+            "never told to close"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Within ±10 % of 1 s, plus a page's time on a busy machine.
+    assert!(
+        closing_at >= Duration::from_millis(900) && closing_at < Duration::from_secs(3),
+        "told to close after {closing_at:?}"
+    );
+    // The next page opens a new connection, which starts its own age.
+    let next = http.get(format!("{base}/sign-in")).send().await.unwrap();
+    assert_eq!(next.status(), StatusCode::OK);
+    assert!(
+        next.headers().get("connection").is_none(),
+        "{:?}",
+        next.headers()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_the_dashboard_then_exits() {
+    let (mut running, base, probe) =
+        start(&["--drain-period", "2s", "--shutdown-timeout", "2s"]).await;
     let log: Log = Arc::default();
     let browsers: Vec<_> = (0..4)
         .map(|_| tokio::spawn(browser(base.clone(), log.clone())))

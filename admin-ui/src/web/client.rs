@@ -3,6 +3,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use crate::connection::Connection;
+
 use axum::extract::ConnectInfo;
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
@@ -57,8 +59,8 @@ fn parse_hop(hop: &str) -> Option<IpAddr> {
 pub fn peer(parts: &Parts) -> Option<IpAddr> {
     parts
         .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|info| canonical(info.0.ip()))
+        .get::<ConnectInfo<Connection>>()
+        .map(|info| canonical(info.0.peer.ip()))
 }
 
 /// A `--trusted-proxy` value: an address or a network (`10.0.0.0/8`).

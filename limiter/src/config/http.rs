@@ -101,6 +101,12 @@ pub const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(300);
 pub const MAX_CONNECTION_AGE_RANGE: std::ops::RangeInclusive<Duration> =
     Duration::from_secs(1)..=Duration::from_secs(86_400);
 
+/// A connection's own maximum age: `max_age` within ±10 % by `unit` (uniform in 0..1), so
+/// that the connections a roll opened together do not all close together. `None`: never.
+pub fn connection_age(max_age: Duration, unit: f64) -> Option<Duration> {
+    (!max_age.is_zero()).then(|| max_age.mul_f64(0.9 + 0.2 * unit.clamp(0.0, 1.0)))
+}
+
 /// Bounds of `http.shutdown_timeout`.
 pub const SHUTDOWN_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(600);
@@ -195,5 +201,21 @@ impl HttpConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::connection_age;
+    use std::time::Duration;
+
+    #[test]
+    fn a_connection_age_is_jittered_within_a_tenth_and_zero_is_never() {
+        let age = Duration::from_secs(300);
+        assert_eq!(connection_age(age, 0.0), Some(Duration::from_secs(270)));
+        assert_eq!(connection_age(age, 1.0), Some(Duration::from_secs(330)));
+        assert_eq!(connection_age(age, 0.5), Some(age));
+        assert_eq!(connection_age(age, 7.0), Some(Duration::from_secs(330)));
+        assert_eq!(connection_age(Duration::ZERO, 0.5), None);
     }
 }

@@ -122,7 +122,7 @@ impl Lane {
     /// and closes.
     pub async fn serve(self, stream: TcpStream, mut stopping: watch::Receiver<bool>) {
         let state = Arc::new(ConnState {
-            close_after: closing_age(self.0.max_age, rand::random::<f64>())
+            close_after: crate::config::connection_age(self.0.max_age, rand::random::<f64>())
                 .map(|age| Instant::now() + age),
             ..ConnState::default()
         });
@@ -225,12 +225,6 @@ async fn handle(
     state.busy.store(false, Ordering::Relaxed);
     state.finished.fetch_add(1, Ordering::Relaxed);
     Ok(response)
-}
-
-/// A connection's own maximum age: `max_age` within ±10 % by `unit` (uniform in 0..1), so
-/// that the connections a roll opened together do not all close together. `None`: never.
-fn closing_age(max_age: Duration, unit: f64) -> Option<Duration> {
-    (!max_age.is_zero()).then(|| max_age.mul_f64(0.9 + 0.2 * unit.clamp(0.0, 1.0)))
 }
 
 /// The request with its whole body read (within the body deadline), so that it takes a place
@@ -461,21 +455,5 @@ impl HttpBody for DeadlineBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::closing_age;
-    use std::time::Duration;
-
-    #[test]
-    fn a_connection_age_is_jittered_within_a_tenth_and_zero_is_never() {
-        let age = Duration::from_secs(300);
-        assert_eq!(closing_age(age, 0.0), Some(Duration::from_secs(270)));
-        assert_eq!(closing_age(age, 1.0), Some(Duration::from_secs(330)));
-        assert_eq!(closing_age(age, 0.5), Some(age));
-        assert_eq!(closing_age(age, 7.0), Some(Duration::from_secs(330)));
-        assert_eq!(closing_age(Duration::ZERO, 0.5), None);
     }
 }
