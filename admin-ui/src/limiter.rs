@@ -135,10 +135,16 @@ pub struct AuditEntry {
     pub address: String,
 }
 
-/// `GET /v1/dashboard-sessions/{user}` and the answer of its events.
-#[derive(Debug, Deserialize)]
-struct SessionBody {
-    generation: u64,
+/// `GET /v1/dashboard-sessions/{user}` and the answer of its events: what every dashboard
+/// replica shares of a user.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct UserSessions {
+    /// Sessions issued under an older generation have ended.
+    pub generation: u64,
+    /// Failed sign-ins under the name still counted, from any replica (0 from a limiter that
+    /// does not count them).
+    #[serde(default)]
+    pub failures: u64,
 }
 
 fn force_stop() -> String {
@@ -373,13 +379,16 @@ impl LimiterClient {
         Ok(entries)
     }
 
+    /// `user`'s session generation (a session issued under an older one has ended) and failed
+    /// sign-ins still counted.
+    pub async fn user_sessions(&self, user: &str) -> Result<UserSessions, LimiterError> {
+        let url = self.endpoint(&["v1", "dashboard-sessions", user])?;
+        self.send::<UserSessions>(self.http.get(url)).await
+    }
+
     /// `user`'s session generation: a session issued under an older one has ended.
     pub async fn session_generation(&self, user: &str) -> Result<u64, LimiterError> {
-        let url = self.endpoint(&["v1", "dashboard-sessions", user])?;
-        Ok(self
-            .send::<SessionBody>(self.http.get(url))
-            .await?
-            .generation)
+        Ok(self.user_sessions(user).await?.generation)
     }
 
     /// Records a sign-in event (`kind` one of `AuditKind::SESSION_EVENTS`) in the limiter's
@@ -391,13 +400,30 @@ impl LimiterClient {
         address: &str,
         reason: &str,
     ) -> Result<u64, LimiterError> {
-        let url = self.endpoint(&["v1", "dashboard-sessions", user, "events"])?;
-        let body =
-            serde_json::json!({ "event": kind.as_str(), "address": address, "reason": reason });
         Ok(self
-            .send::<SessionBody>(self.http.post(url).json(&body))
+            .record_session_event(user, kind, address, reason, None)
             .await?
             .generation)
+    }
+
+    /// [`Self::session_event`]; a `SignInFailed` with `failure_window` counts against the name
+    /// for every replica that long (a sign-in clears it). Returns what is in force after it.
+    pub async fn record_session_event(
+        &self,
+        user: &str,
+        kind: AuditKind,
+        address: &str,
+        reason: &str,
+        failure_window: Option<Duration>,
+    ) -> Result<UserSessions, LimiterError> {
+        let url = self.endpoint(&["v1", "dashboard-sessions", user, "events"])?;
+        let mut body =
+            serde_json::json!({ "event": kind.as_str(), "address": address, "reason": reason });
+        if let Some(window) = failure_window {
+            body["failure_window_sec"] = window.as_secs().clamp(1, 86_400).into();
+        }
+        self.send::<UserSessions>(self.http.post(url).json(&body))
+            .await
     }
 
     pub async fn fleet(&self) -> Result<Fleet, LimiterError> {

@@ -391,6 +391,51 @@ async fn a_hundred_guesses_never_keep_the_rightful_user_out() {
 }
 
 #[tokio::test]
+async fn a_guesser_spreading_over_replicas_gets_the_budget_of_one() {
+    let replicas = replicas().await;
+    let rules = rules();
+    // Each guess from another address (so that only the name's count slows it), alternating
+    // between the replicas, from new browsers.
+    let mut took = Vec::new();
+    for n in 0..6u32 {
+        let base = if n % 2 == 0 { &replicas.a } else { &replicas.b };
+        let mut guesser = Agent::new(base);
+        let address = format!("203.0.113.{}", 10 + n);
+        let (status, _, time, _) = attempt(&mut guesser, (SUPPORT.0, "guess"), &address).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        took.push(time);
+        // The failure reaches the limiter in the background: let it land.
+        audited(&replicas.limiter, "sign_in_failed", n as usize + 1).await;
+    }
+    // As on one replica: the free failures, then the delay doubling from `base_delay`. Each
+    // replica alone would have seen 3 failures and let every guess through at once.
+    let slowest_expected = rules.base_delay * 4; // the 6th guess: 5 failures, 2 past the free 3
+    println!("guesses over two replicas took {took:?}");
+    assert!(
+        took[5] >= slowest_expected.mul_f64(0.9),
+        "the 6th guess waited {:?}, not the {slowest_expected:?} of the name's 5 failures",
+        took[5]
+    );
+    assert!(took[4] >= rules.base_delay.mul_f64(1.8), "{took:?}");
+    // The rightful user still signs in, and that clears the count everywhere.
+    let mut user = Agent::new(&replicas.b);
+    let (status, ..) = attempt(&mut user, SUPPORT, "198.51.100.7").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let shared: Value = common::http()
+        .get(format!(
+            "{}/v1/dashboard-sessions/{}",
+            replicas.limiter, SUPPORT.0
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shared["failures"], 0, "{shared}");
+}
+
+#[tokio::test]
 async fn a_known_browser_has_its_own_small_budget() {
     let replicas = replicas().await;
     let rules = rules();

@@ -666,17 +666,68 @@ mod audit_cases {
             kind,
             address: address.to_owned(),
             reason: String::new(),
+            failure_window_ms: 0,
         }
+    }
+
+    pub async fn failed_sign_ins_count_against_the_name_until_a_sign_in_or_their_window<
+        S: LeaseStore,
+    >(
+        store: &S,
+    ) {
+        use AuditKind::{SignIn, SignInFailed, SignInThrottled};
+        let failed = |user: &str, window_ms: u64| {
+            let cmd = SessionEventCmd {
+                failure_window_ms: window_ms,
+                ..session_event(user, SignInFailed, "10.0.0.9")
+            };
+            async move { store.session_event(&cmd).await.unwrap().failures }
+        };
+        assert_eq!(store.session_state("cy").await.unwrap().failures, 0);
+        assert_eq!(failed("cy", 60_000).await, 1);
+        assert_eq!(failed("cy", 60_000).await, 2);
+        assert_eq!(
+            failed("cy", 0).await,
+            2,
+            "without a window a failure is not counted"
+        );
+        let throttled = session_event("cy", SignInThrottled, "10.0.0.9");
+        assert_eq!(store.session_event(&throttled).await.unwrap().failures, 2);
+        assert_eq!(store.session_state("cy").await.unwrap().failures, 2);
+        assert_eq!(
+            store.session_state("dee").await.unwrap().failures,
+            0,
+            "per user"
+        );
+        let signed_in = store
+            .session_event(&session_event("cy", SignIn, "10.0.0.1"))
+            .await;
+        assert_eq!(signed_in.unwrap().failures, 0, "a sign-in clears them");
+        assert_eq!(store.session_state("cy").await.unwrap().failures, 0);
+        // The window runs from the last failure.
+        assert_eq!(failed("dee", 1000).await, 1);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(failed("dee", 1000).await, 2);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(store.session_state("dee").await.unwrap().failures, 2);
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(store.session_state("dee").await.unwrap().failures, 0);
+        assert_eq!(
+            failed("dee", 1000).await,
+            1,
+            "a count past its window starts again"
+        );
+        assert_eq!(store.session_state("dee").await.unwrap().generation, 0);
     }
 
     pub async fn a_sign_out_ends_the_user_s_sessions_and_sign_ins_are_audited<S: LeaseStore>(
         store: &S,
     ) {
         use AuditKind::{SignIn, SignInFailed, SignInThrottled, SignOut};
-        assert_eq!(store.session_generation("ana").await.unwrap(), 0);
+        assert_eq!(store.session_state("ana").await.unwrap().generation, 0);
         let event = |user, kind, address| {
             let cmd = session_event(user, kind, address);
-            async move { store.session_event(&cmd).await.unwrap() }
+            async move { store.session_event(&cmd).await.unwrap().generation }
         };
         assert_eq!(event("ana", SignInFailed, "10.0.0.9").await, 0);
         assert_eq!(
@@ -689,9 +740,13 @@ mod audit_cases {
             1,
             "a sign-out bumps it"
         );
-        assert_eq!(store.session_generation("ana").await.unwrap(), 1);
+        assert_eq!(store.session_state("ana").await.unwrap().generation, 1);
         assert_eq!(event("bo", SignInThrottled, "::1").await, 0);
-        assert_eq!(store.session_generation("bo").await.unwrap(), 0, "per user");
+        assert_eq!(
+            store.session_state("bo").await.unwrap().generation,
+            0,
+            "per user"
+        );
         assert_eq!(event("ana", SignOut, "10.0.0.1").await, 2);
 
         let entries = store.audit(None, None, 10).await.unwrap();
@@ -1230,6 +1285,7 @@ conformance_module!(
     limit_changes_are_audited_with_actor_from_to_until_and_reason,
     the_audit_log_filters_by_kind_and_account,
     a_sign_out_ends_the_user_s_sessions_and_sign_ins_are_audited,
+    failed_sign_ins_count_against_the_name_until_a_sign_in_or_their_window,
 );
 
 conformance_module!(

@@ -742,7 +742,10 @@ async fn dashboard_sign_outs_raise_the_generation_and_sign_ins_are_audited() {
     };
     let fresh = session("ana").await;
     assert_eq!(fresh.status, StatusCode::OK);
-    assert_eq!(fresh.body, json!({"user": "ana", "generation": 0}));
+    assert_eq!(
+        fresh.body,
+        json!({"user": "ana", "generation": 0, "failures": 0})
+    );
 
     // Bad input changes nothing and logs nothing.
     for (user, body, field) in [
@@ -757,6 +760,16 @@ async fn dashboard_sign_outs_raise_the_generation_and_sign_ins_are_audited() {
             "reason",
         ),
         ("a%20b", json!({"event": "sign_out"}), "user"),
+        (
+            "ana",
+            json!({"event": "sign_in_failed", "failure_window_sec": 0}),
+            "failure_window_sec",
+        ),
+        (
+            "ana",
+            json!({"event": "sign_in_failed", "failure_window_sec": 86401}),
+            "failure_window_sec",
+        ),
     ] {
         let bad = event(user, body).await;
         assert_eq!(
@@ -771,11 +784,22 @@ async fn dashboard_sign_outs_raise_the_generation_and_sign_ins_are_audited() {
     assert_eq!(session("ana").await.body["generation"], 0);
 
     let signed_in = event("ana", json!({"event": "sign_in", "address": "10.0.0.1"})).await;
-    assert_eq!(signed_in.body, json!({"user": "ana", "generation": 0}));
+    assert_eq!(
+        signed_in.body,
+        json!({"user": "ana", "generation": 0, "failures": 0})
+    );
     let failed = event("ana", json!({"event": "sign_in_failed", "address": "::1"})).await;
     assert_eq!(failed.body["generation"], 0);
+    assert_eq!(failed.body["failures"], 0, "no window: not counted");
+    let counted = json!({"event": "sign_in_failed", "address": "::1", "failure_window_sec": 60});
+    assert_eq!(event("ana", counted.clone()).await.body["failures"], 1);
+    assert_eq!(event("ana", counted).await.body["failures"], 2);
+    assert_eq!(session("ana").await.body["failures"], 2);
     let out = event("ana", json!({"event": "sign_out", "address": "10.0.0.1"})).await;
-    assert_eq!(out.body, json!({"user": "ana", "generation": 1}));
+    assert_eq!(
+        out.body,
+        json!({"user": "ana", "generation": 1, "failures": 2})
+    );
     assert_eq!(session("ana").await.body["generation"], 1);
     assert_eq!(session("bo").await.body["generation"], 0, "per user");
 
@@ -799,7 +823,16 @@ async fn dashboard_sign_outs_raise_the_generation_and_sign_ins_are_audited() {
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["sign_out", "sign_in_failed", "sign_in"]);
+    assert_eq!(
+        kinds,
+        [
+            "sign_out",
+            "sign_in_failed",
+            "sign_in_failed",
+            "sign_in_failed",
+            "sign_in"
+        ]
+    );
 }
 
 /// Sends `request_line` as is over a fresh connection (a URL library would resolve `..` in a

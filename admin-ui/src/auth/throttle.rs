@@ -333,6 +333,26 @@ impl Throttle {
         }
     }
 
+    /// Failed sign-ins under `user` that every replica reported (the limiter keeps them): the
+    /// name's count here is raised to them, so that N replicas give a guesser one budget, not N.
+    /// A count is never lowered by it (this replica's own attempt in flight is not in it yet).
+    pub fn shared_failures(&self, user: &str, failures: u64) {
+        self.shared_failures_at(user, failures, Instant::now());
+    }
+
+    fn shared_failures_at(&self, user: &str, failures: u64, now: Instant) {
+        if failures == 0 {
+            return;
+        }
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = guard.users.entry(&user_key(user), now, &self.rules);
+        let shared = u32::try_from(failures).unwrap_or(u32::MAX);
+        if shared > entry.failures {
+            entry.failures = shared;
+            entry.last_seen = now;
+        }
+    }
+
     /// An attempt that was never verified (no verification slot in time): not a failure.
     pub fn not_tried(&self, ticket: &Ticket) {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -390,6 +410,26 @@ mod tests {
             Verdict::Proceed { wait, .. } => Some(wait.as_millis()),
             Verdict::Refused { .. } => None,
         }
+    }
+
+    #[test]
+    fn other_replicas_failures_delay_a_name_here_and_never_lower_its_count() {
+        let throttle = Throttle::new(rules());
+        let now = Instant::now();
+        // Three failures elsewhere: the next attempt here waits as the fourth would.
+        throttle.shared_failures_at("ana", 3, now);
+        assert_eq!(
+            wait_of(&throttle.attempt_at("ana", ip(1), None, now)),
+            Some(200)
+        );
+        // A smaller shared count (this replica's attempt not yet in it) lowers nothing.
+        throttle.shared_failures_at("ana", 1, now);
+        assert_eq!(
+            wait_of(&throttle.attempt_at("ana", ip(2), None, now)),
+            Some(400)
+        );
+        throttle.shared_failures_at("bo", 0, now);
+        assert_eq!(throttle.sizes().0, 1, "a zero count keeps nothing");
     }
 
     #[test]

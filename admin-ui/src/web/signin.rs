@@ -179,6 +179,11 @@ async fn submit(
     let device_id = device_cookie
         .as_deref()
         .and_then(|value| state.devices.read(value, &name));
+    if device_id.is_none() {
+        // A stranger's attempt is judged on the name's failures at every replica, not this
+        // one's alone (the limiter counts them); a known browser has its own budget here.
+        share_failures(&state, &name).await;
+    }
     let (wait, ticket) = match state.throttle.attempt(&name, address, device_id.as_deref()) {
         Verdict::Proceed { wait, ticket } => (wait, ticket),
         Verdict::Refused {
@@ -317,12 +322,16 @@ async fn submit(
         }
         None => {
             tracing::info!(user = name, %address, "sign-in refused");
-            audit(
+            // A stranger's failure counts against the name at every replica; a known
+            // browser's only against its own budget, as here.
+            let counted = (!ticket.known_browser()).then(|| state.throttle.rules().lockout);
+            record(
                 &state,
                 &name,
                 AuditKind::SignInFailed,
                 address,
                 String::new(),
+                counted,
             );
             refused(
                 &state,
@@ -346,6 +355,18 @@ fn audit_name(typed: &str) -> &str {
     }
 }
 
+/// Raises this replica's count of failed sign-ins under `name` to every replica's, as the
+/// limiter keeps it. Without an answer in time, this replica's own count decides.
+async fn share_failures(state: &AppState, name: &str) {
+    if audit_name(name) != name {
+        return; // not a name the limiter keeps
+    }
+    match state.limiter.user_sessions(name).await {
+        Ok(shared) => state.throttle.shared_failures(name, shared.failures),
+        Err(error) => tracing::debug!(%error, user = name, "shared sign-in failures not read"),
+    }
+}
+
 /// Records a sign-in failure or throttling in the limiter's audit log, in the background (the
 /// answer does not wait for it; a lost entry is logged here).
 pub(super) fn audit(
@@ -355,14 +376,31 @@ pub(super) fn audit(
     address: IpAddr,
     reason: String,
 ) {
-    let limiter = state.limiter.clone();
+    record(state, name, kind, address, reason, None);
+}
+
+/// [`audit`]; with `counted`, a failure also counts against the name at the limiter for that
+/// long, for every replica, and the count it answers is taken in here.
+fn record(
+    state: &AppState,
+    name: &str,
+    kind: AuditKind,
+    address: IpAddr,
+    reason: String,
+    counted: Option<Duration>,
+) {
+    let state = state.clone();
     let name = audit_name(name).to_owned();
     tokio::spawn(async move {
-        if let Err(error) = limiter
-            .session_event(&name, kind, &address.to_string(), &reason)
+        match state
+            .limiter
+            .record_session_event(&name, kind, &address.to_string(), &reason, counted)
             .await
         {
-            tracing::warn!(%error, user = name, kind = kind.as_str(), "sign-in event not audited");
+            Ok(shared) => state.throttle.shared_failures(&name, shared.failures),
+            Err(error) => {
+                tracing::warn!(%error, user = name, kind = kind.as_str(), "sign-in event not audited")
+            }
         }
     });
 }

@@ -19,7 +19,7 @@ use super::types::{SessionEventRequest, SessionInfo, UserPath, check_user};
     get, path = "/v1/dashboard-sessions/{user}", tag = "dashboard",
     params(UserPath),
     responses(
-        (status = 200, description = "The generation in force (0 until the user first signs out)", body = SessionInfo),
+        (status = 200, description = "The generation in force (0 until the user first signs out) and the failed sign-ins still counted", body = SessionInfo),
         (status = 422, response = InvalidRequest),
         (status = 503, response = StoreUnavailable),
     )
@@ -29,13 +29,15 @@ pub async fn session(
     ApiPath(UserPath { user }): ApiPath<UserPath>,
 ) -> Result<Json<SessionInfo>, ApiError> {
     check_user(&user)?;
-    let generation = service.session_generation(&user).await?;
-    Ok(Json(SessionInfo { user, generation }))
+    let state = service.session_state(&user).await?;
+    Ok(Json(SessionInfo::new(user, state)))
 }
 
 /// Record a dashboard sign-in event in the audit log (`sign_in`, `sign_in_failed`,
 /// `sign_in_throttled`, `sign_out`, with the client's address); a `sign_out` also ends every
-/// session of the user, on every dashboard replica (its generation goes up by one).
+/// session of the user, on every dashboard replica (its generation goes up by one); a
+/// `sign_in_failed` with `failure_window_sec` counts against the name for every replica, and a
+/// `sign_in` clears the count.
 #[utoipa::path(
     post, path = "/v1/dashboard-sessions/{user}/events", tag = "dashboard",
     params(UserPath),
@@ -55,6 +57,6 @@ pub async fn event(
     ApiJson(body): ApiJson<SessionEventRequest>,
 ) -> Result<Json<SessionInfo>, ApiError> {
     let cmd = body.validate(&user)?;
-    let generation = service.session_event(&cmd).await?;
-    Ok(Json(SessionInfo { user, generation }))
+    let state = service.session_event(&cmd).await?;
+    Ok(Json(SessionInfo::new(user, state)))
 }

@@ -516,6 +516,19 @@ pub struct SessionInfo {
     /// Starts at 0; every sign-out adds one. A dashboard puts it in the session it issues and
     /// refuses a session whose generation is not the current one.
     pub generation: u64,
+    /// Failed sign-ins under this name still counted, reported by any dashboard replica (each
+    /// within the `failure_window_sec` it gave, from the last one); a sign-in clears them.
+    pub failures: u64,
+}
+
+impl SessionInfo {
+    pub fn new(user: String, state: crate::model::SessionState) -> SessionInfo {
+        SessionInfo {
+            user,
+            generation: state.generation,
+            failures: state.failures,
+        }
+    }
 }
 
 /// What happened at a dashboard's sign-in, as the audit log names it.
@@ -553,7 +566,14 @@ pub struct SessionEventRequest {
     /// A note for the audit log (why a sign-in was paused, say).
     #[schema(schema_with = schema::reason)]
     pub reason: Option<String>,
+    /// For `sign_in_failed`: how long the failure counts against the name for every dashboard
+    /// replica (the dashboards' lockout), 1 to 86400 seconds; none: not counted.
+    #[schema(minimum = 1, maximum = 86400)]
+    pub failure_window_sec: Option<u64>,
 }
+
+/// Longest `failure_window_sec`: a day.
+const MAX_FAILURE_WINDOW_SEC: u64 = 86_400;
 
 impl SessionEventRequest {
     pub fn validate(self, user: &str) -> Result<SessionEventCmd, ApiError> {
@@ -569,11 +589,22 @@ impl SessionEventRequest {
         }
         let reason = self.reason.unwrap_or_default();
         validate_reason(&reason).map_err(|e| ApiError::invalid_field("reason", &e))?;
+        let failure_window_sec = match self.failure_window_sec {
+            None => 0,
+            Some(sec @ 1..=MAX_FAILURE_WINDOW_SEC) => sec,
+            Some(_) => {
+                return Err(ApiError::invalid_field(
+                    "failure_window_sec",
+                    "must be 1 to 86400 seconds",
+                ));
+            }
+        };
         Ok(SessionEventCmd {
             user: user.to_owned(),
             kind: self.event.into(),
             address,
             reason,
+            failure_window_ms: failure_window_sec * 1000,
         })
     }
 }

@@ -109,13 +109,26 @@ pub struct AuditEntry {
 }
 
 /// A dashboard's report of a sign-in event (`kind` one of [`AuditKind::SESSION_EVENTS`]) for
-/// `user`; a sign-out also ends every session of `user` (bumps its session generation).
+/// `user`; a sign-out also ends every session of `user` (bumps its session generation). With a
+/// failure window, a failed sign-in counts against the name for every dashboard replica, and a
+/// sign-in clears the count.
 #[derive(Debug, Clone)]
 pub struct SessionEventCmd {
     pub user: String,
     pub kind: AuditKind,
     pub address: String,
     pub reason: String,
+    /// How long a failed sign-in is counted (the dashboards' lockout); 0: not counted.
+    pub failure_window_ms: u64,
+}
+
+/// A dashboard user's state in the store, shared by every dashboard replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionState {
+    /// Starts at 0; every sign-out adds one: sessions issued under an older one have ended.
+    pub generation: u64,
+    /// Failed sign-ins under this name still within their window, from any replica.
+    pub failures: u64,
 }
 
 impl SessionEventCmd {

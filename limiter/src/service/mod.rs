@@ -11,7 +11,8 @@ use crate::live::{HeartbeatRate, LiveMethod, LiveStreams};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, Lease, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, Timing,
+    HeartbeatOutcome, Lease, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
+    SessionState, Timing,
 };
 use crate::plans::PlanSource;
 use crate::rules::{LiveRules, Rules};
@@ -378,18 +379,18 @@ impl StreamService {
             .map_err(|e| self.unavailable(e))
     }
 
-    /// A dashboard user's session generation (see `api::sessions`).
-    pub async fn session_generation(&self, user: &str) -> Result<u64, ServiceError> {
+    /// A dashboard user's session generation and failed sign-ins (see `api::sessions`).
+    pub async fn session_state(&self, user: &str) -> Result<SessionState, ServiceError> {
         self.store
-            .session_generation(user)
+            .session_state(user)
             .await
             .map_err(|e| self.unavailable(e))
     }
 
-    /// Records a dashboard sign-in event; a sign-out also ends the user's sessions. Returns the
-    /// generation now in force.
-    pub async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, ServiceError> {
-        let generation = self
+    /// Records a dashboard sign-in event; a sign-out also ends the user's sessions, a failed
+    /// sign-in counts against the name. Returns the state now in force.
+    pub async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, ServiceError> {
+        let state = self
             .store
             .session_event(cmd)
             .await
@@ -400,7 +401,7 @@ impl StreamService {
             address = cmd.address,
             "dashboard session event"
         );
-        Ok(generation)
+        Ok(state)
     }
 
     fn unavailable(&self, error: StoreError) -> ServiceError {

@@ -8,7 +8,7 @@ use super::shard_health::ShardHealth;
 use crate::ids::StreamRef;
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
+    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, SessionState,
 };
 
 pub trait LeaseStore: Send + Sync + 'static {
@@ -55,19 +55,20 @@ pub trait LeaseStore: Send + Sync + 'static {
         cmd: &OverrideCmd,
     ) -> impl Future<Output = Result<Option<LimitOverride>, StoreError>> + Send;
 
-    /// A dashboard user's session generation: sessions issued under an older one have ended
-    /// (0 until the user first signs out).
-    fn session_generation(
+    /// A dashboard user's session generation (sessions issued under an older one have ended; 0
+    /// until the user first signs out) and failed sign-ins still counted.
+    fn session_state(
         &self,
         user: &str,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<SessionState, StoreError>> + Send;
 
-    /// Records a dashboard sign-in event in the audit log; a sign-out also bumps the user's
-    /// session generation, in the same step. Returns the generation now in force.
+    /// Records a dashboard sign-in event in the audit log; in the same step a sign-out bumps the
+    /// user's session generation, a failed sign-in (with a window) counts against the name and a
+    /// sign-in clears that count. Returns the state now in force.
     fn session_event(
         &self,
         cmd: &SessionEventCmd,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<SessionState, StoreError>> + Send;
 
     /// Checks every shard now, within the deadline.
     fn health(&self) -> impl Future<Output = Vec<ShardHealth>> + Send;

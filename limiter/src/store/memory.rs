@@ -17,7 +17,7 @@ use crate::ids::StreamRef;
 use crate::model::{
     AUDIT_RECENT, AccountState, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind,
     ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, LimitOverride, Millis, OverrideCmd, Plan,
-    ReleaseOutcome, SessionEventCmd, Timing,
+    ReleaseOutcome, SessionEventCmd, SessionState, Timing,
 };
 use crate::rules::{LiveRules, Rules};
 
@@ -29,8 +29,9 @@ pub struct MemoryStore {
     rules: LiveRules,
     /// Newest first, at most `AUDIT_RECENT` entries.
     audit: Mutex<VecDeque<AuditEntry>>,
-    /// Dashboard users' session generations (only users who signed out have one; 0 otherwise).
-    sessions: Mutex<HashMap<String, u64>>,
+    /// Dashboard users' session generations (only users who signed out have one; 0 otherwise)
+    /// and their failed sign-ins still counted (how many, until when).
+    sessions: Mutex<HashMap<String, UserSessions>>,
 }
 
 fn audit_entry(cmd: &ForceStopCmd, at: Millis, device_meta: String) -> AuditEntry {
@@ -243,23 +244,26 @@ impl LeaseStore for MemoryStore {
         }))
     }
 
-    async fn session_generation(&self, user: &str) -> Result<u64, StoreError> {
+    async fn session_state(&self, user: &str) -> Result<SessionState, StoreError> {
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(sessions.get(user).copied().unwrap_or(0))
+        Ok(sessions
+            .get(user)
+            .map_or_else(SessionState::default, |s| s.state(now_ms())))
     }
 
-    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, StoreError> {
+    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, StoreError> {
+        let now = now_ms();
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let generation = sessions.get(&cmd.user).copied().unwrap_or(0);
-        let generation = if cmd.kind == AuditKind::SignOut {
-            sessions.insert(cmd.user.clone(), generation + 1);
-            generation + 1
-        } else {
-            generation
-        };
+        let mut user = sessions.remove(&cmd.user).unwrap_or_default();
+        user.apply(cmd, now);
+        let state = user.state(now);
+        // Only what there is to remember is kept: names typed once and never again leave.
+        if state != SessionState::default() {
+            sessions.insert(cmd.user.clone(), user);
+        }
         // Lock order: sessions, then audit (as stripe, then audit).
-        self.record(cmd.entry(now_ms()));
-        Ok(generation)
+        self.record(cmd.entry(now));
+        Ok(state)
     }
 
     async fn health(&self) -> Vec<ShardHealth> {
@@ -275,5 +279,38 @@ impl LeaseStore for MemoryStore {
             memory: None,
             path: None,
         }]
+    }
+}
+
+/// One dashboard user's state, as `session_event.lua` keeps it in two keys.
+#[derive(Debug, Default)]
+struct UserSessions {
+    generation: u64,
+    failures: u64,
+    failures_until: Millis,
+}
+
+impl UserSessions {
+    fn apply(&mut self, cmd: &SessionEventCmd, now: Millis) {
+        match cmd.kind {
+            AuditKind::SignOut => self.generation += 1,
+            AuditKind::SignIn => self.failures = 0,
+            AuditKind::SignInFailed if cmd.failure_window_ms > 0 => {
+                self.failures = self.state(now).failures + 1;
+                self.failures_until = now + cmd.failure_window_ms;
+            }
+            _ => {}
+        }
+    }
+
+    fn state(&self, now: Millis) -> SessionState {
+        SessionState {
+            generation: self.generation,
+            failures: if now < self.failures_until {
+                self.failures
+            } else {
+                0
+            },
+        }
     }
 }

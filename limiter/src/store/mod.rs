@@ -16,7 +16,7 @@ pub use self::shard_health::{ShardHealth, ShardMemory, ShardStateView};
 use crate::ids::StreamRef;
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
+    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, SessionState,
 };
 
 /// The configured backend, chosen at start-up.
@@ -189,11 +189,11 @@ impl LeaseStore for AnyStore {
         delegate!(self, s => s.set_override(cmd))
     }
 
-    async fn session_generation(&self, user: &str) -> Result<u64, StoreError> {
-        delegate!(self, s => s.session_generation(user))
+    async fn session_state(&self, user: &str) -> Result<SessionState, StoreError> {
+        delegate!(self, s => s.session_state(user))
     }
 
-    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, StoreError> {
+    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, StoreError> {
         delegate!(self, s => s.session_event(cmd))
     }
 

@@ -34,6 +34,12 @@ pub fn session_key(user: &str) -> String {
     format!("sl:session:{{{user}}}")
 }
 
+/// A dashboard user's failed sign-ins still counted (`session_event.lua`), beside its session
+/// generation in the user's slot; it lives as long as the dashboards' failure window.
+pub fn signin_failures_key(user: &str) -> String {
+    format!("sl:signin-failures:{{{user}}}")
+}
+
 /// How long a session generation outlives its user's last sign-in event: longer than any
 /// dashboard session may last (`MAX_DASHBOARD_SESSION_SEC`, and a day more).
 pub(super) const SESSION_GENERATION_LIFE: Duration =

@@ -10,7 +10,7 @@ use super::batch::Priority;
 use super::call::{Call, Op};
 use super::keys::{
     AUDIT_RETENTION, FLEET_AUDIT_KEY, SESSION_GENERATION_LIFE, account_audit_key, account_key,
-    lease_key, session_key,
+    lease_key, session_key, signin_failures_key,
 };
 use super::record;
 use super::reply::{bytes, int, leases, malformed, text};
@@ -20,7 +20,7 @@ use crate::ids::{PlanTag, StreamRef};
 use crate::model::{
     AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
     AuditKind, DenyRule, DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome,
-    LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, Timing,
+    LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, SessionState, Timing,
 };
 use crate::store::error::StoreError;
 use crate::store::lease_store::LeaseStore;
@@ -409,35 +409,51 @@ impl LeaseStore for RedisStore {
         }))
     }
 
-    async fn session_generation(&self, user: &str) -> Result<u64, StoreError> {
-        let mut command = redis::cmd("GET");
-        command.arg(session_key(user));
-        match self
-            .send(Target::Tag(user), command, Priority::Decision)
-            .await?
-        {
-            Value::Nil => Ok(0),
-            value => text(&value)?
-                .parse()
-                .map_err(|_| malformed("session generation")),
-        }
+    async fn session_state(&self, user: &str) -> Result<SessionState, StoreError> {
+        // Two GETs of the user's slot, sent together: they share the shard's next batch.
+        let read = |key: String, what: &'static str| async move {
+            let mut command = redis::cmd("GET");
+            command.arg(key);
+            match self
+                .send(Target::Tag(user), command, Priority::Decision)
+                .await?
+            {
+                Value::Nil => Ok(0),
+                value => text(&value)?.parse().map_err(|_| malformed(what)),
+            }
+        };
+        let (generation, failures) = tokio::try_join!(
+            read(session_key(user), "session generation"),
+            read(signin_failures_key(user), "sign-in failures"),
+        )?;
+        Ok(SessionState {
+            generation,
+            failures,
+        })
     }
 
-    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<u64, StoreError> {
-        let mut invocation = self.scripts.session_event.call(&[session_key(&cmd.user)]);
+    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, StoreError> {
+        let mut invocation = self
+            .scripts
+            .session_event
+            .call(&[session_key(&cmd.user), signin_failures_key(&cmd.user)]);
         invocation
             .arg(u8::from(cmd.kind == AuditKind::SignOut))
             .arg(cmd.kind.as_str())
             .arg(&cmd.user)
             .arg(&cmd.address)
             .arg(&cmd.reason)
-            .arg(SESSION_GENERATION_LIFE.as_millis() as u64);
+            .arg(SESSION_GENERATION_LIFE.as_millis() as u64)
+            .arg(cmd.failure_window_ms);
         let reply: Vec<Value> = self.run(&cmd.user, invocation).await?;
-        let [generation, entry] = reply.as_slice() else {
+        let [generation, entry, failures] = reply.as_slice() else {
             return Err(malformed("session_event"));
         };
         self.push_fleet_audit(&cmd.user, entry).await;
-        int(generation)
+        Ok(SessionState {
+            generation: int(generation)?,
+            failures: int(failures)?,
+        })
     }
 
     async fn health(&self) -> Vec<ShardHealth> {
