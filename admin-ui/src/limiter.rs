@@ -219,6 +219,10 @@ pub struct Shard {
     /// A replica answered (`READONLY`); an older limiter says nothing.
     #[serde(default)]
     pub read_only: bool,
+    /// Fewer replicas in sync than it needs to write (`NOREPLICAS`); an older limiter says
+    /// nothing.
+    #[serde(default)]
+    pub no_replicas: bool,
     /// It refuses new state (`OOM`).
     #[serde(default)]
     pub out_of_memory: bool,

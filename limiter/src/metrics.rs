@@ -193,7 +193,7 @@ impl Metrics {
         let store_errors = IntCounterVec::new(
             Opts::new(
                 "store_errors_total",
-                "Store calls that failed, by shard and kind (timeout, circuit_open, backend, oom, read_only, shed)",
+                "Store calls that failed, by shard and kind (timeout, circuit_open, backend, oom, read_only, no_replicas, shed)",
             ),
             &["shard", "kind"],
         )
@@ -444,6 +444,7 @@ struct ShardGauges {
     max_memory: IntGaugeVec,
     evicting: IntGaugeVec,
     read_only: IntGaugeVec,
+    no_replicas: IntGaugeVec,
     out_of_memory: IntGaugeVec,
     /// 1 for the path a shard's lease operations take (`native` or `lua`), 0 for the other.
     path: IntGaugeVec,
@@ -465,6 +466,10 @@ impl ShardGauges {
             read_only: gauge(
                 "store_read_only",
                 "1 while a shard answers READONLY (a replica): its circuit is open",
+            ),
+            no_replicas: gauge(
+                "store_no_replicas",
+                "1 while a shard answers NOREPLICAS (fewer replicas in sync than its min-replicas-to-write): its circuit is open",
             ),
             out_of_memory: gauge(
                 "store_out_of_memory",
@@ -490,6 +495,7 @@ impl ShardGauges {
             &self.max_memory,
             &self.evicting,
             &self.read_only,
+            &self.no_replicas,
             &self.out_of_memory,
             &self.path,
         ] {
@@ -503,6 +509,7 @@ impl ShardGauges {
                     .set(i64::try_from(value).unwrap_or(i64::MAX));
             };
             set(&self.read_only, u64::from(view.read_only));
+            set(&self.no_replicas, u64::from(view.no_replicas));
             set(&self.out_of_memory, u64::from(view.out_of_memory));
             if let Some(path) = view.path {
                 for label in ["native", "lua"] {

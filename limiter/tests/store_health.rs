@@ -3,8 +3,9 @@
 //! (exit 2, the setting named) unless acknowledged; a shard filled to its `maxmemory` refuses new
 //! plays (the failure policy decides: degraded under `open`, 503 under `closed`), never admits
 //! one past the cap, still frees slots on stops and force-stops, and decides again once memory
-//! frees; a primary demoted under a running limiter opens its circuit and `/readyz` says so. Each
-//! change is one log line, never one per request.
+//! frees; a primary demoted under a running limiter opens its circuit and `/readyz` says so; a
+//! primary without a replica in sync (`NOREPLICAS`) is decided by the policy until one is back.
+//! Each change is one log line, never one per request.
 
 mod support;
 
@@ -290,6 +291,84 @@ async fn a_primary_demoted_under_a_running_limiter_opens_its_circuit() {
     let log = limiter.log();
     assert_eq!(count(&log, "read-only replica (READONLY)"), 1, "{log}");
     assert_eq!(count(&log, "primary again: circuit closed"), 1, "{log}");
+    assert!(log.lines().count() <= 3, "a line per request? {log}");
+}
+
+/// `INFO replication`'s count of replicas in sync, as the primary judges it for its writes.
+fn good_replicas(redis: &RedisServer) -> u64 {
+    let info = redis.command("INFO replication").expect("INFO replication");
+    info.lines()
+        .find_map(|line| line.trim_end().strip_prefix("min_slaves_good_slaves:"))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no min_slaves_good_slaves in {info}"))
+}
+
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !done() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A primary that needs a replica in sync to write (`min-replicas-to-write 1`), as the operator
+/// runs shards with replicas: when it has none (its replica gone, or a failover replaced it), it
+/// answers `NOREPLICAS`, and the limiter decides by its failure policy (degraded, never a 5xx,
+/// never a decision the failover could lose) until a replica is in sync again.
+#[tokio::test]
+async fn a_primary_without_a_replica_in_sync_is_decided_by_the_policy_until_one_is_back() {
+    let primary = RedisServer::start_with(&[
+        "--min-replicas-to-write",
+        "1",
+        "--min-replicas-max-lag",
+        "3",
+    ]);
+    let mut replica = RedisServer::start_replica_of(primary.port);
+    wait_for("the replica in sync", || good_replicas(&primary) == 1).await;
+    let limiter = LimiterProcess::start(&config(&primary, "failure_policy: open\n"));
+    let api = limiter.client();
+    let playing = api.play_on("replicated-0", "tv").await;
+    assert_eq!(playing.body["degraded"], false, "{playing:?}");
+
+    replica.kill();
+    wait_for("the primary to see its replica gone", || {
+        good_replicas(&primary) == 0
+    })
+    .await;
+    for i in 0..10 {
+        let reply = api.play_on(&format!("replicated-{i}"), "phone").await;
+        assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+        assert_eq!(reply.body["degraded"], true, "{reply:?}");
+    }
+    let renewed = api.heartbeat("replicated-0", &playing.stream_id()).await;
+    assert_eq!(renewed.body["degraded"], true, "{renewed:?}");
+    let ready: Value = api.get("/readyz").await.json().await.unwrap();
+    assert_eq!(ready["shards"][0]["no_replicas"], true, "{ready}");
+    let text = metrics(&limiter).await;
+    assert!(
+        text.contains("screenlimit_store_no_replicas{shard=\"0\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("kind=\"no_replicas\""), "{text}");
+
+    let _back = RedisServer::start_replica_of(primary.port);
+    wait_for("a replica in sync again", || good_replicas(&primary) == 1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = api.play_on("replicated-back", "tv").await;
+        if reply.body["degraded"] == false {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never decided again: {reply:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = limiter.log();
+    assert_eq!(count(&log, "(NOREPLICAS"), 1, "{log}");
+    assert_eq!(
+        count(&log, "replica in sync again: circuit closed"),
+        1,
+        "{log}"
+    );
     assert!(log.lines().count() <= 3, "a line per request? {log}");
 }
 

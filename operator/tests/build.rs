@@ -827,6 +827,37 @@ fn managed_shards_get_maxmemory_from_their_memory_limit_and_none_without_one() {
 }
 
 #[test]
+fn shard_primaries_with_replicas_need_a_replica_in_sync_to_write() {
+    let redis_env = |sl| {
+        let desired = build(&sl).unwrap();
+        env_of(&pod_spec(&desired.stateful_sets[0]).containers[0])
+    };
+    // Without replicas there is nobody to wait for: no rule.
+    let env = redis_env(fixture("managed.yaml"));
+    assert!(!env.contains_key("MIN_REPLICAS_TO_WRITE"), "{env:?}");
+    // With them, by default one replica in sync, lagging at most 3 s.
+    let mut sl = fixture("ha.yaml");
+    let env = redis_env(sl.clone());
+    assert_eq!(
+        (
+            env["MIN_REPLICAS_TO_WRITE"].as_str(),
+            env["MIN_REPLICAS_MAX_LAG"].as_str()
+        ),
+        ("1", "3")
+    );
+    sl.spec.redis.min_replicas_to_write = 0;
+    assert!(
+        !redis_env(sl).contains_key("MIN_REPLICAS_TO_WRITE"),
+        "0 turns it off"
+    );
+    let script = screenlimit_operator::build::sentinel::REDIS_SCRIPT;
+    assert!(
+        script.contains("min-replicas-to-write %s\\nmin-replicas-max-lag %s"),
+        "the start script writes both lines"
+    );
+}
+
+#[test]
 fn managed_shards_load_the_module_from_the_limiter_image_unless_turned_off() {
     for fixture_name in ["managed.yaml", "ha.yaml"] {
         let sl = fixture(fixture_name);

@@ -27,6 +27,14 @@ pub enum StoreError {
         "shard {shard} is a read-only replica (READONLY); point the shard at its primary, or let Sentinel find it"
     )]
     ReadOnly { shard: usize },
+    /// The shard refuses writes because fewer replicas are in sync than its
+    /// `min-replicas-to-write` (`NOREPLICAS`): a primary a failover may have replaced, or one
+    /// whose replicas are down. What it would acknowledge could be lost, so the failure policy
+    /// decides instead; its circuit opens until its replicas are back.
+    #[error(
+        "shard {shard} refuses writes (NOREPLICAS: fewer replicas in sync than its min-replicas-to-write): it may have been replaced by a failover, or its replicas are down"
+    )]
+    NoReplicas { shard: usize },
 }
 
 impl StoreError {
@@ -38,6 +46,7 @@ impl StoreError {
             StoreError::Backend { .. } => "backend",
             StoreError::Oom { .. } => "oom",
             StoreError::ReadOnly { .. } => "read_only",
+            StoreError::NoReplicas { .. } => "no_replicas",
             StoreError::Shed { .. } => "shed",
         }
     }
@@ -58,6 +67,7 @@ impl StoreError {
             | StoreError::Backend { shard, .. }
             | StoreError::Oom { shard }
             | StoreError::ReadOnly { shard }
+            | StoreError::NoReplicas { shard }
             | StoreError::Shed { shard } => *shard,
         }
     }

@@ -275,6 +275,7 @@ impl LeaseStore for MemoryStore {
             keys: Some(self.account_count() as u64),
             overloaded: false,
             read_only: false,
+            no_replicas: false,
             out_of_memory: false,
             memory: None,
             path: None,

@@ -18,6 +18,9 @@ pub struct ShardHealth {
     pub overloaded: bool,
     /// The shard answered `READONLY` (a replica): its circuit stays open until it is a primary.
     pub read_only: bool,
+    /// The shard answered `NOREPLICAS` (fewer replicas in sync than its `min-replicas-to-write`):
+    /// its circuit stays open until one is in sync again.
+    pub no_replicas: bool,
     /// The shard answers `OOM`: what adds state goes to the failure policy.
     pub out_of_memory: bool,
     /// Its memory as last sampled (every 5 s), when it lets `INFO memory` be read.
@@ -41,6 +44,7 @@ pub struct ShardMemory {
 #[derive(Debug, Clone, Default)]
 pub struct ShardStateView {
     pub read_only: bool,
+    pub no_replicas: bool,
     pub out_of_memory: bool,
     pub memory: Option<ShardMemory>,
     /// `native` or `lua` (Redis shards).

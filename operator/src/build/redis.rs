@@ -119,6 +119,22 @@ pub fn stateful_set(
             env("MAX_SENTINELS", MAX_SENTINELS.to_string()),
             env("MAX_PODS", super::sentinel::MAX_PODS_PER_SHARD.to_string()),
         ]);
+        if redis.min_replicas_to_write > 0 {
+            // A primary refuses writes it could lose in a failover (`NOREPLICAS`).
+            vars.extend([
+                env(
+                    "MIN_REPLICAS_TO_WRITE",
+                    redis
+                        .min_replicas_to_write
+                        .min(redis.replicas_per_shard)
+                        .to_string(),
+                ),
+                env(
+                    "MIN_REPLICAS_MAX_LAG",
+                    redis.min_replicas_max_lag_seconds.to_string(),
+                ),
+            ]);
+        }
         container.lifecycle = Some(Lifecycle {
             pre_stop: Some(LifecycleHandler {
                 exec: Some(ExecAction {

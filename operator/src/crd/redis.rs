@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
-use super::shared::{SecretKeyRef, default_true, resources_schema};
+use super::shared::{SecretKeyRef, default_one, default_true, resources_schema};
 
 /// Redis mode.
 #[derive(
@@ -23,7 +23,8 @@ pub enum RedisMode {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[x_kube(
     validation = Rule::new("self.mode != 'external' || has(self.external)").message("redis.external is required when redis.mode is external").field_path(".external").reason(Reason::FieldValueRequired),
-    validation = Rule::new("self.mode != 'external' || !has(self.external) || !has(self.external.urls) || size(self.external.urls) == self.shards").message("redis.external.urls must list exactly redis.shards URLs").field_path(".external.urls").reason(Reason::FieldValueInvalid)
+    validation = Rule::new("self.mode != 'external' || !has(self.external) || !has(self.external.urls) || size(self.external.urls) == self.shards").message("redis.external.urls must list exactly redis.shards URLs").field_path(".external.urls").reason(Reason::FieldValueInvalid),
+    validation = Rule::new("self.replicasPerShard == 0 || self.minReplicasToWrite <= self.replicasPerShard").message("redis.minReplicasToWrite must be at most redis.replicasPerShard: a primary could never write").field_path(".minReplicasToWrite").reason(Reason::FieldValueInvalid)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RedisSpec {
@@ -46,6 +47,22 @@ pub struct RedisSpec {
     /// The Sentinel set that owns failover when `replicasPerShard >= 1` (ignored otherwise).
     #[serde(default)]
     pub sentinel: SentinelSpec,
+    /// With replicas: a primary takes writes only while at least this many of its replicas are
+    /// in sync (Redis `min-replicas-to-write`). A primary a failover replaced (paused, cut off)
+    /// then refuses writes (`NOREPLICAS`: the limiter decides by the failure policy, marked
+    /// degraded) instead of acknowledging plays and stops the failover loses. The cost: while a
+    /// shard has fewer replicas in sync (its only replica down, or after a failover until the
+    /// old primary is back as a replica), its plays and heartbeats are degraded; two replicas
+    /// per shard avoid that. 0: off. At most `replicasPerShard`; ignored without replicas.
+    #[serde(default = "default_one")]
+    #[schemars(range(min = 0, max = 4))]
+    pub min_replicas_to_write: i32,
+    /// Seconds since a replica's last acknowledgement (sent every second) after which it no
+    /// longer counts as in sync (Redis `min-replicas-max-lag`): how long a primary cut off from
+    /// its replicas without a closed connection keeps taking writes.
+    #[serde(default = "default_min_replicas_max_lag")]
+    #[schemars(range(min = 1, max = 60))]
+    pub min_replicas_max_lag_seconds: i32,
     /// Redis image for managed shards.
     #[serde(default = "default_redis_image")]
     #[schemars(length(min = 1, max = 512))]
@@ -214,6 +231,8 @@ impl Default for RedisSpec {
             shards: default_shards(),
             replicas_per_shard: 0,
             sentinel: SentinelSpec::default(),
+            min_replicas_to_write: default_one(),
+            min_replicas_max_lag_seconds: default_min_replicas_max_lag(),
             image: default_redis_image(),
             resources: None,
             external: None,
@@ -226,6 +245,9 @@ impl Default for RedisSpec {
 
 fn default_shards() -> i32 {
     1
+}
+fn default_min_replicas_max_lag() -> i32 {
+    3
 }
 fn default_sentinels() -> i32 {
     3

@@ -35,6 +35,9 @@ fn memory_text(shard: &crate::limiter::Shard) -> (String, bool) {
     if shard.read_only {
         alarms.push("read-only replica".to_owned());
     }
+    if shard.no_replicas {
+        alarms.push("no replica in sync: writes refused".to_owned());
+    }
     if shard.out_of_memory {
         alarms.push("full (OOM)".to_owned());
     }
@@ -330,6 +333,7 @@ mod memory_tests {
             keys: Some(1),
             overloaded: false,
             read_only: false,
+            no_replicas: false,
             out_of_memory: false,
             path: None,
             memory: Some(ShardMemory {
@@ -360,5 +364,12 @@ mod memory_tests {
         replica.read_only = true;
         replica.memory = None;
         assert_eq!(memory_text(&replica), ("read-only replica".into(), true));
+        let mut alone = shard(mib, 4 * mib, "noeviction");
+        alone.no_replicas = true;
+        alone.memory = None;
+        assert_eq!(
+            memory_text(&alone),
+            ("no replica in sync: writes refused".into(), true)
+        );
     }
 }

@@ -68,6 +68,8 @@ pub fn is_evicting(policy: &str) -> bool {
 #[derive(Default)]
 pub struct ShardState {
     read_only: AtomicBool,
+    /// The shard answered `NOREPLICAS`: too few replicas in sync to write.
+    no_replicas: AtomicBool,
     out_of_memory: AtomicBool,
     /// `OOM` replies so far, and as many as the last sample saw (the episode ends with a sample
     /// interval without one).
@@ -83,6 +85,10 @@ pub struct ShardState {
 impl ShardState {
     pub fn read_only(&self) -> bool {
         self.read_only.load(Ordering::Relaxed)
+    }
+
+    pub fn no_replicas(&self) -> bool {
+        self.no_replicas.load(Ordering::Relaxed)
     }
 
     pub fn out_of_memory(&self) -> bool {
@@ -105,6 +111,7 @@ impl ShardState {
     /// A new master (Sentinel): whatever the old address was, the new one is a primary.
     pub fn primary_confirmed(&self) {
         self.read_only.store(false, Ordering::Relaxed);
+        self.no_replicas.store(false, Ordering::Relaxed);
     }
 }
 
@@ -235,6 +242,45 @@ fn no_answer(what: &str) -> redis::RedisError {
     std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{what}: no answer")).into()
 }
 
+/// `INFO replication`, as far as a write needs it: a primary, and how many replicas are in sync
+/// by its `min-replicas-max-lag` (`None` when `min-replicas-to-write` is off).
+#[derive(Debug, PartialEq, Eq)]
+struct Replication {
+    primary: bool,
+    good_replicas: Option<u64>,
+}
+
+impl Replication {
+    fn parse(info: &str) -> Replication {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|line| line.trim_end().strip_prefix(name)?.strip_prefix(':'))
+        };
+        Replication {
+            primary: field("role") == Some("master"),
+            good_replicas: field("min_slaves_good_slaves").and_then(|v| v.parse().ok()),
+        }
+    }
+
+    /// Whether the shard takes writes again: a primary with a replica in sync (or no such rule).
+    fn writable(&self) -> bool {
+        self.primary && self.good_replicas != Some(0)
+    }
+}
+
+async fn replication(
+    mut connection: impl ConnectionLike + Send,
+    deadline: Duration,
+) -> redis::RedisResult<Replication> {
+    let mut command = redis::cmd("INFO");
+    command.arg("replication");
+    let asked = command.query_async::<String>(&mut connection);
+    let info = tokio::time::timeout(deadline, asked)
+        .await
+        .map_err(|_| no_answer("INFO"))??;
+    Ok(Replication::parse(&info))
+}
+
 async fn info_memory(
     mut connection: impl ConnectionLike + Send,
     deadline: Duration,
@@ -266,6 +312,20 @@ mod tests {
         );
         assert!(sample.evicting());
         assert_eq!(MemorySample::parse("# Memory\r\n"), None);
+    }
+
+    #[test]
+    fn info_replication_says_whether_a_primary_takes_writes() {
+        let primary =
+            "# Replication\r\nrole:master\r\nconnected_slaves:1\r\nmin_slaves_good_slaves:1\r\n";
+        assert!(Replication::parse(primary).writable());
+        let alone =
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmin_slaves_good_slaves:0\r\n";
+        assert!(!Replication::parse(alone).writable());
+        let no_rule = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n";
+        assert!(Replication::parse(no_rule).writable());
+        let replica = "# Replication\r\nrole:slave\r\nmaster_host:10.0.0.1\r\n";
+        assert!(!Replication::parse(replica).writable());
     }
 
     #[test]

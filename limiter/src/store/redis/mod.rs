@@ -309,6 +309,7 @@ impl RedisStore {
             .map(|s| {
                 let view = ShardStateView {
                     read_only: s.state.read_only(),
+                    no_replicas: s.state.no_replicas(),
                     out_of_memory: s.state.out_of_memory(),
                     memory: s.state.memory(),
                     path: Some(s.path.label()),

@@ -6,7 +6,8 @@
 # primary after that.
 # Env: NAMESPACE, SHARD (StatefulSet = headless Service), MASTER_NAME, SENTINEL_SERVICE,
 #      MAX_SENTINELS, MAX_PODS, MAXMEMORY (bytes; only with a memory limit), APPENDONLY (yes: an
-#      append-only file); from Secret <name>-redis-auth: REDIS_PASSWORD (the default user:
+#      append-only file), MIN_REPLICAS_TO_WRITE and MIN_REPLICAS_MAX_LAG (a primary's writes need
+#      that many replicas in sync; unset: no such rule); from Secret <name>-redis-auth: REDIS_PASSWORD (the default user:
 #      replication, Sentinel, these scripts; also as REDISCLI_AUTH), LIMITER_PASSWORD (the ACL
 #      user LIMITER_USER with the rules LIMITER_ACL), SENTINEL_PASSWORD; TLS_DIR when the pods
 #      serve TLS (tls.crt, tls.key, ca.crt from the user's Secret).
@@ -133,6 +134,12 @@ CONF
 # the kubelet kills it: MAXMEMORY is 70 % of the container's memory limit, set by the operator.
 if [ -n "${MAXMEMORY:-}" ]; then
   echo "maxmemory $MAXMEMORY" >> "$next"
+fi
+# spec.redis.minReplicasToWrite: a primary with fewer replicas in sync (replaced by a failover
+# while paused or cut off, or its replicas down) refuses writes instead of acknowledging what the
+# failover would lose; the limiter then decides by its failure policy.
+if [ -n "${MIN_REPLICAS_TO_WRITE:-}" ]; then
+  printf 'min-replicas-to-write %s\nmin-replicas-max-lag %s\n' "$MIN_REPLICAS_TO_WRITE" "${MIN_REPLICAS_MAX_LAG:-3}" >> "$next"
 fi
 if [ -n "$module" ]; then
   echo "loadmodule $module" >> "$next"

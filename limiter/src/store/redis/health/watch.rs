@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{MemorySample, Role, info_memory, role};
+use super::{MemorySample, Role, info_memory, replication, role};
 use crate::store::error::StoreError;
 use crate::store::redis::path;
 use crate::store::redis::shard::{self, Shard};
@@ -27,6 +27,13 @@ pub fn classify(shard: &Shard, reply: Value) -> Result<Value, StoreError> {
             }
             Err(StoreError::Oom { shard: shard.index })
         }
+        "NOREPLICAS" => {
+            shard.breaker.trip();
+            if !state.no_replicas.swap(true, Ordering::Relaxed) {
+                tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), "store shard refuses writes (NOREPLICAS: fewer replicas in sync than its min-replicas-to-write; a failover may have replaced it, or its replicas are down): its circuit is open, its accounts are decided by the failure policy until a replica is in sync again");
+            }
+            Err(StoreError::NoReplicas { shard: shard.index })
+        }
         "READONLY" => {
             shard.breaker.trip();
             if !state.read_only.swap(true, Ordering::Relaxed) {
@@ -38,11 +45,25 @@ pub fn classify(shard: &Shard, reply: Value) -> Result<Value, StoreError> {
     }
 }
 
-/// Whether an open circuit may close: the shard answers, and one found read-only is a primary
-/// again (`ROLE`); that end is logged once.
+/// Whether an open circuit may close: the shard answers, one found read-only is a primary
+/// again (`ROLE`), and one that refused writes for want of replicas has one in sync again
+/// (`INFO replication`); each end is logged once.
 pub async fn probe(shard: &Shard, deadline: Duration) -> bool {
     if shard::key_count(shard, deadline).await.is_none() {
         return false;
+    }
+    if shard.state.no_replicas() {
+        let Some(connection) = shard.connection() else {
+            return false;
+        };
+        if !replication(connection, deadline)
+            .await
+            .is_ok_and(|r| r.writable())
+        {
+            return false;
+        }
+        shard.state.no_replicas.store(false, Ordering::Relaxed);
+        tracing::warn!(shard = shard.index, endpoint = %shard.endpoint(), "store shard has a replica in sync again: circuit closed");
     }
     if !shard.state.read_only() {
         return true;

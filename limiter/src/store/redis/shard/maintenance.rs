@@ -61,11 +61,12 @@ pub fn spawn_maintenance(
             }
             if shard.breaker.is_open() && since_probe >= probe_interval {
                 since_probe = Duration::ZERO;
-                let was_read_only = shard.state.read_only();
+                // A read-only or replica-less shard's end is logged by the probe itself.
+                let said = shard.state.read_only() || shard.state.no_replicas();
                 if watch::probe(&shard, deadline).await {
                     shard.breaker.close();
                     learn = true; // the connection may be to a server restarted without it
-                    if !was_read_only {
+                    if !said {
                         tracing::info!(shard = shard.index, endpoint = %shard.endpoint(), "store circuit closed: shard answers again");
                     }
                 }
