@@ -53,7 +53,7 @@ async fn load(
         let stream = granted.then(|| play.stream_id());
         let play_decided = granted && play.body["degraded"] == false;
         let mut stopped = None;
-        if let (Some(stream), true) = (&stream, n % 2 == 0) {
+        if let (Some(stream), true) = (&stream, n.is_multiple_of(2)) {
             let stop = api.stop(&account, stream).await;
             if stop.status.is_server_error() {
                 failures

@@ -231,7 +231,7 @@ impl Shard {
 
     /// Asks the Sentinels where the master is and switches to it once it says it is a master.
     /// Returns true when the shard moved.
-    async fn follow_master(&self, deadline: Duration) -> bool {
+    pub(super) async fn follow_master(&self, deadline: Duration) -> bool {
         let Locator::Sentinel {
             sentinels,
             master,

@@ -63,7 +63,14 @@ pub fn spawn_maintenance(
                 since_probe = Duration::ZERO;
                 // A read-only or replica-less shard's end is logged by the probe itself.
                 let said = shard.state.read_only() || shard.state.no_replicas();
-                if watch::probe(&shard, deadline).await {
+                // A Sentinel shard's answering primary may have been replaced while it was away
+                // (paused, cut off): Sentinel is asked first, and a new master is followed
+                // instead (its own circuit closed there). What an old primary still takes
+                // before Sentinel says so, `min-replicas-to-write` refuses.
+                let answers = watch::probe(&shard, deadline).await;
+                let moved = answers && shard.is_sentinel() && shard.follow_master(deadline).await;
+                learn |= moved;
+                if answers && !moved {
                     shard.breaker.close();
                     learn = true; // the connection may be to a server restarted without it
                     if !said {
