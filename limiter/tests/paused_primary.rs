@@ -155,9 +155,9 @@ async fn a_paused_primary_loses_no_answer_given_as_a_decision() {
         assert!(Instant::now() < again, "never decided again: {play:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let failures = failures.lock().unwrap();
+    let failures = std::mem::take(&mut *failures.lock().unwrap());
     assert!(failures.is_empty(), "never a 5xx: {failures:?}");
-    let history = history.lock().unwrap();
+    let history = std::mem::take(&mut *history.lock().unwrap());
     // The store as the limiter reads it now (on the new primary): a play answered as granted and
     // never stopped is listed; a stop answered done left nothing listed. A degraded answer's
     // outcome is unknown by definition (the store may or may not have run it): not checked.
