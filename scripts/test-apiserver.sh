@@ -11,7 +11,16 @@ for binary in kube-apiserver etcd; do
   [[ -x $KUBEBUILDER_ASSETS/$binary ]] || { echo "test-apiserver: no $KUBEBUILDER_ASSETS/$binary" >&2; exit 1; }
 done
 command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
+# Helm's own engine renders the chart for the suites (as scripts/check-operator-artifacts.sh).
+# shellcheck source=lib/venv.sh
+source scripts/lib/venv.sh
+venv=target/helm-venv
+if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import helm_python' 2>/dev/null; then
+  make_venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check helm-python-sdk==0.2.2 PyYAML
+fi
 echo "== the operator binary, for the suites that run it"
+# The suites find it beside their test binaries (target/debug).
 cargo build --locked -p screenlimit-operator
 echo "== the API-server suites (Kubernetes in $KUBEBUILDER_ASSETS)"
 suites=()

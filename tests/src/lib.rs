@@ -1,11 +1,13 @@
 //! What the system suites share: the pod runner ([`pods`]), certificates ([`certs`]), the
-//! browser ([`browser`]), and where the inputs come from (the operator's fixtures, `examples/`,
+//! browser ([`browser`]), a real API server where one is present ([`apiserver`]), and where the
+//! inputs come from (the operator's fixtures, `examples/`,
 //! the binaries built beside the test).
 //!
 //! Every suite starts what the operator's pure build renders for a `StreamLimiter` as real local
 //! processes (see [`pods`]), then drives the system from the outside.
 
 pub mod api;
+pub mod apiserver;
 pub mod browser;
 pub mod certs;
 pub mod install;

@@ -1,0 +1,126 @@
+//! The keys and certificates a throwaway control plane needs, made with `openssl`: one CA for
+//! the serving certificate and the clients, a serving certificate for `127.0.0.1`, the admin's
+//! client certificate (group `system:masters`), and the service-account signing key pair.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (scripts/install-test-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The files of one control plane's PKI, in its own folder.
+pub struct Pki {
+    pub dir: PathBuf,
+}
+
+impl Pki {
+    pub fn ca_crt(&self) -> PathBuf {
+        self.dir.join("ca.crt")
+    }
+    pub fn serving_crt(&self) -> PathBuf {
+        self.dir.join("serving.crt")
+    }
+    pub fn serving_key(&self) -> PathBuf {
+        self.dir.join("serving.key")
+    }
+    pub fn admin_crt(&self) -> PathBuf {
+        self.dir.join("admin.crt")
+    }
+    pub fn admin_key(&self) -> PathBuf {
+        self.dir.join("admin.key")
+    }
+    pub fn sa_key(&self) -> PathBuf {
+        self.dir.join("sa.key")
+    }
+    pub fn sa_pub(&self) -> PathBuf {
+        self.dir.join("sa.pub")
+    }
+
+    /// Makes every file in `dir` (valid a day; RSA 2048, which every component reads).
+    pub fn make(dir: &Path) -> Pki {
+        std::fs::create_dir_all(dir).unwrap();
+        let rsa = ["-newkey", "rsa:2048", "-nodes"];
+        let mut ca = vec![
+            "req",
+            "-x509",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=screenlimit-test-ca",
+        ];
+        ca.extend(["-keyout", "ca.key", "-out", "ca.crt"]);
+        ca.extend(rsa);
+        openssl(dir, &ca);
+        std::fs::write(
+            dir.join("serving.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n\
+             extendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+        Self::signed(dir, "serving", "/CN=kube-apiserver", "serving.ext");
+        Self::signed(dir, "admin", "/O=system:masters/CN=admin", "client.ext");
+        openssl(
+            dir,
+            &[
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+                "-out",
+                "sa.key",
+            ],
+        );
+        openssl(dir, &["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
+        Pki {
+            dir: dir.to_owned(),
+        }
+    }
+
+    /// `<name>.crt`/`<name>.key` for `subject`, signed by the CA with the extensions in `ext`.
+    fn signed(dir: &Path, name: &str, subject: &str, ext: &str) {
+        let (key, csr, crt) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+        );
+        openssl(
+            dir,
+            &[
+                "req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", &key, "-out",
+                &csr,
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                ext,
+                "-out",
+                &crt,
+            ],
+        );
+    }
+}
