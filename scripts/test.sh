@@ -13,6 +13,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 scripts/check-module-cycles.py
+scripts/check-docs.py
 scripts/check-operator-artifacts.sh
 scripts/check-versions.sh
 scripts/lint-workflows.sh
