@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's "Quickstart on kind", from zero and without questions: a kind cluster, the three
+# The kind quickstart of docs/kubernetes.md, from zero and without questions: a kind cluster, the three
 # images built here and loaded into its node, the chart installed, examples/dev.yaml with the
 # dashboard turned on, Ready, one play through a port-forward, the chart's own test, then
 # everything removed again (also when a step fails).
