@@ -64,21 +64,22 @@ impl Account<'_> {
     }
 
     /// Starts the lease's life to end at `ends`; its value, until when the account key lives.
-    pub fn start_lease(&self, nonce: &[u8], ends: i64) {
+    pub fn start_lease(&self, nonce: &[u8], ends: i64) -> Result<(), Error> {
         let until = (self.now + key_life(self.keep)).to_string();
         self.keys
-            .set(&self.lease_name(nonce), until.as_bytes(), Some(ends));
+            .set(&self.lease_name(nonce), until.as_bytes(), Some(ends))
     }
 
     /// Ends the lease of a live record (a stop, a revocation, a replacement).
-    pub fn end_lease(&self, v: &[u8], rec: &Rec) {
+    pub fn end_lease(&self, v: &[u8], rec: &Rec) -> Result<(), Error> {
         if rec.state == LIVE {
-            self.keys.del(&self.lease_name(rec.at.nonce(v)));
+            self.keys.del(&self.lease_name(rec.at.nonce(v)))?;
         }
+        Ok(())
     }
 
-    pub fn del_lease(&self, nonce: &[u8]) {
-        self.keys.del(&self.lease_name(nonce));
+    pub fn del_lease(&self, nonce: &[u8]) -> Result<(), Error> {
+        self.keys.del(&self.lease_name(nonce)).map(drop)
     }
 
     /// Reads the account and the records still worth remembering (`scan`).
@@ -115,7 +116,7 @@ impl Account<'_> {
         h: &Header,
         edits: &[Option<Edit>],
         extra: Option<&[u8]>,
-    ) {
+    ) -> Result<(), Error> {
         let mut out = Vec::with_capacity(scan.map_or(64, |s| s.v.len() + 64));
         h.write(&mut out);
         let mut parts = 0;
@@ -135,11 +136,10 @@ impl Account<'_> {
         }
         let override_left = h.ovr_ends - self.now;
         if parts == 0 && override_left <= 0 {
-            self.keys.del(self.key);
-            return;
+            return self.keys.del(self.key).map(drop);
         }
         let life = key_life(self.keep).max(override_left);
-        self.keys.set(self.key, &out, Some(self.now + life));
+        self.keys.set(self.key, &out, Some(self.now + life))
     }
 
     /// The account read and extended to its life (`read_extending` in fast.lua); an override
@@ -155,7 +155,7 @@ impl Account<'_> {
         let o = 4 + crate::layout::byte(&v, 2)? as usize;
         let override_left = u48(&v, o)? - self.now;
         if override_left > life {
-            self.keys.expire_at(self.key, self.now + override_left);
+            self.keys.expire_at(self.key, self.now + override_left)?;
         }
         Ok(Extended::V2 {
             v,

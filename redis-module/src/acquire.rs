@@ -110,8 +110,8 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
             value.extend_from_slice(&record(account, play, ends));
             account
                 .keys
-                .set(account.key, &value, Some(now + key_life(account.keep)));
-            account.start_lease(play.nonce, ends);
+                .set(account.key, &value, Some(now + key_life(account.keep)))?;
+            account.start_lease(play.nonce, ends)?;
             return Ok(Some(granted(limit, 1, ends, plan, limit)));
         }
         Extended::OtherVersion => return Ok(None),
@@ -197,7 +197,7 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
         Some(own) => {
             // One device, one slot: its earlier lease goes, and with it that lease's key.
             if own.state(&v) == LIVE {
-                account.del_lease(own.nonce(&v));
+                account.del_lease(own.nonce(&v))?;
             }
             value.extend_from_slice(&v[..own.start]);
             value.extend_from_slice(&v[own.stop..]);
@@ -205,8 +205,8 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
         None => value.extend_from_slice(&v),
     }
     value.extend_from_slice(&record(account, play, ends));
-    account.keys.set(account.key, &value, None);
-    account.start_lease(play.nonce, ends);
+    account.keys.set(account.key, &value, None)?;
+    account.start_lease(play.nonce, ends)?;
     Ok(Some(granted(
         limit,
         active + 1,
@@ -292,13 +292,13 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
     }
     let ends = now + account.ttl;
     if let Some(own) = own {
-        account.end_lease(v, &recs[own]);
+        account.end_lease(v, &recs[own])?;
     }
     if let Some(target) = target {
-        account.end_lease(v, &recs[target]);
+        account.end_lease(v, &recs[target])?;
     }
     let new = record(account, play, ends);
-    account.save(scan.as_ref(), &h, &edits, Some(&new));
-    account.start_lease(play.nonce, ends);
+    account.save(scan.as_ref(), &h, &edits, Some(&new))?;
+    account.start_lease(play.nonce, ends)?;
     Ok(granted(limit, active + 1, ends, &h.plan, h.limit))
 }

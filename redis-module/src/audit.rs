@@ -55,7 +55,9 @@ impl Entry {
 }
 
 /// The account's audit list, checked before the command writes anything: a key of another
-/// type is refused up front (the script would fail after its account write).
+/// type is refused up front (the script would fail after its account write). Nothing the
+/// command writes before the push can change its type: the list is another key than the
+/// account's and its lease keys (`names.rs`).
 pub fn check_list(keys: &Keys, list: &RedisString) -> Result<(), Error> {
     match keys.is_list_or_empty(list) {
         true => Ok(()),
@@ -64,8 +66,15 @@ pub fn check_list(keys: &Keys, list: &RedisString) -> Result<(), Error> {
 }
 
 /// `LPUSH` the entry, keep the newest `per_account`, and let the list live until `until`, the
-/// retention past its newest entry (`push_audit`).
-pub fn push(keys: &Keys, list: &RedisString, entry: &[u8], per_account: i64, until: i64) {
-    keys.list_push_capped(list, entry, per_account as usize);
-    keys.expire_at(list, until);
+/// retention past its newest entry (`push_audit`). A push refused is an error reply, never an
+/// entry answered that no list holds.
+pub fn push(
+    keys: &Keys,
+    list: &RedisString,
+    entry: &[u8],
+    per_account: i64,
+    until: i64,
+) -> Result<(), Error> {
+    keys.list_push_capped(list, entry, per_account as usize)?;
+    keys.expire_at(list, until).map(drop)
 }

@@ -8,8 +8,12 @@ pub enum Error {
     Arity,
     /// An argument out of its rules, by its name.
     Arg(&'static str),
+    /// A key name the limiter never sends (`names.rs`), by what the key is.
+    Key(&'static str),
     /// A key holds another type than a string.
     WrongType,
+    /// The key API refused a write (by what it was); nothing of it was applied or replicated.
+    Refused(&'static str),
     /// The account value does not follow the layout (written by something else).
     Malformed,
     /// A write that adds state while the server is over `maxmemory`.
@@ -32,7 +36,13 @@ impl From<Error> for RedisError {
             Error::Arg(what) => RedisError::String(format!(
                 "ERR screenlimit: bad argument {what}: send the arguments the limiter's script takes"
             )),
+            Error::Key(what) => RedisError::String(format!(
+                "ERR screenlimit: bad {what}: the limiter's names are sl:{{<account id>}}, sl:audit:{{<the same id>}} and lease keys sl:{{<account id>}} with 8 nonce bytes, which keep an account's keys in its hash slot"
+            )),
             Error::WrongType => RedisError::WrongType,
+            Error::Refused(what) => RedisError::String(format!(
+                "ERR screenlimit: the server refused {what}; the command stopped there, its earlier writes kept and replicated"
+            )),
             Error::Malformed => RedisError::Str(
                 "ERR screenlimit: the account value does not follow layout 2; delete the key or check what else writes sl:* keys",
             ),

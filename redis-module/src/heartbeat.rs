@@ -48,8 +48,8 @@ pub fn heartbeat(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> 
             let mut edits = vec![None; recs.len()];
             edits[i] = Some(Edit::With(rec.at.restamp(v, LIVE, ends)));
             let h = &scan.as_ref().expect("a record has an account").h;
-            account.save(scan.as_ref(), h, &edits, None);
-            account.start_lease(nonce, ends);
+            account.save(scan.as_ref(), h, &edits, None)?;
+            account.start_lease(nonce, ends)?;
             return answer(1, ends);
         }
     }
@@ -68,15 +68,15 @@ pub fn heartbeat(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> 
         Some(i) => {
             let mut edits = vec![None; recs.len()];
             edits[i] = Some(Edit::With(recs[i].at.restamp(v, LIVE, ends)));
-            account.save(scan.as_ref(), &h, &edits, None);
+            account.save(scan.as_ref(), &h, &edits, None)?;
         }
         None => {
             let mut new = Vec::with_capacity(48 + device.len());
             new_record(&mut new, ends, account.now, nonce, device, &[0]);
-            account.save(scan.as_ref(), &h, &[], Some(&new));
+            account.save(scan.as_ref(), &h, &[], Some(&new))?;
         }
     }
-    account.start_lease(nonce, ends);
+    account.start_lease(nonce, ends)?;
     answer(2, ends)
 }
 
@@ -100,12 +100,12 @@ fn renew(account: &Account, nonce: &[u8]) -> Result<bool, Error> {
     let life_ends = account.now + key_life(account.keep);
     let current = keys.expire_time(account.key);
     if current >= 0 && life_ends > current {
-        keys.expire_at(account.key, life_ends);
+        keys.expire_at(account.key, life_ends)?;
     }
     let account_until = keys.expire_time(account.key);
     if account_until < 0 {
         return Ok(false);
     }
-    keys.set(&lease, account_until.to_string().as_bytes(), None);
+    keys.set(&lease, account_until.to_string().as_bytes(), None)?;
     Ok(true)
 }

@@ -7,7 +7,11 @@
 //! command up by name), so a key's new expiry is held back until the command ends (`flush`):
 //! a later `SET … PXAT` (or `DEL`) of the same key carries it, one effect instead of two.
 //!
-//! The one place with `unsafe`: every pointer comes from Redis for the running command.
+//! Every write is checked: an effect is replicated only after the key API applied it, so a
+//! replica (or the AOF) never gets an effect it would refuse; a refused write is an error reply.
+//!
+//! The one place with `unsafe` (with `spec.rs`): every pointer comes from Redis for the running
+//! command.
 
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char, c_int};
@@ -47,9 +51,16 @@ pub fn missing() -> Option<&'static str> {
         RedisModule_GetContextFlags,
         RedisModule_ListPush,
         RedisModule_ListPop,
-        RedisModule_ValueLength
+        RedisModule_ValueLength,
+        RedisModule_GetCommand,
+        RedisModule_SetCommandInfo
     );
     None
+}
+
+/// Whether a key API call did what it was asked.
+fn applied(status: c_int) -> bool {
+    status == raw::REDISMODULE_OK as c_int
 }
 
 const NO_KEY: i64 = -2;
@@ -80,6 +91,8 @@ pub enum Renewed {
     Value(Vec<u8>),
     NoKey,
     WrongType,
+    /// The server refused the new expiry: the key was left as it was.
+    Refused,
 }
 
 /// One open key, closed when dropped.
@@ -180,9 +193,10 @@ impl Keys {
         };
     }
 
-    /// `SET k v PXAT at`, or plain `SET k v` when `at` is no expiry.
+    /// `SET k v PXAT at`, or plain `SET k v` when `at` is no expiry (a replica refuses `PXAT`
+    /// below 1).
     fn replicate_set(&self, k: &[u8], v: &[u8], at: i64) {
-        if at >= 0 {
+        if at > 0 {
             unsafe {
                 api!(RedisModule_Replicate)(
                     self.ctx,
@@ -246,7 +260,7 @@ impl Keys {
         let Some(value) = key.bytes()?.map(<[u8]>::to_vec) else {
             return Ok(None);
         };
-        self.set_expire(&key, name, at);
+        self.set_expire(&key, name, at)?;
         Ok(Some(value))
     }
 
@@ -258,8 +272,10 @@ impl Keys {
         match key.bytes() {
             Ok(Some(value)) => {
                 let value = value.to_vec();
-                unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) };
-                Renewed::Value(value)
+                match applied(unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) }) {
+                    true => Renewed::Value(value),
+                    false => Renewed::Refused,
+                }
             }
             Ok(None) => Renewed::NoKey,
             Err(_) => Renewed::WrongType,
@@ -295,36 +311,44 @@ impl Keys {
     }
 
     /// `PEXPIREAT`, if the key exists; whether it did.
-    pub fn expire_at(&self, name: &RedisString, at: i64) -> bool {
+    pub fn expire_at(&self, name: &RedisString, at: i64) -> Result<bool, Error> {
         let key = self.open(name, true);
         if key.kind() == raw::REDISMODULE_KEYTYPE_EMPTY {
-            return false;
+            return Ok(false);
         }
-        self.set_expire(&key, name, at);
-        true
+        self.set_expire(&key, name, at)?;
+        Ok(true)
     }
 
-    fn set_expire(&self, key: &Open, name: &RedisString, at: i64) {
-        unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) };
+    /// The new expiry, held back for replication only once applied.
+    fn set_expire(&self, key: &Open, name: &RedisString, at: i64) -> Result<(), Error> {
+        if !applied(unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) }) {
+            return Err(Error::Refused("a key's expiry"));
+        }
         self.hold_expire(name.as_slice(), at);
+        Ok(())
     }
 
     /// `SET name value PXAT at`, or with the key's present expiry (`KEEPTTL`) when `at` is None.
-    pub fn set(&self, name: &RedisString, value: &[u8], at: Option<i64>) {
+    pub fn set(&self, name: &RedisString, value: &[u8], at: Option<i64>) -> Result<(), Error> {
         let key = self.open(name, true);
         let at = at.unwrap_or_else(|| key.expire_time());
         let string =
             unsafe { api!(RedisModule_CreateString)(self.ctx, value.as_ptr().cast(), value.len()) };
-        unsafe {
-            api!(RedisModule_StringSet)(key.0, string);
-            api!(RedisModule_FreeString)(self.ctx, string);
-        }
-        if at >= 0 {
-            unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) };
+        let stored = applied(unsafe { api!(RedisModule_StringSet)(key.0, string) });
+        unsafe { api!(RedisModule_FreeString)(self.ctx, string) };
+        if !stored {
+            return Err(Error::Refused("a key's value"));
         }
         // The `SET` carries the key's expiry: whatever was held back for it is replicated here.
         self.release_held(name.as_slice());
+        if at > 0 && !applied(unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) }) {
+            // The value is stored without an expiry: so is the replica's.
+            self.replicate_set(name.as_slice(), value, NO_EXPIRY);
+            return Err(Error::Refused("a key's expiry"));
+        }
         self.replicate_set(name.as_slice(), value, at);
+        Ok(())
     }
 
     /// `SETRANGE name offset bytes` inside the present value (a patch that does not grow it).
@@ -364,15 +388,17 @@ impl Keys {
     }
 
     /// `DEL`; whether there was a key.
-    pub fn del(&self, name: &RedisString) -> bool {
+    pub fn del(&self, name: &RedisString) -> Result<bool, Error> {
         let key = self.open(name, true);
         if key.kind() == raw::REDISMODULE_KEYTYPE_EMPTY {
-            return false;
+            return Ok(false);
+        }
+        if !applied(unsafe { api!(RedisModule_DeleteKey)(key.0) }) {
+            return Err(Error::Refused("a key's deletion"));
         }
         let k = name.as_slice();
         self.release_held(k);
         unsafe {
-            api!(RedisModule_DeleteKey)(key.0);
             api!(RedisModule_Replicate)(
                 self.ctx,
                 c(c"DEL"),
@@ -381,7 +407,7 @@ impl Keys {
                 k.len(),
             )
         };
-        true
+        Ok(true)
     }
 
     /// Whether the key is a list or absent.
@@ -392,16 +418,33 @@ impl Keys {
         )
     }
 
-    /// `LPUSH name value`, then `LTRIM name 0 keep-1` when the list grew past `keep`. The key
-    /// must be a list or absent (`is_list_or_empty`).
-    pub fn list_push_capped(&self, name: &RedisString, value: &[u8], keep: usize) {
+    /// `LPUSH name value`, then `LTRIM name 0 keep-1` when the list grew past `keep`. A key of
+    /// another type is refused (`WRONGTYPE`) and nothing replicated: a replica would refuse the
+    /// `LPUSH` too.
+    pub fn list_push_capped(
+        &self,
+        name: &RedisString,
+        value: &[u8],
+        keep: usize,
+    ) -> Result<(), Error> {
         let key = self.open(name, true);
+        if !matches!(
+            key.kind(),
+            raw::REDISMODULE_KEYTYPE_EMPTY | raw::REDISMODULE_KEYTYPE_LIST
+        ) {
+            return Err(Error::WrongType);
+        }
         let k = name.as_slice();
+        let element =
+            unsafe { api!(RedisModule_CreateString)(self.ctx, value.as_ptr().cast(), value.len()) };
+        let pushed = applied(unsafe {
+            api!(RedisModule_ListPush)(key.0, raw::REDISMODULE_LIST_HEAD as c_int, element)
+        });
+        unsafe { api!(RedisModule_FreeString)(self.ctx, element) };
+        if !pushed {
+            return Err(Error::Refused("the audit entry's push"));
+        }
         unsafe {
-            let element =
-                api!(RedisModule_CreateString)(self.ctx, value.as_ptr().cast(), value.len());
-            api!(RedisModule_ListPush)(key.0, raw::REDISMODULE_LIST_HEAD as c_int, element);
-            api!(RedisModule_FreeString)(self.ctx, element);
             api!(RedisModule_Replicate)(
                 self.ctx,
                 c(c"LPUSH"),
@@ -435,5 +478,6 @@ impl Keys {
                 )
             };
         }
+        Ok(())
     }
 }

@@ -12,9 +12,11 @@ mod heartbeat;
 mod keys;
 mod layout;
 mod list;
+mod names;
 mod release;
 mod renew;
 mod reply;
+mod spec;
 mod support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -26,17 +28,17 @@ use redis_module::{
 
 use crate::error::Error;
 use crate::keys::Keys;
+use crate::names::Shape;
 
-/// Runs a command's body so that nothing it does can cross into Redis: a panic (a bug) becomes
-/// an error reply and one log line, never an abort of the server.
-fn guarded(
-    ctx: &Context,
-    args: &[RedisString],
-    body: fn(&Keys, &[RedisString]) -> Result<RedisValue, Error>,
-) -> RedisResult {
+/// A command's body: its answer from the keyspace and its arguments.
+type Body = fn(&Keys, &[RedisString]) -> Result<RedisValue, Error>;
+
+/// Runs a command so that nothing it does can cross into Redis: a panic (a bug) becomes an
+/// error reply and one log line, never an abort of the server.
+fn guarded(ctx: &Context, run: impl FnOnce(&Keys) -> RedisResult) -> RedisResult {
     let keys = Keys::new(ctx.ctx);
-    match catch_unwind(AssertUnwindSafe(|| body(&keys, args))) {
-        Ok(answer) => answer.map_err(Into::into),
+    match catch_unwind(AssertUnwindSafe(|| run(&keys))) {
+        Ok(answer) => answer,
         Err(_) => {
             ctx.log_warning("screenlimit: a command panicked; answered with an error");
             Err(Error::Panic.into())
@@ -44,30 +46,32 @@ fn guarded(
     }
 }
 
-/// A command on an account's keys: on a Redis Cluster, first what `cluster_guard.lua` does for
-/// the scripts. While the account's slot migrates, the source node may hold some of its keys
-/// and not others (the key API does not ask where a key lives), so the command stops before any
-/// write with `TRYAGAIN`, which the limiter sends again. The probe is a `GET` of a key that never
-/// exists, in the account's slot: Redis refuses a module's call on a key that is not local
-/// (`RedisModule_Call` answers `EPERM`: the slot migrates away and the key is not here); on a
-/// steady slot it costs one lookup. The account key itself Redis routes before the command runs.
-fn keyed(
-    ctx: &Context,
-    args: &[RedisString],
-    body: fn(&Keys, &[RedisString]) -> Result<RedisValue, Error>,
-) -> RedisResult {
-    if ctx.get_flags().contains(ContextFlags::CLUSTER)
-        && let Some(key) = args.get(1)
-    {
-        let mut probe = key.as_slice().to_vec();
-        probe.push(b'?');
-        // A refused call comes back as an error value (`Error on method call`), not `Err`.
-        let steady = ctx.call("GET", &[probe.as_slice()]);
-        if matches!(steady, Err(_) | Ok(RedisValue::StaticError(_))) {
-            return Err(RedisError::Str("TRYAGAIN the slot is migrating"));
+/// A command on an account's keys. First its key names, which must be the limiter's
+/// (`names.rs`): any other would put the keys the command writes beside them, and the probe
+/// below, in another slot. Then, on a Redis Cluster, what `cluster_guard.lua` does for the
+/// scripts: while the account's slot migrates, the source node may hold some of its keys and not
+/// others (the key API does not ask where a key lives), so the command stops before any write
+/// with `TRYAGAIN`, which the limiter sends again. The probe is a `GET` of a key that never
+/// exists, in the account's slot (the first key's tag): Redis refuses a module's call on a key
+/// that is not local (`RedisModule_Call` answers `EPERM`: the slot migrates away and the key is
+/// not here); on a steady slot it costs one lookup. The first key itself Redis routes before the
+/// command runs.
+fn keyed(ctx: &Context, args: &[RedisString], shape: Shape, body: Body) -> RedisResult {
+    guarded(ctx, |keys| {
+        names::check(shape, args)?;
+        if ctx.get_flags().contains(ContextFlags::CLUSTER)
+            && let Some(key) = args.get(1)
+        {
+            let mut probe = key.as_slice().to_vec();
+            probe.push(b'?');
+            // A refused call comes back as an error value (`Error on method call`), not `Err`.
+            let steady = ctx.call("GET", &[probe.as_slice()]);
+            if matches!(steady, Err(_) | Ok(RedisValue::StaticError(_))) {
+                return Err(RedisError::Str("TRYAGAIN the slot is migrating"));
+            }
         }
-    }
-    guarded(ctx, args, body)
+        Ok(body(keys, args)?)
+    })
 }
 
 /// `SL.VERSION`: the account layout version this module reads and writes. A limiter uses the
@@ -78,59 +82,64 @@ fn version(_: &Keys, args: &[RedisString]) -> Result<RedisValue, Error> {
 }
 
 fn sl_version(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, &args, version)
+    guarded(ctx, |keys| Ok(version(keys, &args)?))
 }
 
 fn sl_acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, acquire::acquire)
+    keyed(ctx, &args, Shape::Account, acquire::acquire)
 }
 
 fn sl_heartbeat(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, heartbeat::heartbeat)
+    keyed(ctx, &args, Shape::Account, heartbeat::heartbeat)
 }
 
 fn sl_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, release::release)
+    keyed(ctx, &args, Shape::Account, release::release)
 }
 
 /// With keys, guarded as every command on an account's keys (on a Redis Cluster they are all in
 /// one slot, or Redis refuses the call); with none it is the limiter's probe and touches nothing.
 fn sl_renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     match args.len() > 2 {
-        true => keyed(ctx, &args, renew::renew),
-        false => guarded(ctx, &args, renew::renew),
+        true => keyed(ctx, &args, Shape::Leases, renew::renew),
+        false => guarded(ctx, |keys| Ok(renew::renew(keys, &args)?)),
     }
 }
 
 fn sl_list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, list::list)
+    keyed(ctx, &args, Shape::Account, list::list)
 }
 
 fn sl_force_stop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, support::force_stop)
+    keyed(ctx, &args, Shape::AccountAndAudit, support::force_stop)
 }
 
 fn sl_set_override(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, support::set_override)
+    keyed(ctx, &args, Shape::AccountAndAudit, support::set_override)
 }
 
-/// Refuses to load into a server that lacks a module API function the commands call.
+/// Refuses to load into a server that lacks a module API function the commands call, or that
+/// refuses their key specs (`spec.rs`): without them a read-only ACL user could not list.
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    match keys::missing() {
-        None => Status::Ok,
-        Some(name) => {
-            ctx.log_warning(&format!(
-                "screenlimit: this server lacks {name} (Redis 7.0 or later, or Valkey, is needed); not loaded"
-            ));
+    if let Some(name) = keys::missing() {
+        ctx.log_warning(&format!(
+            "screenlimit: this server lacks {name} (Redis 7.0 or later, or Valkey, is needed); not loaded"
+        ));
+        return Status::Err;
+    }
+    match spec::declare(ctx) {
+        Ok(()) => Status::Ok,
+        Err(e) => {
+            ctx.log_warning(&format!("screenlimit: {e}; not loaded"));
             Status::Err
         }
     }
 }
 
 // Each command names its account key first (key positions 1..1 step 1, so a Redis Cluster
-// routes it by the account's hash tag; Redis 7 derives its key spec from them); the support
-// actions name the account's audit list second (1..2), in the same slot. Lease keys are
-// the account key plus nonce bytes, in the same slot. `write deny-oom` where a command adds
+// routes it by the account's hash tag; `init` then declares each key's access, `spec.rs`); the
+// support actions name the account's audit list second (1..2), in the same slot. Lease keys are
+// the account key plus nonce bytes, in the same slot (the names are checked, `names.rs`). `write deny-oom` where a command adds
 // state, as the scripts' flags (`Scripts::sources` in the limiter): a play-start, a limit
 // override. What frees a slot runs over `maxmemory` as its script does (`allow-oom`): a stop,
 // a force-stop (its audit entry is capped per account). The heartbeat, whose renewal must go on

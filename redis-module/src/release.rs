@@ -31,7 +31,7 @@ pub fn release(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
         let mut patch = vec![RELEASED];
         push_u48(&mut patch, account.now + account.keep);
         keys.set_range(account.key, p, &patch)?;
-        account.del_lease(nonce);
+        account.del_lease(nonce)?;
         return Ok(int(1));
     }
     let Some(scan) = account.scan()? else {
@@ -50,8 +50,8 @@ pub fn release(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
         RELEASED,
         account.now + account.keep,
     )));
-    account.end_lease(&scan.v, &rec);
-    account.save(Some(&scan), &scan.h, &edits, None);
+    account.end_lease(&scan.v, &rec)?;
+    account.save(Some(&scan), &scan.h, &edits, None)?;
     Ok(int(1))
 }
 

@@ -36,6 +36,7 @@ pub fn renew(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
             }
             Renewed::NoKey => RedisValue::Null,
             Renewed::WrongType => RedisValue::StaticError(WRONG_TYPE),
+            Renewed::Refused => RedisValue::StaticError(REFUSED),
         })
         .collect();
     keys.replicate_expire_all(&renewed, ends);
@@ -44,3 +45,6 @@ pub fn renew(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
 
 /// Redis's own `WRONGTYPE` text, as `GETEX` answers it.
 const WRONG_TYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A renewal the server refused: that key is left as it was, the others renewed.
+const REFUSED: &str = "ERR screenlimit: the server refused the key's new expiry";

@@ -76,9 +76,9 @@ pub fn force_stop(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error>
         .text("actor", args.bytes(8))
         .text("reason", args.bytes(9))
         .finish();
-    account.end_lease(&scan.v, &rec);
-    account.save(Some(&scan), &scan.h, &edits, None);
-    audit::push(keys, list, &entry, per_account, account.now + retention);
+    account.end_lease(&scan.v, &rec)?;
+    account.save(Some(&scan), &scan.h, &edits, None)?;
+    audit::push(keys, list, &entry, per_account, account.now + retention)?;
     Ok(RedisValue::Array(vec![
         int(1),
         RedisValue::StringBuffer(entry),
@@ -115,7 +115,7 @@ pub fn set_override(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Erro
     let had = if h.ovr_ends > now { h.ovr_limit } else { 0 };
     h.ovr_limit = limit;
     h.ovr_ends = if limit > 0 { now + duration } else { 0 };
-    account.save(scan.as_ref(), &h, &[], None);
+    account.save(scan.as_ref(), &h, &[], None)?;
     let entry = if limit > 0 {
         Some(
             Entry::new()
@@ -143,7 +143,7 @@ pub fn set_override(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Erro
             .text("actor", args.bytes(9))
             .text("reason", args.bytes(10))
             .finish();
-        audit::push(keys, list, &entry, per_account, now + retention);
+        audit::push(keys, list, &entry, per_account, now + retention)?;
         out.push(text(&entry));
     }
     Ok(RedisValue::Array(out))

@@ -1,13 +1,17 @@
 //! On a Redis Cluster node the commands are routed by their declared keys: the account key
 //! (and a support action's audit list, in the same slot), so a cluster client finds the node,
-//! and two accounts' keys in one call are refused as cross-slot before the module runs.
+//! and two accounts' keys in one call are refused as cross-slot before the module runs. On two
+//! nodes: a key without the limiter's hash tag is refused before the migration probe (whose key
+//! would hash elsewhere), and every lease key lands in its account's slot, on Redis and Valkey.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use redis::Value;
-use support::Server;
+use redis::{Connection, Value};
+use support::cluster::Cluster;
+use support::junk::{account_key, audit_key, bad_names, lease_key};
+use support::{Engine, KEYED, Server, call};
 
 /// A lone cluster node serving every slot, with the module loaded.
 fn lone_node() -> Server {
@@ -137,4 +141,118 @@ fn a_cluster_routes_the_commands_by_the_account_slot() {
         2,
         "the account key and its lease key: {in_slot:?}"
     );
+}
+
+fn send(c: &mut Connection, command: &str, args: &[Vec<u8>]) -> Result<Value, String> {
+    let mut cmd = redis::cmd(command);
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.query::<Value>(c).map_err(|e| e.to_string())
+}
+
+/// Account ids whose slots node 0 and node 1 serve.
+fn ids_on_each_node(cluster: &Cluster) -> [String; 2] {
+    let mut c = cluster.connect(0);
+    let mut found: [Option<String>; 2] = [None, None];
+    for i in 0.. {
+        let id = format!("acct-{i}");
+        let n = Cluster::owner(cluster.slot(&mut c, &account_key(&id)));
+        found[n].get_or_insert(id);
+        if let [Some(a), Some(b)] = &found {
+            return [a.clone(), b.clone()];
+        }
+    }
+    unreachable!()
+}
+
+fn two_nodes(engine: Engine) {
+    let cluster = Cluster::start(engine);
+    let mut conns = [cluster.connect(0), cluster.connect(1)];
+    let mut wrong = Vec::new();
+
+    // `plainx-3` is in slot 1742 (node 0); its probe key `plainx-3?` in slot 10618 (node 1).
+    let slot = cluster.slot(&mut conns[0], b"plainx-3");
+    let probe = cluster.slot(&mut conns[0], b"plainx-3?");
+    assert_eq!((Cluster::owner(slot), Cluster::owner(probe)), (0, 1));
+    for command in ["SL.ACQUIRE", "SL.LIST"] {
+        let answer = send(&mut conns[0], command, &call(command, b"plainx-3", b""));
+        if !answer
+            .as_ref()
+            .is_err_and(|e| e.contains("screenlimit: bad account key"))
+        {
+            wrong.push(format!("{command} plainx-3: {answer:?}"));
+        }
+    }
+
+    // Every name the limiter never sends, at the node serving it: refused, by the module (the
+    // support actions name it twice, so that the cluster itself has nothing to refuse). A play
+    // last: were it taken, its lease key would stay.
+    for name in bad_names() {
+        let n = Cluster::owner(cluster.slot(&mut conns[0], &name));
+        for command in KEYED.iter().rev() {
+            let answer = send(&mut conns[n], command, &call(command, &name, &name));
+            if !answer
+                .as_ref()
+                .is_err_and(|e| e.contains("screenlimit: bad "))
+            {
+                let shown = String::from_utf8_lossy(&name[..name.len().min(40)]).into_owned();
+                wrong.push(format!("{command} {shown:?} on node {n}: {answer:?}"));
+            }
+        }
+    }
+
+    // Two plays on an account of each node, nonces of braces, one force-stopped: the account
+    // key, the other's lease key and the audit list, all in the account's slot, filed there.
+    for (n, id) in ids_on_each_node(&cluster).iter().enumerate() {
+        let account = account_key(id);
+        for (device, nonce) in [("tv", [b'}'; 16]), ("phone", [b'{'; 16])] {
+            let mut args = call("SL.ACQUIRE", &account, b"");
+            args[7] = device.as_bytes().to_vec();
+            args[8] = nonce.to_vec();
+            match send(&mut conns[n], "SL.ACQUIRE", &args) {
+                Ok(Value::Array(a)) if a.first() == Some(&Value::Int(1)) => {}
+                other => wrong.push(format!("a play on {id}: {other:?}")),
+            }
+            let renewed = send(
+                &mut conns[n],
+                "SL.RENEW",
+                &[lease_key(id, &nonce), b"60000".to_vec()],
+            );
+            if !matches!(&renewed, Ok(Value::Array(a)) if a.len() == 1 && a[0] != Value::Nil) {
+                wrong.push(format!("a renewal on {id}: {renewed:?}"));
+            }
+        }
+        let mut args = call("SL.FORCE_STOP", &account, &audit_key(id));
+        args[5] = vec![b'}'; 16];
+        match send(&mut conns[n], "SL.FORCE_STOP", &args) {
+            Ok(Value::Array(a)) if a.first() == Some(&Value::Int(1)) => {}
+            other => wrong.push(format!("a force-stop on {id}: {other:?}")),
+        }
+        let slot = cluster.slot(&mut conns[n], &account);
+        let count: i64 = redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot)
+            .query(&mut conns[n])
+            .unwrap();
+        if count != 3 {
+            wrong.push(format!(
+                "slot {slot} of {id} holds {count} keys, not the account key, a lease key and the audit list"
+            ));
+        }
+    }
+    let misfiled = cluster.misfiled();
+    if !misfiled.is_empty() {
+        wrong.push(format!(
+            "keys outside their node's slots or unfiled: {misfiled:?}"
+        ));
+    }
+    assert!(wrong.is_empty(), "{engine:?}:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_two_node_cluster_refuses_untagged_keys_and_keeps_leases_in_their_slot() {
+    for engine in Engine::present("the two-node cluster") {
+        two_nodes(engine);
+    }
 }
