@@ -12,7 +12,7 @@
 # path first) and its general code alone (a play on an account with room, a denial on a full
 # one); and release.
 #
-# Layout: the one of issue 12 (lease key = account key + first 8 bytes of the nonce; acquire
+# Layout: the lease-key layout (lease key = account key + first 8 bytes of the nonce; acquire
 # takes 13 ARGV; no renew.lua). The script checks it and stops on anything else.
 #
 # With MODULE=path/to/libscreenlimit_redis_module.so (a release build of redis-module/) the server

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Lists pairs of source files of one crate that import each other (issue 31: arrows run one way).
+"""Lists pairs of source files of one crate that import each other (imports run one way only).
 
 A file "imports" another when it names an item of that file's module by a `crate::`, `super::`
 or `self::` path (in a `use` or inline); inside an inline `mod tests { ... }` a `super::` names
@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRATES = ["limiter", "admin-ui", "operator", "bench", "tests", "redis-module"]
 
 
-# Pairs left from before the check (issue 31, all untied since); none may be added.
+# Pairs left from before the check (all untied since); none may be added.
 KNOWN: set[str] = set()
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# limiter-vs-set.sh: the measure issue 12's targets are defined on. Redis main-thread CPU (INFO cpu,
-# used_cpu_user_main_thread + used_cpu_sys_main_thread, network I/O included) per heartbeat and per
-# play-start through one limiter, 8 clients each waiting for its answer (screenlimit-loadgen max
-# --levels 8), against `redis-benchmark -c 8 -t set` on the same server in the same run.
+# limiter-vs-set.sh: the fleet-sizing measure the store's cost targets are defined on. Redis
+# main-thread CPU (INFO cpu, used_cpu_user_main_thread + used_cpu_sys_main_thread, network I/O
+# included) per heartbeat and per play-start through one limiter, 8 clients each waiting for its
+# answer (screenlimit-loadgen max --levels 8), against `redis-benchmark -c 8 -t set` on the same
+# server in the same run.
 #
 #   BIN=target/release scripts/limiter-vs-set.sh            # this tree's release build
 #   BIN=/path/to/old/release LEGACY=1 scripts/limiter-vs-set.sh   # a build without batch_window

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # store-cost.sh: what one Redis shard spends per screenlimit operation, measured on a throwaway
-# local server, for the store layout as it is since issue 12 (one value per account, plus one
+# local server, for the lease-key store layout (one value per account, plus one
 # lease key per live lease; a heartbeat on a live lease is one native GETEX of its lease key).
 #
 #   CPU:    each phase is one redis-benchmark run of -n BENCH_N calls from BENCH_C clients, each
@@ -215,8 +215,8 @@ local v = redis.call('GET', KEYS[1]) or ARGV[1]
 redis.call('SET', KEYS[1], v, 'PX', ARGV[2])
 return now > 0 and 1 or 0")
 # Counts what lies under a key pattern, decoding every account value with its own reader of the
-# byte layout documented at the top of common.lua (so it does not depend on the scripts'
-# helpers). An account key is 'sl:{' .. id .. '}'; anything longer that matches is a lease key.
+# byte layout documented at the top of common.lua (so it does not depend on the scripts' shared
+# functions). An account key is 'sl:{' .. id .. '}'; anything longer that matches is a lease key.
 # A record is live when its state is 0 and its end is ahead: the stored end, or its lease key's
 # expiry once the stored end has passed (lease_ends in fast.lua).
 # Returns accounts, live streams, account value bytes, lease keys, live streams whose lease key
