@@ -81,15 +81,16 @@ pub struct RedisSpec {
     /// into the managed shards: an init container copies it from the limiter image. The limiter
     /// uses it on every shard that has it and the Lua scripts elsewhere, so turning it off (or
     /// a shard without it) changes cost, never answers. Ignored in `external` mode (load it
-    /// yourself: README, "Native commands"; managed services do not allow modules).
+    /// yourself: docs/redis.md, "Native commands"; managed services do not allow modules).
     #[serde(default = "default_true")]
     pub module: bool,
     /// Whether a managed shard keeps its data across a restart of its Redis container:
     /// `none` (the default: a restarted shard comes back empty; leases re-register on their next
-    /// heartbeat, but revocations less than 2 lease TTLs old are forgotten, README "Invariant 4
-    /// and the store") or `appendOnly` (an append-only file, `appendfsync everysec`, on the
-    /// pod's `/data` emptyDir: a crashed and restarted container reloads it; a pod deleted or
-    /// moved to another node still starts empty, and with replicas Sentinel covers that).
+    /// heartbeat, but revocations less than 2 lease TTLs old are forgotten,
+    /// docs/failure-behaviour.md "Invariant 4 and the store") or `appendOnly` (an append-only
+    /// file, `appendfsync everysec`, on the pod's `/data` emptyDir: a crashed and restarted
+    /// container reloads it; a pod deleted or moved to another node still starts empty, and with
+    /// replicas Sentinel covers that).
     /// Costs Redis CPU (BENCHMARKS.md, "Append-only file") and node disk writes. Ignored in
     /// `external` mode.
     #[serde(default)]
@@ -203,7 +204,7 @@ pub struct ExternalRedisSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_nodes_secret: Option<SecretKeyRef>,
     /// The user and password the limiter logs in with (a Redis 6+ ACL user; grant it the
-    /// limiter's ACL, see the README).
+    /// limiter's ACL, see docs/redis.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<ExternalRedisAuth>,
 }
