@@ -1,123 +1,82 @@
 //! Suite **apiserver_crd**, on a real Kubernetes API server where `KUBEBUILDER_ASSETS` names
 //! one (skipped in one line otherwise): both copies of the CRD (`crds/` and the chart's) are
-//! accepted and `Established`; every CEL rule's row of `operator/tests/fixtures/cel-rules.yaml` is
-//! refused by the server with the rule's message, and admitted when it keeps the rule; an empty
-//! spec comes back with the defaults the README states; a field the schema does not know is
-//! refused by server-side apply with strict field validation; `kubectl get` shows the printer
-//! columns.
+//! taken and `Established`; every row of `operator/tests/fixtures/cel-rules.yaml` is refused by
+//! the server with its rule's message, and admitted once it keeps the rule; an empty spec comes
+//! back with the documented defaults, the same the operator's own types fill in; a field the
+//! schema does not know is refused by strict server-side apply; a `Table` (what `kubectl get`
+//! shows) has the printer columns.
 
 #[path = "../../operator/tests/common/cel_rules.rs"]
 mod cel_rules;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, ValidationDirective,
 };
 use kube::core::{ApiResource, GroupVersionKind};
+use screenlimit_operator::crd::StreamLimiterSpec;
 use screenlimit_system_tests::apiserver::ApiServer;
+use screenlimit_system_tests::apiserver::objects::{as_sent, install_crd, namespace};
+use screenlimit_system_tests::apiserver::wait::until;
 use screenlimit_system_tests::workspace_root;
 use serde_json::{Value, json};
 
 const MANAGER: &str = "screenlimit-tests";
 const NAMESPACE: &str = "rules";
+const COPIES: [&str; 2] = [
+    "crds/streamlimiter.yaml",
+    "charts/screenlimit/crds/streamlimiter.yaml",
+];
 
-fn resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
+fn streamlimiters(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("screenlimit.io", "v1alpha1", "StreamLimiter"),
         "streamlimiters",
-    )
+    );
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
 }
 
-fn read_crd(copy: &str) -> CustomResourceDefinition {
-    let text = std::fs::read_to_string(workspace_root().join(copy)).unwrap();
-    serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{copy}: {e}"))
-}
-
-/// Applies a copy of the CRD (server-side) and waits for `Established`.
-async fn install_crd(client: &kube::Client, copy: &str) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = read_crd(copy);
-    let name = crd.metadata.name.clone().unwrap();
-    crds.patch(
-        &name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("the API server refused {copy}: {e}"));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got = crds.get(&name).await.unwrap();
-        let established = got
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{copy} never Established: {:?}",
-            got.status
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+/// Both copies, each applied over the other as a CRD update would be.
+async fn install_both(server: &ApiServer) -> kube::Client {
+    let client = server.client().await;
+    for copy in COPIES {
+        install_crd(&client, copy, MANAGER).await;
     }
+    namespace(&client, NAMESPACE, MANAGER).await;
+    client
 }
 
-async fn namespace(client: &kube::Client, name: &str) {
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-}
-
-/// A fixture object as a user would send it: no server-set metadata, in the test namespace.
-fn as_sent(mut object: Value) -> DynamicObject {
-    let metadata = object["metadata"].as_object_mut().unwrap();
-    for key in ["uid", "generation", "resourceVersion", "creationTimestamp"] {
-        metadata.remove(key);
-    }
-    metadata.insert("namespace".into(), NAMESPACE.into());
-    serde_json::from_value(object).expect("a StreamLimiter object")
-}
-
-/// Until a deleted object is gone (names repeat between rows).
+/// Deletes `name` and waits until it is gone (rows reuse names).
 async fn delete(api: &Api<DynamicObject>, name: &str) {
     let _ = api.delete(name, &DeleteParams::default()).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while api.get_opt(name).await.unwrap().is_some() {
-        assert!(Instant::now() < deadline, "{name} was never deleted");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until(
+        &format!("{name} deleted"),
+        Duration::from_secs(20),
+        || async { api.get_opt(name).await.ok()?.is_none().then_some(()) },
+        String::new,
+    )
+    .await;
+}
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).expect("a StreamLimiter object")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_crd_and_its_rules_hold_on_a_real_api_server() {
-    let Some(server) = ApiServer::start_or_skip("apiserver_crd").await else {
+async fn every_cel_rule_refuses_and_admits_as_its_row_says() {
+    let Some(server) = ApiServer::start_or_skip("apiserver_crd (CEL rules)").await else {
         return;
     };
-    let client = server.client().await;
-    for copy in [
-        "crds/streamlimiter.yaml",
-        "charts/screenlimit/crds/streamlimiter.yaml",
-    ] {
-        install_crd(&client, copy).await;
-    }
-    namespace(&client, NAMESPACE).await;
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource());
+    let client = install_both(&server).await;
+    let api = streamlimiters(&client);
     let fixtures = workspace_root().join("operator/tests/fixtures");
-
     let mut problems = Vec::new();
-    for row in cel_rules::rule_rows() {
-        let rule = format!("{}: {}", row.path, row.message);
-        let refused = as_sent(row.object(&fixtures, true));
+    let rows = cel_rules::rule_rows();
+    assert!(!rows.is_empty(), "cel-rules.yaml has no rows");
+    for row in &rows {
+        let rule = format!("{} `{}`", row.path, row.message);
+        let refused = object(as_sent(row.object(&fixtures, true), NAMESPACE));
         match api.create(&PostParams::default(), &refused).await {
             Err(kube::Error::Api(error)) if error.code == 422 => {
                 if !error.message.contains(&row.message) {
@@ -127,105 +86,153 @@ async fn the_crd_and_its_rules_hold_on_a_real_api_server() {
                     ));
                 }
             }
-            Err(other) => problems.push(format!("{rule}: refused otherwise: {other}")),
+            Err(other) => problems.push(format!(
+                "{rule}: refused, but not as invalid (422): {other}"
+            )),
             Ok(_) => {
-                problems.push(format!("{rule}: the refused object was admitted"));
+                problems.push(format!("{rule}: the object breaking it was admitted"));
                 delete(&api, refused.metadata.name.as_deref().unwrap()).await;
             }
         }
-        let admitted = as_sent(row.object(&fixtures, false));
-        let name = admitted.metadata.name.clone().unwrap();
+        let admitted = object(as_sent(row.object(&fixtures, false), NAMESPACE));
+        let name = admitted.metadata.name.clone().expect("a fixture name");
         match api.create(&PostParams::default(), &admitted).await {
             Ok(_) => delete(&api, &name).await,
-            Err(error) => {
-                problems.push(format!("{rule}: the admitted object was refused: {error}"))
-            }
+            Err(error) => problems.push(format!(
+                "{rule}: the object keeping it was refused: {error}"
+            )),
         }
     }
-    assert!(problems.is_empty(), "{problems:#?}");
+    assert!(
+        problems.is_empty(),
+        "{} of {} rows disagree with the API server:\n{}",
+        problems.len(),
+        rows.len(),
+        problems.join("\n")
+    );
+}
 
-    // Defaults, as the README states them, from the server's own defaulting.
-    let empty: DynamicObject = serde_json::from_value(json!({
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_spec_gets_the_documented_defaults() {
+    let Some(server) = ApiServer::start_or_skip("apiserver_crd (defaults)").await else {
+        return;
+    };
+    let client = install_both(&server).await;
+    let api = streamlimiters(&client);
+    let empty = object(json!({
         "apiVersion": "screenlimit.io/v1alpha1", "kind": "StreamLimiter",
         "metadata": {"name": "defaults", "namespace": NAMESPACE}, "spec": {}
-    }))
-    .unwrap();
-    let created = api.create(&PostParams::default(), &empty).await.unwrap();
+    }));
+    let created = api
+        .create(&PostParams::default(), &empty)
+        .await
+        .expect("the API server takes an empty spec");
     let spec = &created.data["spec"];
-    let plans: Vec<(String, i64)> = spec["plans"]
-        .as_array()
-        .expect("plans defaulted")
-        .iter()
-        .map(|p| {
-            (
-                p["name"].as_str().unwrap().to_owned(),
-                p["maxStreams"].as_i64().unwrap(),
-            )
-        })
-        .collect();
+    // As docs/crd-reference.md states them.
     assert_eq!(
-        plans,
-        [
-            ("basic".into(), 1),
-            ("standard".into(), 2),
-            ("premium".into(), 4)
-        ],
-        "{spec}"
+        spec["plans"],
+        json!([
+            {"name": "basic", "maxStreams": 1},
+            {"name": "standard", "maxStreams": 2},
+            {"name": "premium", "maxStreams": 4}
+        ]),
+        "{spec:#}"
     );
-    assert_eq!(spec["defaultPlan"], "basic", "{spec}");
+    let expected = [
+        ("/defaultPlan", json!("basic")),
+        ("/lease/heartbeatIntervalSeconds", json!(30)),
+        ("/lease/ttlSeconds", json!(90)),
+        ("/redis/mode", json!("managed")),
+        ("/redis/shards", json!(1)),
+        ("/redis/replicasPerShard", json!(0)),
+        ("/redis/persistence", json!("none")),
+        ("/limiter/replicas", json!(2)),
+        ("/failurePolicy/mode", json!("open")),
+        ("/failurePolicy/storeTimeoutMillis", json!(25)),
+        ("/planSource/kind", json!("request")),
+        ("/networkPolicies/enabled", json!(true)),
+        ("/adminUI/enabled", json!(false)),
+    ];
+    for (pointer, want) in expected {
+        assert_eq!(
+            spec.pointer(pointer),
+            Some(&want),
+            "spec{pointer}: {spec:#}"
+        );
+    }
+    // The operator's types fill in the same: what the server stored reads back as `{}` does.
+    let from_server: StreamLimiterSpec = serde_json::from_value(spec.clone())
+        .expect("the defaulted spec reads as the operator's type");
+    let from_types: StreamLimiterSpec = serde_json::from_value(json!({})).unwrap();
     assert_eq!(
-        spec["lease"],
-        json!({"heartbeatIntervalSeconds": 30, "ttlSeconds": 90}),
-        "{spec}"
+        serde_json::to_value(&from_server).unwrap(),
+        serde_json::to_value(&from_types).unwrap(),
+        "the CRD's schema defaults and the operator's serde defaults differ"
     );
-    assert_eq!(spec["redis"]["mode"], "managed", "{spec}");
-    assert_eq!(spec["redis"]["shards"], 1, "{spec}");
-    assert_eq!(spec["limiter"]["replicas"], 2, "{spec}");
-    assert_eq!(spec["failurePolicy"]["mode"], "open", "{spec}");
-    assert_eq!(spec["failurePolicy"]["storeTimeoutMillis"], 25, "{spec}");
+}
 
-    // A field the schema does not know: refused by server-side apply with Strict validation.
-    let mut typo = serde_json::to_value(&empty).unwrap();
-    typo["metadata"]["name"] = "typo".into();
-    typo["spec"] = json!({"redis": {"shardz": 2}});
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_fields_are_refused_and_kubectl_shows_the_printer_columns() {
+    let Some(server) = ApiServer::start_or_skip("apiserver_crd (fields, columns)").await else {
+        return;
+    };
+    let client = install_both(&server).await;
+    let api = streamlimiters(&client);
+    let typo = json!({
+        "apiVersion": "screenlimit.io/v1alpha1", "kind": "StreamLimiter",
+        "metadata": {"name": "typo", "namespace": NAMESPACE},
+        "spec": {"redis": {"shardz": 2}}
+    });
     let strict = PatchParams {
         field_validation: Some(ValidationDirective::Strict),
         ..PatchParams::apply(MANAGER)
     };
     match api.patch("typo", &strict, &Patch::Apply(&typo)).await {
         Err(kube::Error::Api(error)) => {
-            assert!(error.message.contains("shardz"), "{}", error.message);
+            assert!(
+                error.message.contains("shardz"),
+                "the refusal names the field: {error:?}"
+            );
         }
-        other => panic!("an unknown field was taken: {other:?}"),
+        other => panic!("strict server-side apply took an unknown field: {other:?}"),
     }
+    let fine = json!({
+        "apiVersion": "screenlimit.io/v1alpha1", "kind": "StreamLimiter",
+        "metadata": {"name": "shown", "namespace": NAMESPACE}, "spec": {}
+    });
+    api.patch("shown", &strict, &Patch::Apply(&fine))
+        .await
+        .expect("strict server-side apply of a known spec");
 
-    // The printer columns, as `kubectl get streamlimiters` shows them.
     let request = http::Request::get(format!(
         "/apis/screenlimit.io/v1alpha1/namespaces/{NAMESPACE}/streamlimiters"
     ))
     .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
     .body(Vec::new())
     .unwrap();
-    let table: Value = client.request(request).await.unwrap();
+    let table: Value = client.request(request).await.expect("a Table");
     let columns: Vec<&str> = table["columnDefinitions"]
         .as_array()
-        .unwrap()
+        .unwrap_or_else(|| panic!("not a Table: {table}"))
         .iter()
-        .map(|c| c["name"].as_str().unwrap())
+        .filter_map(|c| c["name"].as_str())
         .collect();
-    for column in [
-        "Ready",
-        "Reason",
-        "Mode",
-        "Shards",
-        "Ready-Shards",
-        "Limiters",
-        "Ready-Limiters",
-        "Age",
-    ] {
-        assert!(
-            columns.contains(&column),
-            "{column} missing from {columns:?}"
-        );
-    }
+    assert_eq!(
+        columns,
+        [
+            "Name",
+            "Ready",
+            "Reason",
+            "Mode",
+            "Shards",
+            "Ready-Shards",
+            "Limiters",
+            "Ready-Limiters",
+            "Age"
+        ],
+        "{table:#}"
+    );
+    let rows = table["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{table:#}");
+    assert_eq!(rows[0]["cells"][0], "shown");
 }

@@ -1,318 +1,469 @@
 //! Suite **apiserver_operator**, on a real Kubernetes API server where `KUBEBUILDER_ASSETS` names
-//! one (skipped in one line otherwise): the chart's RBAC (rendered by Helm's engine) applied and
-//! the operator run as a local process **as the chart's ServiceAccount** (a token from the
-//! TokenRequest API). It reconciles `examples/dev.yaml`: every object its build renders appears
-//! with the operator's field manager and an owner reference; the status gets its generation and
-//! conditions; a spec change changes the limiter's Deployment and not the Redis StatefulSet;
-//! an owned object edited by someone else comes back; the leader-election Lease names it; no
-//! RBAC refusal in its log; with the controller-manager present, deleting the `StreamLimiter`
-//! garbage-collects what it owned. No pod runs here (there is no kubelet): `Ready` stays false.
+//! one (skipped in one line otherwise): the operator binary run as a local process **as the
+//! chart's own ServiceAccount** (its RBAC rendered by Helm's engine, a token from the
+//! TokenRequest API, the Deployment's arguments and environment).
+//!
+//! - `examples/dev.yaml`: every object the operator's build renders appears, written by its
+//!   field manager and controlled by the `StreamLimiter`; the status gets its generation and
+//!   conditions; a limiter change moves the Deployment and leaves the Redis StatefulSets' specs
+//!   alone; an owned object changed by someone else comes back; the operator holds the Lease; no
+//!   request is refused; with the controller-manager, deleting the `StreamLimiter`
+//!   garbage-collects what it owned.
+//! - `examples/production.yaml` (its Secrets created first): the same objects check; fewer
+//!   shards, no replicas and the admin UI off delete what the spec dropped; and, from the API
+//!   server's audit log, every verb the chart's roles grant was used (or is listed below with
+//!   the reason a test cannot use it).
+//! - Two replicas: only the Lease's holder leads; killed, the other takes over and reconciles.
+//!
+//! No pod runs here (there is no kubelet): `Ready` stays false.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use screenlimit_operator::build::build;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use screenlimit_operator::crd::StreamLimiter;
+use screenlimit_operator::names::Names;
 use screenlimit_system_tests::apiserver::ApiServer;
-use screenlimit_system_tests::apiserver::chart::{self, NAMESPACE};
-use screenlimit_system_tests::{binary, workspace_root};
-use serde_json::{Value, json};
+use screenlimit_system_tests::apiserver::audit::{forbidden, used_by};
+use screenlimit_system_tests::apiserver::objects::{self, desired_objects};
+use screenlimit_system_tests::apiserver::operator::{ADMIN, Operator, Setup, leader};
+use screenlimit_system_tests::apiserver::rbac::{self, Exempt};
+use screenlimit_system_tests::apiserver::streamlimiter::{
+    self as sl_on, ACT, apply, assert_absent, assert_built_objects_present, dropped, example_json,
+    observed,
+};
+use screenlimit_system_tests::apiserver::wait::until;
+use screenlimit_system_tests::certs::tls_secret;
+use serde_json::json;
 
-const ADMIN: &str = "screenlimit-tests";
-const WAIT: Duration = Duration::from_secs(60);
+const NS: &str = "video";
 
-/// The operator process, killed when dropped; its output in a file.
-struct Operator {
-    child: Child,
-    log: std::path::PathBuf,
+/// Permissions the chart grants that no test here can exercise, and why that is fine. Anything
+/// else granted and never used fails the production test: drop it from the chart's roles
+/// (`charts/screenlimit/templates/_helpers.tpl`, `rbac.yaml`) or, when only a path a short test
+/// never takes uses it, add it here with that path.
+const EXEMPT: &[Exempt] = &[
+    Exempt {
+        group: "",
+        resource: "pods/proxy",
+        verb: "get",
+        why: "no kubelet here: no limiter pod is ever ready, so none is asked for its config revision",
+    },
+    Exempt {
+        group: "events.k8s.io",
+        resource: "events",
+        verb: "patch",
+        why: "the recorder patches an Event only when the same one repeats (a series)",
+    },
+    Exempt {
+        group: "autoscaling",
+        resource: "horizontalpodautoscalers",
+        verb: "create",
+        why: "production.yaml has no autoscaler",
+    },
+    Exempt {
+        group: "autoscaling",
+        resource: "horizontalpodautoscalers",
+        verb: "patch",
+        why: "production.yaml has no autoscaler",
+    },
+    Exempt {
+        group: "autoscaling",
+        resource: "horizontalpodautoscalers",
+        verb: "delete",
+        why: "production.yaml has no autoscaler",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "servicemonitors",
+        verb: "get",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "servicemonitors",
+        verb: "list",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "servicemonitors",
+        verb: "watch",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "servicemonitors",
+        verb: "create",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "servicemonitors",
+        verb: "patch",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "servicemonitors",
+        verb: "delete",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "prometheusrules",
+        verb: "get",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "prometheusrules",
+        verb: "list",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "prometheusrules",
+        verb: "watch",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "prometheusrules",
+        verb: "create",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "prometheusrules",
+        verb: "patch",
+        why: "no Prometheus Operator CRDs here",
+    },
+    Exempt {
+        group: "monitoring.coreos.com",
+        resource: "prometheusrules",
+        verb: "delete",
+        why: "no Prometheus Operator CRDs here",
+    },
+];
+
+/// The operator's log and the API server's, for a failure message.
+fn context<'a>(server: &'a ApiServer, operator: &'a Operator) -> impl Fn() -> String + 'a {
+    move || format!("{}\n{}", operator.tail(), server.logs())
 }
 
-impl Operator {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn create_namespace(client: &kube::Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    api.create(&PostParams::default(), &ns).await.unwrap();
-}
-
-/// Polls `check` until it gives a value, or fails with `what` and the operator's log.
-async fn until<T, F, Fut>(what: &str, operator: &Operator, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never: {what}\n{}",
-            operator.log()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-fn resource(kind: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("screenlimit.io", "v1alpha1", kind),
-        "streamlimiters",
-    )
+/// Fails when the API server refused the operator anything, or its log says so.
+fn assert_nothing_forbidden(server: &ApiServer, setup: &Setup, operator: &Operator) {
+    let refused = forbidden(&server.audit(), &setup.user());
+    assert!(
+        refused.is_empty(),
+        "the chart's RBAC refused the operator: {refused:#?}"
+    );
+    let log = operator.log();
+    assert!(
+        !log.to_lowercase().contains("forbidden"),
+        "the operator's log reports a refusal:\n{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_reconciles_the_dev_example_as_the_charts_service_account() {
-    let Some(server) = ApiServer::start_or_skip("apiserver_operator").await else {
+    let Some(mut server) = ApiServer::start_or_skip("apiserver_operator (dev)").await else {
         return;
     };
+    let setup = Setup::install(&server).await;
+    let mut operator = Operator::start(&server, &setup, "operator-0");
     let admin = server.client().await;
-    // The CRD, then the chart's RBAC (the ServiceAccount and its roles), as the chart installs
-    // them; the operator's Deployment is this test's process instead.
-    let crd_text =
-        std::fs::read_to_string(workspace_root().join("crds/streamlimiter.yaml")).unwrap();
-    let crd: Value = serde_yaml_ng::from_str(&crd_text).unwrap();
-    let crds: Api<DynamicObject> = Api::all_with(
-        admin.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-            "customresourcedefinitions",
-        ),
-    );
-    crds.patch(
-        "streamlimiters.screenlimit.io",
-        &PatchParams::apply(ADMIN).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .unwrap();
-    create_namespace(&admin, NAMESPACE).await;
-    let rendered = chart::render(&json!({}));
-    let mut account = None;
-    for object in &rendered {
-        let kind = object["kind"].as_str().unwrap_or_default();
-        if matches!(
-            kind,
-            "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
-        ) {
-            chart::apply(&admin, object, ADMIN).await;
-        }
-        if kind == "ServiceAccount" {
-            account = object["metadata"]["name"].as_str().map(str::to_owned);
-        }
+    objects::namespace(&admin, NS, ADMIN).await;
+    let example = example_json("dev.yaml");
+    let name = example["metadata"]["name"].as_str().unwrap().to_owned();
+    apply(&admin, &example).await;
+
+    let sl = observed(&admin, NS, &name, context(&server, &operator)).await;
+    operator.assert_running();
+    let desired = sl_on::desired(&sl);
+    assert_built_objects_present(&admin, &sl, &desired, context(&server, &operator)).await;
+
+    // A limiter change: its Deployment follows; no Redis StatefulSet's spec moves.
+    let names = Names::new(&name);
+    let sets: Api<StatefulSet> = Api::namespaced(admin.clone(), NS);
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NS);
+    let mut generations = Vec::new();
+    for set in &desired.stateful_sets {
+        let set_name = set.metadata.name.clone().unwrap();
+        let live = sets.get(&set_name).await.unwrap();
+        generations.push((set_name, live.metadata.generation));
     }
-    let account = account.expect("the chart renders a ServiceAccount");
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
-    let request: TokenRequest =
-        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
-            .unwrap();
-    let token = accounts
-        .create_token_request(&account, &PostParams::default(), &request)
-        .await
-        .expect("a token for the chart's ServiceAccount")
-        .status
-        .expect("a token")
-        .token;
-    let kubeconfig = server.token_kubeconfig("operator", &token);
-
-    let log = server.scratch().join("operator.log");
-    let out = std::fs::File::create(&log).unwrap();
-    let http_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(binary("screenlimit-operator"))
-        .args(["--http", &format!("127.0.0.1:{http_port}")])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("POD_NAMESPACE", NAMESPACE)
-        .env("POD_NAME", "operator-0")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("the operator binary");
-    let operator = Operator { child, log };
-
-    // The example, as a user applies it.
-    create_namespace(&admin, "video").await;
-    let text = std::fs::read_to_string(workspace_root().join("examples/dev.yaml")).unwrap();
-    let example: Value = serde_yaml_ng::from_str(&text).unwrap();
-    let limiters: Api<DynamicObject> =
-        Api::namespaced_with(admin.clone(), "video", &resource("StreamLimiter"));
-    limiters
-        .patch(
-            "screenlimit-demo",
-            &PatchParams::apply("kubectl"),
-            &Patch::Apply(&example),
-        )
-        .await
-        .expect("the API server takes examples/dev.yaml");
-
-    // The status: its generation and the three conditions.
-    let typed: Api<StreamLimiter> = Api::namespaced(admin.clone(), "video");
-    let sl = until("a status for the current generation", &operator, || async {
-        let sl = typed.get("screenlimit-demo").await.ok()?;
-        let status = sl.status.as_ref()?;
-        let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
-        (status.observed_generation == sl.metadata.generation
-            && ["Ready", "Progressing", "Degraded"]
-                .iter()
-                .all(|t| types.contains(t)))
-        .then_some(sl.clone())
-    })
-    .await;
-
-    // Every object the build renders, applied by the operator and owned by the resource.
-    let desired = build(&sl).expect("the operator's build of the example");
-    let uid = sl.metadata.uid.clone().unwrap();
-    let sets: Api<StatefulSet> = Api::namespaced(admin.clone(), "video");
-    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "video");
-    let owned_by_operator = |meta: &kube::core::ObjectMeta| {
-        let managed = meta
-            .managed_fields
-            .iter()
-            .flatten()
-            .any(|m| m.manager.as_deref() == Some(screenlimit_operator::names::FIELD_MANAGER));
-        let owned = meta
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.uid == uid && o.controller == Some(true));
-        managed && owned
-    };
-    for wanted in &desired.stateful_sets {
-        let name = wanted.metadata.name.clone().unwrap();
-        let got = until(&format!("StatefulSet {name}"), &operator, || async {
-            sets.get_opt(&name).await.ok().flatten()
-        })
-        .await;
-        assert!(
-            owned_by_operator(&got.metadata),
-            "{name}: {:?}",
-            got.metadata
-        );
-    }
-    for wanted in &desired.deployments {
-        let name = wanted.metadata.name.clone().unwrap();
-        let got = until(&format!("Deployment {name}"), &operator, || async {
-            deployments.get_opt(&name).await.ok().flatten()
-        })
-        .await;
-        assert!(
-            owned_by_operator(&got.metadata),
-            "{name}: {:?}",
-            got.metadata
-        );
-    }
-
-    // A spec change: the limiter's replicas move, the Redis StatefulSet's spec does not.
-    let limiter_name = desired
-        .deployments
-        .iter()
-        .filter_map(|d| d.metadata.name.clone())
-        .find(|n| n.ends_with("-limiter"))
-        .expect("the limiter Deployment");
-    let redis_name = desired.stateful_sets[0].metadata.name.clone().unwrap();
-    let redis_generation = sets.get(&redis_name).await.unwrap().metadata.generation;
     let mut changed = example.clone();
     changed["spec"]["limiter"]["replicas"] = json!(3);
-    limiters
-        .patch(
-            "screenlimit-demo",
-            &PatchParams::apply("kubectl"),
-            &Patch::Apply(&changed),
-        )
-        .await
-        .unwrap();
+    apply(&admin, &changed).await;
+    let limiter = names.limiter();
     until(
         "the limiter Deployment at 3 replicas",
-        &operator,
+        ACT,
         || async {
-            let d = deployments.get(&limiter_name).await.ok()?;
-            (d.spec?.replicas == Some(3)).then_some(())
+            (deployments.get(&limiter).await.ok()?.spec?.replicas == Some(3)).then_some(())
         },
+        context(&server, &operator),
     )
     .await;
-    assert_eq!(
-        sets.get(&redis_name).await.unwrap().metadata.generation,
-        redis_generation,
-        "a limiter change must not touch the Redis StatefulSet"
-    );
+    observed(&admin, NS, &name, context(&server, &operator)).await;
+    for (set_name, generation) in &generations {
+        let now = sets.get(set_name).await.unwrap().metadata.generation;
+        assert_eq!(
+            now, *generation,
+            "a limiter change rewrote StatefulSet {set_name}'s spec (its pods would restart)"
+        );
+    }
 
-    // Drift: someone scales the Deployment by hand; the operator puts it back.
+    // Drift: someone scales the Deployment by hand; the operator puts its own value back.
+    let drift = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": limiter, "namespace": NS}, "spec": {"replicas": 7}
+    });
     deployments
         .patch(
-            &limiter_name,
+            &limiter,
             &PatchParams::apply("someone-else").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": limiter_name}, "spec": {"replicas": 7}
-            })),
+            &Patch::Apply(&drift),
         )
         .await
-        .unwrap();
-    until("the drift repaired", &operator, || async {
-        let d = deployments.get(&limiter_name).await.ok()?;
-        (d.spec?.replicas == Some(3)).then_some(())
-    })
-    .await;
-
-    // Leader election: the Lease in the operator's namespace names this replica.
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), NAMESPACE);
+        .expect("a change by another field manager");
     until(
-        "the leader-election Lease held by operator-0",
-        &operator,
+        "the hand-made change to the limiter Deployment repaired",
+        ACT,
         || async {
-            let list = leases.list(&Default::default()).await.ok()?;
-            list.items
-                .iter()
-                .any(|l| {
-                    l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some("operator-0")
-                })
-                .then_some(())
+            (deployments.get(&limiter).await.ok()?.spec?.replicas == Some(3)).then_some(())
         },
+        context(&server, &operator),
     )
     .await;
 
-    let log = operator.log();
-    assert!(
-        !log.to_lowercase().contains("forbidden"),
-        "the chart's RBAC refused the operator something:\n{log}"
+    let holder = leader(&server, ACT, context(&server, &operator)).await;
+    assert_eq!(
+        holder, operator.identity,
+        "the only replica holds the Lease"
     );
+    operator.assert_running();
+    assert_nothing_forbidden(&server, &setup, &operator);
 
-    // Garbage collection: the owned objects go with the resource (needs the controller-manager).
-    if !server.controller_manager {
+    // Garbage collection: the owned objects go with the StreamLimiter.
+    if !server.garbage_collector() {
         println!("skipped garbage collection: no kube-controller-manager in KUBEBUILDER_ASSETS");
         return;
     }
+    let limiters: Api<StreamLimiter> = Api::namespaced(admin.clone(), NS);
     limiters
-        .delete("screenlimit-demo", &DeleteParams::default())
+        .delete(&name, &DeleteParams::background())
         .await
-        .unwrap();
-    until("the owned objects garbage-collected", &operator, || async {
-        let gone = sets.get_opt(&redis_name).await.ok()?.is_none()
-            && deployments.get_opt(&limiter_name).await.ok()?.is_none();
-        gone.then_some(())
-    })
+        .expect("deleting the StreamLimiter");
+    let owned = desired_objects(&desired);
+    let ctx = || format!("{}\n{}", operator.tail(), server.logs());
+    // The collector learns of the CRD's kind at its next discovery (every 30 s): allow that.
+    let limit = std::time::Duration::from_secs(120);
+    assert_absent(
+        &admin,
+        &owned,
+        NS,
+        "garbage-collected with their owner",
+        limit,
+        ctx,
+    )
     .await;
+    assert!(server.garbage_collector(), "the controller-manager stopped");
+}
+
+/// The Secrets `examples/production.yaml` names, as its comments tell a user to create them.
+async fn production_secrets(client: &kube::Client, shards: usize) {
+    let api: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let mut names = vec!["*.screenlimit-sentinel.video.svc".to_owned()];
+    for i in 0..shards {
+        names.push(format!("screenlimit-redis-{i}.video.svc"));
+        names.push(format!("*.screenlimit-redis-{i}.video.svc"));
+    }
+    let dns: Vec<&str> = names.iter().map(String::as_str).collect();
+    let tls = tls_secret(&dns);
+    let secrets = [
+        (
+            "screenlimit-api-token",
+            json!({"token": "0123456789abcdef0123456789abcdef"}),
+            "Opaque",
+        ),
+        (
+            "screenlimit-admin-users",
+            json!({"users": "never read here\n"}),
+            "Opaque",
+        ),
+        (
+            "screenlimit-plan-db",
+            json!({"url": "postgres://screenlimit:pw@billing-db.data.svc:5432/billing"}),
+            "Opaque",
+        ),
+        (
+            "screenlimit-redis-tls",
+            serde_json::to_value(&tls).unwrap(),
+            "kubernetes.io/tls",
+        ),
+    ];
+    for (name, data, type_) in secrets {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": NS}, "type": type_, "stringData": data
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &secret)
+            .await
+            .unwrap_or_else(|e| panic!("Secret {name}: {e}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_production_example_is_reconciled_and_the_charts_rules_are_all_used() {
+    let Some(server) = ApiServer::start_or_skip("apiserver_operator (production)").await else {
+        return;
+    };
+    let setup = Setup::install(&server).await;
+    let mut operator = Operator::start(&server, &setup, "operator-0");
+    let admin = server.client().await;
+    objects::namespace(&admin, NS, ADMIN).await;
+    let example = example_json("production.yaml");
+    let shards = example["spec"]["redis"]["shards"].as_u64().expect("shards") as usize;
+    production_secrets(&admin, shards).await;
+    let name = example["metadata"]["name"].as_str().unwrap().to_owned();
+    apply(&admin, &example).await;
+    let sl = observed(&admin, NS, &name, context(&server, &operator)).await;
+    let before = sl_on::desired(&sl);
+    assert_built_objects_present(&admin, &sl, &before, context(&server, &operator)).await;
+
+    // One shard fewer, no replicas (so no Sentinels) and the admin UI off: what the spec no
+    // longer wants is deleted, of every kind the operator prunes.
+    let mut changed = example.clone();
+    changed["spec"]["redis"]["shards"] = json!(shards - 1);
+    changed["spec"]["redis"]["replicasPerShard"] = json!(0);
+    changed["spec"]["adminUI"]["enabled"] = json!(false);
+    apply(&admin, &changed).await;
+    let sl = observed(&admin, NS, &name, context(&server, &operator)).await;
+    let after = sl_on::desired(&sl);
+    let gone = dropped(&desired_objects(&before), &desired_objects(&after));
+    assert!(
+        !gone.is_empty(),
+        "the change drops nothing: the test no longer tests pruning"
+    );
+    assert_absent(
+        &admin,
+        &gone,
+        NS,
+        "the spec dropped them",
+        ACT,
+        context(&server, &operator),
+    )
+    .await;
+    assert_built_objects_present(&admin, &sl, &after, context(&server, &operator)).await;
+    operator.assert_running();
+    assert_nothing_forbidden(&server, &setup, &operator);
+
+    // The chart's roles against what the operator used (the audit log, which the server
+    // writes as each answer completes: a moment for the last ones).
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let used = used_by(&server.audit(), &setup.user());
+    let granted: BTreeSet<_> = setup.rules().iter().flat_map(rbac::granted).collect();
+    assert!(!granted.is_empty(), "the chart renders no rules");
+    let unused = rbac::unused(&granted, &used, EXEMPT);
+    assert!(
+        unused.is_empty(),
+        "the chart grants the operator what it never used over this test:\n  {}\n\
+         drop them from charts/screenlimit/templates (_helpers.tpl, rbac.yaml), or list them in \
+         EXEMPT with the path that uses them. Used: {used:#?}",
+        unused.join("\n  ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_leads_and_a_standby_takes_over_when_it_dies() {
+    let Some(server) = ApiServer::start_or_skip("apiserver_operator (leader election)").await
+    else {
+        return;
+    };
+    let setup = Setup::install(&server).await;
+    let mut replicas = [
+        Operator::start(&server, &setup, "operator-a"),
+        Operator::start(&server, &setup, "operator-b"),
+    ];
+    let logs = |replicas: &[Operator]| {
+        let tails: Vec<String> = replicas.iter().map(Operator::tail).collect();
+        format!("{}\n{}", tails.join("\n"), server.logs())
+    };
+    let holder = leader(&server, ACT, || logs(&replicas)).await;
+    let (lead, standby) = match replicas.iter().position(|r| r.identity == holder) {
+        Some(0) => (0, 1),
+        Some(_) => (1, 0),
+        None => panic!(
+            "the Lease names {holder}, neither replica\n{}",
+            logs(&replicas)
+        ),
+    };
+    let admin = server.client().await;
+    objects::namespace(&admin, NS, ADMIN).await;
+    let example = example_json("dev.yaml");
+    let name = example["metadata"]["name"].as_str().unwrap().to_owned();
+    apply(&admin, &example).await;
+    observed(&admin, NS, &name, || logs(&replicas)).await;
+    const LEADING: &str = "became the leader";
+    assert!(
+        replicas[lead].log().contains(LEADING),
+        "{}",
+        logs(&replicas)
+    );
+    assert!(
+        !replicas[standby].log().contains(LEADING),
+        "two replicas lead at once\n{}",
+        logs(&replicas)
+    );
+    replicas[standby].assert_running();
+
+    // The leader dies without giving the Lease up: the standby takes it once it expires, and
+    // reconciles what changed meanwhile.
+    replicas[lead].kill();
+    let mut changed = example.clone();
+    changed["spec"]["limiter"]["replicas"] = json!(2);
+    apply(&admin, &changed).await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(
+        admin.clone(),
+        screenlimit_system_tests::apiserver::chart::NAMESPACE,
+    );
+    let want = replicas[standby].identity.clone();
+    until(
+        &format!("{want} holding the Lease after the leader died"),
+        ACT,
+        || async {
+            let lease = leases
+                .get_opt(screenlimit_operator::leader::LEASE_NAME)
+                .await
+                .ok()??;
+            (lease.spec?.holder_identity.as_deref() == Some(want.as_str())).then_some(())
+        },
+        || logs(&replicas),
+    )
+    .await;
+    observed(&admin, NS, &name, || logs(&replicas)).await;
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NS);
+    let limiter = Names::new(&name).limiter();
+    let replicas_now = deployments
+        .get(&limiter)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .replicas;
+    assert_eq!(
+        replicas_now,
+        Some(2),
+        "the new leader did not apply the change"
+    );
+    assert!(
+        replicas[standby].log().contains(LEADING),
+        "{}",
+        logs(&replicas)
+    );
+    replicas[standby].assert_running();
 }

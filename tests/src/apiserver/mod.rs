@@ -5,230 +5,175 @@
 //! variable a suite says so in one line and passes; with it, a missing binary is a failure.
 //!
 //! [`ApiServer::start_or_skip`] starts etcd and the API server on free loopback ports (RBAC on,
-//! service-account tokens signed by a key of its own), and the controller-manager (garbage
-//! collection, namespaces) when the folder has it; everything stops when it is dropped.
-//! `scripts/envtest-assets.sh` fetches the binaries; `scripts/test-apiserver.sh` runs the suites.
+//! service-account tokens signed by a key of its own, service accounts' requests audited), and
+//! the controller-manager's garbage collector when the folder has it; everything stops, and its
+//! files go, when it is dropped. `scripts/envtest-assets.sh` fetches the binaries;
+//! `scripts/test-apiserver.sh` runs the suites.
 
+pub mod args;
+pub mod assets;
+pub mod audit;
 pub mod chart;
+pub mod helm;
+pub mod kubeconfig;
+pub mod objects;
+pub mod operator;
 mod pki;
+pub mod process;
+pub mod rbac;
+pub mod streamlimiter;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, PostParams};
+use serde_json::json;
 
+pub use assets::ASSETS;
+pub use kubeconfig::{Credential, client_for};
 pub use pki::Pki;
+use process::{Process, free_ports};
 
-/// The variable envtest's tools set.
-pub const ASSETS: &str = "KUBEBUILDER_ASSETS";
+/// How long the control plane may take to answer `/readyz` (typically about 10 s).
+const READY: Duration = Duration::from_secs(60);
 
-/// How long the control plane may take to start (typically about 10 s).
-const START: Duration = Duration::from_secs(90);
-
-/// A running control plane; stopped (and its files removed) when dropped.
+/// A running control plane. Dropping it kills every process (the controller-manager first,
+/// etcd last) and removes its folder.
 pub struct ApiServer {
     /// `https://127.0.0.1:<port>`.
     pub url: String,
     /// The admin's kubeconfig (client certificate, group `system:masters`).
     pub kubeconfig: PathBuf,
-    /// Whether a controller-manager runs (garbage collection of owned objects).
-    pub controller_manager: bool,
+    // Fields drop in this order: the processes before the folder their files are in.
+    controller_manager: Option<Process>,
+    apiserver: Process,
+    etcd: Process,
     pki: Pki,
-    processes: Vec<(&'static str, Child)>,
+    audit_log: PathBuf,
     dir: tempfile::TempDir,
 }
 
-/// The assets folder, or `None` after one line saying why the suite is skipped.
-pub fn assets_or_skip(test: &str) -> Option<PathBuf> {
-    match std::env::var_os(ASSETS).filter(|v| !v.is_empty()) {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            println!(
-                "skipped {test}: {ASSETS} is not set (a folder with kube-apiserver and etcd, as \
-                 setup-envtest gives; scripts/envtest-assets.sh)"
-            );
-            None
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
-fn binary(assets: &Path, name: &str) -> PathBuf {
-    let path = assets.join(name);
-    assert!(
-        path.is_file(),
-        "{ASSETS}={} has no {name}: give a folder with kube-apiserver and etcd (setup-envtest)",
-        assets.display()
-    );
-    path
-}
-
-/// Starts `program` with `args`, its output in `<dir>/<name>.log`.
-fn spawn(dir: &Path, name: &'static str, program: &Path, args: &[String]) -> (&'static str, Child) {
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
-    (name, child)
-}
-
-/// A kubeconfig for `server` trusting the test CA, signing in with `user` (its YAML lines).
-pub fn kubeconfig(server: &str, ca: &Path, user: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority: {}\n\
-         users:\n- name: user\n  user:\n{user}\ncontexts:\n- name: test\n  context: {{cluster: test, user: user}}\ncurrent-context: test\n",
-        ca.display()
-    )
-}
-
-/// A client for a kubeconfig file.
-pub async fn client_for(kubeconfig: &Path) -> kube::Client {
-    let text = std::fs::read_to_string(kubeconfig).unwrap();
-    let parsed = Kubeconfig::from_yaml(&text).expect("a kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(parsed, &KubeConfigOptions::default())
-        .await
-        .expect("a client config");
-    kube::Client::try_from(config).expect("a client")
-}
-
 impl ApiServer {
-    /// The control plane, or `None` (after one line) without `KUBEBUILDER_ASSETS`.
+    /// The control plane, or `None` (after one line saying why) without `KUBEBUILDER_ASSETS`.
     pub async fn start_or_skip(test: &str) -> Option<ApiServer> {
-        let assets = assets_or_skip(test)?;
+        let assets = assets::folder_or_skip(test)?;
         Some(Self::start(&assets).await)
     }
 
     async fn start(assets: &Path) -> ApiServer {
-        let (etcd, apiserver) = (binary(assets, "etcd"), binary(assets, "kube-apiserver"));
-        let dir = tempfile::tempdir().unwrap();
-        let pki = Pki::make(&dir.path().join("pki"));
-        let (client, peer, secure) = (free_port(), free_port(), free_port());
-        let mut processes = vec![spawn(
-            dir.path(),
+        let etcd_binary = assets::required(assets, "etcd");
+        let apiserver_binary = assets::required(assets, "kube-apiserver");
+        let dir = tempfile::Builder::new()
+            .prefix("apiserver-")
+            .tempdir()
+            .expect("a temporary folder");
+        let root = dir.path();
+        let pki = Pki::make(&root.join("pki"));
+        let ports = free_ports(3);
+        let etcd = Process::spawn(
+            root,
             "etcd",
-            &etcd,
-            &[
-                format!("--data-dir={}", dir.path().join("etcd").display()),
-                format!("--listen-client-urls=http://127.0.0.1:{client}"),
-                format!("--advertise-client-urls=http://127.0.0.1:{client}"),
-                format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
-                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
-                format!("--initial-cluster=default=http://127.0.0.1:{peer}"),
-                "--unsafe-no-fsync=true".into(),
-            ],
-        )];
-        let path = |p: PathBuf| p.display().to_string();
-        processes.push(spawn(
-            dir.path(),
-            "kube-apiserver",
-            &apiserver,
-            &[
-                format!("--etcd-servers=http://127.0.0.1:{client}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={secure}"),
-                format!("--tls-cert-file={}", path(pki.serving_crt())),
-                format!("--tls-private-key-file={}", path(pki.serving_key())),
-                format!("--client-ca-file={}", path(pki.ca_crt())),
-                "--authorization-mode=RBAC".into(),
-                "--service-account-issuer=https://kubernetes.default.svc".into(),
-                format!("--service-account-key-file={}", path(pki.sa_pub())),
-                format!("--service-account-signing-key-file={}", path(pki.sa_key())),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                // As envtest: no controller creates default ServiceAccounts here, and pods are
-                // never scheduled. TokenRequest works without the admission plugin.
-                "--disable-admission-plugins=ServiceAccount".into(),
-                "--allow-privileged=true".into(),
-            ],
-        ));
-        let url = format!("https://127.0.0.1:{secure}");
-        let kubeconfig = dir.path().join("admin.kubeconfig");
-        let admin = format!(
-            "    client-certificate: {}\n    client-key: {}",
-            pki.admin_crt().display(),
-            pki.admin_key().display()
+            &etcd_binary,
+            &args::etcd(&root.join("etcd"), ports[0], ports[1]),
+            &[],
         );
-        std::fs::write(&kubeconfig, self::kubeconfig(&url, &pki.ca_crt(), &admin)).unwrap();
+        let policy = root.join("audit-policy.yaml");
+        std::fs::write(&policy, audit::POLICY).unwrap();
+        let audit_log = root.join("audit.log");
+        let inputs = args::ApiServerInputs {
+            etcd_port: ports[0],
+            secure_port: ports[2],
+            pki: &pki,
+            audit_policy: &policy,
+            audit_log: &audit_log,
+        };
+        let apiserver = Process::spawn(
+            root,
+            "kube-apiserver",
+            &apiserver_binary,
+            &args::apiserver(&inputs),
+            &[],
+        );
+        let url = format!("https://127.0.0.1:{}", ports[2]);
+        let kubeconfig = root.join("admin.kubeconfig");
+        let admin = Credential::Certificate {
+            crt: &pki.admin_crt(),
+            key: &pki.admin_key(),
+        };
+        std::fs::write(
+            &kubeconfig,
+            kubeconfig::kubeconfig(&url, &pki.ca_crt(), &admin),
+        )
+        .unwrap();
         let mut server = ApiServer {
             url,
             kubeconfig,
-            controller_manager: false,
+            controller_manager: None,
+            apiserver,
+            etcd,
             pki,
-            processes,
+            audit_log,
             dir,
         };
         server.wait_ready().await;
-        let manager = assets.join("kube-controller-manager");
-        if manager.is_file() {
-            let args = [
-                format!("--kubeconfig={}", server.kubeconfig.display()),
-                "--controllers=garbagecollector,namespace".into(),
-                "--leader-elect=false".into(),
-                "--bind-address=127.0.0.1".into(),
-                format!("--secure-port={}", free_port()),
-                format!("--cert-dir={}", server.dir.path().join("kcm").display()),
-            ];
-            let started = spawn(
+        if let Some(binary) = assets::optional(assets, "kube-controller-manager") {
+            let args = args::controller_manager(
+                &server.kubeconfig,
+                free_ports(1)[0],
+                &server.dir.path().join("kcm"),
+            );
+            let process = Process::spawn(
                 server.dir.path(),
                 "kube-controller-manager",
-                &manager,
+                &binary,
                 &args,
+                &[],
             );
-            server.processes.push(started);
-            server.controller_manager = true;
+            server.controller_manager = Some(process);
         }
         server
     }
 
-    /// Until `/readyz` answers `ok`, or the logs of what did not come up.
+    /// Until `/readyz` answers `ok`; a component that exits, or a server not ready within
+    /// [`READY`], fails with the tail of both logs.
     async fn wait_ready(&mut self) {
-        let started = Instant::now();
+        let client = client_for(&self.kubeconfig).await;
+        let started = std::time::Instant::now();
         loop {
-            if let Ok(client) =
-                tokio::time::timeout(Duration::from_secs(5), client_for(&self.kubeconfig)).await
+            let request = http::Request::get("/readyz").body(Vec::new()).unwrap();
+            let answer =
+                tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await;
+            if let Ok(Ok(text)) = &answer
+                && text.trim() == "ok"
             {
-                let request = http::Request::get("/readyz").body(Vec::new()).unwrap();
-                if let Ok(Ok(text)) =
-                    tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await
-                    && text.trim() == "ok"
-                {
-                    return;
-                }
+                return;
             }
-            let exited = self
-                .processes
-                .iter_mut()
-                .find_map(|(name, child)| Some((*name, child.try_wait().ok()??)));
+            let exited = [&mut self.etcd, &mut self.apiserver]
+                .into_iter()
+                .find_map(|p| Some((p.name.clone(), p.exited()?)));
             if let Some((name, status)) = exited {
-                panic!("{name} exited ({status}):\n{}", self.log(name));
+                panic!(
+                    "{name} exited ({status}) before the API server was ready:\n{}",
+                    self.logs()
+                );
             }
             assert!(
-                started.elapsed() < START,
-                "the API server was not ready after {START:?}:\n{}\n{}",
-                self.log("etcd"),
-                self.log("kube-apiserver")
+                started.elapsed() < READY,
+                "the API server was not ready within {READY:?} (last answer: {answer:?}):\n{}",
+                self.logs()
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 
-    /// The last 60 lines a component wrote.
-    pub fn log(&self, name: &str) -> String {
-        let text = std::fs::read_to_string(self.dir.path().join(format!("{name}.log")))
-            .unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(60)..].join("\n")
+    /// The tail of every component's log, for a failure message.
+    pub fn logs(&self) -> String {
+        let mut out = vec![self.etcd.tail(30), self.apiserver.tail(60)];
+        out.extend(self.controller_manager.as_ref().map(|p| p.tail(30)));
+        out.join("\n")
     }
 
     /// The admin's client.
@@ -236,88 +181,52 @@ impl ApiServer {
         client_for(&self.kubeconfig).await
     }
 
-    /// A kubeconfig file that signs in with `token` (a ServiceAccount's, from TokenRequest).
-    pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
-        let path = self.dir.path().join(format!("{name}.kubeconfig"));
-        let user = format!("    token: {token}");
-        std::fs::write(&path, kubeconfig(&self.url, &self.pki.ca_crt(), &user)).unwrap();
+    /// Whether the controller-manager's garbage collector runs (its binary was in the folder);
+    /// a controller-manager that has exited fails the test with its log.
+    pub fn garbage_collector(&mut self) -> bool {
+        let Some(process) = self.controller_manager.as_mut() else {
+            return false;
+        };
+        if let Some(status) = process.exited() {
+            panic!(
+                "kube-controller-manager exited ({status}):\n{}",
+                process.tail(60)
+            );
+        }
+        true
+    }
+
+    /// A kubeconfig that signs in as ServiceAccount `name` of `namespace`, with a token (an
+    /// hour) from the TokenRequest API.
+    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client().await, namespace);
+        let request: TokenRequest =
+            serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+                .unwrap();
+        let token = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .unwrap_or_else(|e| panic!("a token for ServiceAccount {namespace}/{name}: {e}"))
+            .status
+            .unwrap_or_else(|| panic!("TokenRequest for {namespace}/{name} gave no status"))
+            .token;
+        let path = self
+            .dir
+            .path()
+            .join(format!("sa-{namespace}-{name}.kubeconfig"));
+        let text =
+            kubeconfig::kubeconfig(&self.url, &self.pki.ca_crt(), &Credential::Token(&token));
+        std::fs::write(&path, text).unwrap();
         path
+    }
+
+    /// What service accounts have asked the API server so far.
+    pub fn audit(&self) -> Vec<audit::Access> {
+        audit::read(&self.audit_log)
     }
 
     /// A folder of this control plane's own, removed with it.
     pub fn scratch(&self) -> &Path {
         self.dir.path()
-    }
-}
-
-impl Drop for ApiServer {
-    fn drop(&mut self) {
-        // The API server before etcd, the controller-manager first.
-        for (_, child) in self.processes.iter_mut().rev() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_kubeconfig_names_the_server_the_ca_and_the_user() {
-        let text = kubeconfig(
-            "https://127.0.0.1:6443",
-            Path::new("/tmp/ca.crt"),
-            "    token: abc",
-        );
-        let parsed = Kubeconfig::from_yaml(&text).expect("valid kubeconfig YAML");
-        let cluster = parsed.clusters[0].cluster.as_ref().unwrap();
-        assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
-        assert_eq!(
-            cluster.certificate_authority.as_deref(),
-            Some("/tmp/ca.crt")
-        );
-        let user = parsed.auth_infos[0].auth_info.as_ref().unwrap();
-        assert!(user.token.is_some());
-        assert_eq!(parsed.current_context.as_deref(), Some("test"));
-    }
-
-    #[test]
-    fn the_pki_has_every_file_and_the_admin_is_a_master() {
-        let dir = tempfile::tempdir().unwrap();
-        let pki = Pki::make(dir.path());
-        for file in [
-            pki.ca_crt(),
-            pki.serving_crt(),
-            pki.serving_key(),
-            pki.admin_crt(),
-            pki.admin_key(),
-            pki.sa_key(),
-            pki.sa_pub(),
-        ] {
-            assert!(file.is_file(), "{}", file.display());
-        }
-        let subject = Command::new("openssl")
-            .args(["x509", "-noout", "-subject", "-in"])
-            .arg(pki.admin_crt())
-            .output()
-            .unwrap();
-        let subject = String::from_utf8_lossy(&subject.stdout);
-        assert!(subject.contains("system:masters"), "{subject}");
-        let verified = Command::new("openssl")
-            .args(["verify", "-CAfile"])
-            .arg(pki.ca_crt())
-            .arg(pki.serving_crt())
-            .output()
-            .unwrap();
-        assert!(verified.status.success(), "{verified:?}");
-    }
-
-    #[test]
-    fn without_the_variable_a_suite_is_skipped() {
-        if std::env::var_os(ASSETS).is_none() {
-            assert!(assets_or_skip("this test").is_none());
-        }
     }
 }

@@ -1,6 +1,8 @@
-//! The keys and certificates a throwaway control plane needs, made with `openssl`: one CA for
-//! the serving certificate and the clients, a serving certificate for `127.0.0.1`, the admin's
-//! client certificate (group `system:masters`), and the service-account signing key pair.
+//! The keys and certificates a throwaway control plane needs, made with `openssl` as
+//! `crate::certs` makes the pods' (RSA here: etcd, kube-apiserver and Helm's Go client all read
+//! it): one CA for the serving certificate and the clients, a serving certificate for
+//! `127.0.0.1`, the admin's client certificate (group `system:masters`), and the
+//! service-account signing key pair.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -46,6 +48,13 @@ impl Pki {
         self.dir.join("sa.pub")
     }
 
+    /// The files' paths in `dir`, made or not.
+    pub fn at(dir: &Path) -> Pki {
+        Pki {
+            dir: dir.to_owned(),
+        }
+    }
+
     /// Makes every file in `dir` (valid a day; RSA 2048, which every component reads).
     pub fn make(dir: &Path) -> Pki {
         std::fs::create_dir_all(dir).unwrap();
@@ -83,9 +92,7 @@ impl Pki {
             ],
         );
         openssl(dir, &["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"]);
-        Pki {
-            dir: dir.to_owned(),
-        }
+        Pki::at(dir)
     }
 
     /// `<name>.crt`/`<name>.key` for `subject`, signed by the CA with the extensions in `ext`.
@@ -122,5 +129,55 @@ impl Pki {
                 &crt,
             ],
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn x509(args: &[&str], file: &Path) -> String {
+        let out = Command::new("openssl")
+            .arg("x509")
+            .args(args)
+            .arg("-in")
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn the_pki_has_every_file_the_admin_is_a_master_and_the_server_is_127_0_0_1() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::make(dir.path());
+        for file in [
+            pki.ca_crt(),
+            pki.serving_crt(),
+            pki.serving_key(),
+            pki.admin_crt(),
+            pki.admin_key(),
+            pki.sa_key(),
+            pki.sa_pub(),
+        ] {
+            assert!(file.is_file(), "{}", file.display());
+        }
+        let subject = x509(&["-noout", "-subject"], &pki.admin_crt());
+        assert!(
+            subject.contains("O = system:masters") && subject.contains("CN = admin"),
+            "{subject}"
+        );
+        let serving = x509(&["-noout", "-ext", "subjectAltName"], &pki.serving_crt());
+        assert!(serving.contains("IP Address:127.0.0.1"), "{serving}");
+        for leaf in [pki.serving_crt(), pki.admin_crt()] {
+            let verified = Command::new("openssl")
+                .args(["verify", "-CAfile"])
+                .arg(pki.ca_crt())
+                .arg(&leaf)
+                .output()
+                .unwrap();
+            assert!(verified.status.success(), "{verified:?}");
+        }
     }
 }
