@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 for binary in kube-apiserver etcd; do
   [[ -x $KUBEBUILDER_ASSETS/$binary ]] || { echo "test-apiserver: no $KUBEBUILDER_ASSETS/$binary" >&2; exit 1; }
 done
-command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
+# What the suites run beside the control plane: openssl, and for apiserver_pods the pod runner's
+# tools and redis-server (as the whole suite installs them).
+scripts/install-test-deps.sh
 # Helm's own engine renders the chart for the suites (as scripts/check-operator-artifacts.sh).
 # shellcheck source=lib/venv.sh
 source scripts/lib/venv.sh
@@ -19,9 +21,9 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import helm_python' 2
   make_venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check helm-python-sdk==0.2.2 PyYAML
 fi
-echo "== the operator binary, for the suites that run it"
-# The suites find it beside their test binaries (target/debug).
-cargo build --locked -p screenlimit-operator
+echo "== the operator, the limiter and the Redis module, for the suites that run them"
+# The suites find them beside their test binaries (target/debug).
+cargo build --locked -p screenlimit-operator -p screenlimit-limiter -p screenlimit-redis-module
 echo "== the API-server suites (Kubernetes in $KUBEBUILDER_ASSETS)"
 suites=()
 for file in tests/tests/apiserver_*.rs; do
