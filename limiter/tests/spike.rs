@@ -177,12 +177,27 @@ async fn at_twice_the_stores_capacity_most_of_it_still_becomes_decisions() {
     let ((tally, not_sent), renewals) =
         tokio::join!(offer(&api, 2.0 * capacity, step, 2_000), renewing);
     let (decided, degraded, failed) = tally.get();
+    // What the shard's admission learnt by the end of the spike: its pace and queue bound.
+    let gauges = api.get("/metrics").await.text().await.unwrap();
+    let gauge = |name: &str| {
+        gauges
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .unwrap_or("-")
+            .to_owned()
+    };
+    let (pace, bound) = (
+        gauge("screenlimit_store_per_command_seconds{"),
+        gauge("screenlimit_store_queue_bound{"),
+    );
     let (renewed, renewals_degraded, renewals_failed) = renewals.get();
     let decided_rate = decided as f64 / step.as_secs_f64();
     let report = format!(
         "1× capacity {capacity:.0} decisions/s; at 2×: {decided_rate:.0} decisions/s \
          ({decided} decided, {degraded} degraded, {failed} failed, {not_sent} not sent); \
-         heartbeats: {renewed} renewed, {renewals_degraded} degraded, {renewals_failed} failed"
+         heartbeats: {renewed} renewed, {renewals_degraded} degraded, {renewals_failed} failed; \
+         the shard's pace {pace} s a command, queue bound {bound}"
     );
     println!("{report}");
     assert_eq!(failed, 0, "a spike must not fail a play: {report}");
