@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use cel::common::ast::{Expr, IdedExpr};
 use common::cel_rules::{RuleRow, rule_rows};
+use common::walk;
 use kube::core::cel::{ErrorKind, Validator};
 use screenlimit_operator::crd::StreamLimiter;
 use serde_json::Value;
@@ -45,22 +46,6 @@ fn schema_of(copy: &str) -> Value {
     let text = std::fs::read_to_string(root().join(copy)).unwrap();
     let crd: Value = serde_yaml_ng::from_str(&text).unwrap();
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
-}
-
-/// Calls `f(path, node)` for every schema node; `[]` marks a list's items, `{}` a map's values.
-fn walk(path: &str, node: &Value, f: &mut dyn FnMut(&str, &Value)) {
-    f(path, node);
-    if let Some(props) = node.get("properties").and_then(Value::as_object) {
-        for (k, v) in props {
-            walk(&format!("{path}.{k}"), v, f);
-        }
-    }
-    if let Some(items) = node.get("items") {
-        walk(&format!("{path}[]"), items, f);
-    }
-    if let Some(values) = node.get("additionalProperties").filter(|v| v.is_object()) {
-        walk(&format!("{path}{{}}"), values, f);
-    }
 }
 
 /// Why a node is unbounded, or `None` when it is bounded (or holds no value of its own).

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{FIXTURES, fixture};
+use common::{FIXTURES, fixture, walk};
 use kube::CustomResourceExt;
 use kube::core::cel::{ScopeContext, analyze_rule, compile_schema, validate_cel};
 use screenlimit_operator::crd::StreamLimiter;
@@ -19,22 +19,6 @@ fn schema() -> Value {
         .as_ref()
         .unwrap();
     serde_json::to_value(schema).unwrap()
-}
-
-/// Calls `f(path, node)` for every schema node.
-fn walk(path: &str, node: &Value, f: &mut dyn FnMut(&str, &Value)) {
-    f(path, node);
-    if let Some(props) = node.get("properties").and_then(Value::as_object) {
-        for (k, v) in props {
-            walk(&format!("{path}.{k}"), v, f);
-        }
-    }
-    if let Some(items) = node.get("items") {
-        walk(&format!("{path}[]"), items, f);
-    }
-    if let Some(extra) = node.get("additionalProperties").filter(|v| v.is_object()) {
-        walk(&format!("{path}{{}}"), extra, f);
-    }
 }
 
 /// Variables bound by CEL macros in `rule`, e.g. `p` in `self.all(p, p.x > 0)`.

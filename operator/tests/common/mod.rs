@@ -40,3 +40,23 @@ pub fn limiter_binary() -> String {
     );
     binary.display().to_string()
 }
+
+/// Calls `f(path, node)` for every node of a JSON schema; `[]` marks a list's items, `{}` a
+/// map's values.
+pub fn walk(path: &str, node: &serde_json::Value, f: &mut dyn FnMut(&str, &serde_json::Value)) {
+    f(path, node);
+    if let Some(props) = node
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+    {
+        for (k, v) in props {
+            walk(&format!("{path}.{k}"), v, f);
+        }
+    }
+    if let Some(items) = node.get("items") {
+        walk(&format!("{path}[]"), items, f);
+    }
+    if let Some(values) = node.get("additionalProperties").filter(|v| v.is_object()) {
+        walk(&format!("{path}{{}}"), values, f);
+    }
+}
