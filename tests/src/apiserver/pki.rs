@@ -5,20 +5,8 @@
 //! service-account signing key pair.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl (scripts/install-test-deps.sh installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use crate::certs::openssl;
 
 /// The files of one control plane's PKI, in its own folder.
 pub struct Pki {
@@ -134,6 +122,8 @@ impl Pki {
 
 #[cfg(test)]
 mod tests {
+    use std::process::Command;
+
     use super::*;
 
     fn x509(args: &[&str], file: &Path) -> String {
