@@ -110,7 +110,15 @@ pub async fn click(client: &Client, locator: Locator<'_>) -> Result<(), CmdError
     client.find(locator).await?.click().await
 }
 
+/// Types into an element, found again when the page replaced it meanwhile (a stale element:
+/// the provider's page re-rendered between the find and the keys).
 pub async fn type_into(client: &Client, locator: Locator<'_>, text: &str) -> Result<(), CmdError> {
+    for _ in 0..3 {
+        match client.find(locator).await?.send_keys(text).await {
+            Err(error) if stale(&error) => continue,
+            done => return done,
+        }
+    }
     client.find(locator).await?.send_keys(text).await
 }
 
