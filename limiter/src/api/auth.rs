@@ -85,16 +85,21 @@ impl Caller {
     /// Refuses a player token bound to a device (`auth.players.device_claim`) that names
     /// another device than `device_id`.
     pub fn check_device(&self, device_id: &str) -> Result<(), ApiError> {
-        match self {
-            Caller::Player(PlayerClaims {
-                device_id: Some(own),
-                ..
-            }) if own != device_id => Err(ApiError::new(
+        match self.bound_device() {
+            Some(own) if own != device_id => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "device_mismatch",
                 "the player token is for another device than this play-start's device_id",
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// The device a player token is bound to (`auth.players.device_claim`), if any.
+    fn bound_device(&self) -> Option<&str> {
+        match self {
+            Caller::Player(claims) => claims.device_id.as_deref(),
+            Caller::Service { .. } => None,
         }
     }
 }
@@ -106,14 +111,9 @@ pub fn check_stream_device(
     caller: &Option<axum::Extension<Caller>>,
     stream_id: &str,
 ) -> Result<(), ApiError> {
-    match (caller, crate::ids::device_of(stream_id)) {
-        (
-            Some(axum::Extension(Caller::Player(PlayerClaims {
-                device_id: Some(own),
-                ..
-            }))),
-            Some(named),
-        ) if own != named => Err(ApiError::new(
+    let own = caller.as_ref().and_then(|c| c.bound_device());
+    match (own, crate::ids::device_of(stream_id)) {
+        (Some(own), Some(named)) if own != named => Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "device_mismatch",
             "the player token is for another device than the one this stream was started on; \
