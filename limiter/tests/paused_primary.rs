@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use support::{Api, LimiterProcess, RedisServer, SECRET, SentinelServer};
+use support::{Api, LimiterProcess, RedisServer, SECRET, sentinels_knowing_replicas};
 
 const WRITES_NEED_A_REPLICA: [&str; 4] = [
     "--min-replicas-to-write",
@@ -92,22 +92,11 @@ async fn a_paused_primary_loses_no_answer_given_as_a_decision() {
     let mut with_replicaof = vec!["--replicaof", "127.0.0.1", port.as_str()];
     with_replicaof.extend(WRITES_NEED_A_REPLICA);
     let replica = RedisServer::start_with(&with_replicaof);
-    let sentinels: Vec<SentinelServer> = (0..3)
-        .map(|_| SentinelServer::start(&[("shard-0", primary.port)]))
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while sentinels.iter().any(|s| s.known_replicas("shard-0") < 1) {
-        assert!(Instant::now() < deadline, "sentinels never saw the replica");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let addresses: Vec<String> = sentinels
-        .iter()
-        .map(|s| format!("\"{}\"", s.url()))
-        .collect();
+    let (_sentinels, addresses) = sentinels_knowing_replicas(&[("shard-0", primary.port)]).await;
     let limiter = LimiterProcess::start(&format!(
         "store:\n  backend: redis\n  timeout: 100ms\n  circuit_probe_interval: 100ms\n  sentinel:\n    addresses: [{}]\n    masters: [shard-0]\n    poll_interval: 100ms\n\
          stream_id_secret: \"{SECRET}\"\nlease: {{ heartbeat_interval: 20s, ttl: 60s }}\nfailure_policy: open\n",
-        addresses.join(", ")
+        addresses
     ));
     let api = limiter.client();
     // Decided once the primary has its replica in sync and the limiter has found it.

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::json;
 use support::cluster::RedisCluster;
-use support::{Api, LimiterProcess, RedisServer, SECRET, SentinelServer, redis_config};
+use support::{Api, LimiterProcess, RedisServer, SECRET, redis_config, sentinels_knowing_replicas};
 
 /// Tombstones live 2 TTLs: long enough here for any failover to finish inside them.
 const LEASE: &str = "lease: { heartbeat_interval: 2s, ttl: 10s }\n";
@@ -97,21 +97,11 @@ async fn wait_for_replication(primary: &RedisServer, replica: &RedisServer) {
 async fn a_revocation_survives_a_sentinel_failover() {
     let mut primary = RedisServer::start();
     let replica = RedisServer::start_replica_of(primary.port);
-    let masters = [("shard-0", primary.port)];
-    let sentinels: Vec<SentinelServer> = (0..3).map(|_| SentinelServer::start(&masters)).collect();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while sentinels.iter().any(|s| s.known_replicas("shard-0") < 1) {
-        assert!(Instant::now() < deadline, "sentinels never saw the replica");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let addresses: Vec<String> = sentinels
-        .iter()
-        .map(|s| format!("\"{}\"", s.url()))
-        .collect();
+    let (_sentinels, addresses) = sentinels_knowing_replicas(&[("shard-0", primary.port)]).await;
     let limiter = LimiterProcess::start(&format!(
         "store:\n  backend: redis\n  timeout: 50ms\n  circuit_probe_interval: 100ms\n  sentinel:\n    addresses: [{}]\n    masters: [shard-0]\n    poll_interval: 100ms\n\
          stream_id_secret: \"{SECRET}\"\n{LEASE}",
-        addresses.join(", ")
+        addresses
     ));
     let api = limiter.client();
     let (tv, phone) = play_two_and_force_stop_the_tv(&api, "kicked-sentinel").await;

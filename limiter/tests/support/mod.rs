@@ -394,6 +394,28 @@ pub struct SentinelServer {
     _dir: tempfile::TempDir,
 }
 
+/// Three Sentinels monitoring `masters`, once each of them knows a replica of every master
+/// (Sentinel promotes only a replica it has found); and their addresses as a config list.
+pub async fn sentinels_knowing_replicas(masters: &[(&str, u16)]) -> (Vec<SentinelServer>, String) {
+    let sentinels: Vec<SentinelServer> = (0..3).map(|_| SentinelServer::start(masters)).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while sentinels
+        .iter()
+        .any(|s| masters.iter().any(|(name, _)| s.known_replicas(name) < 1))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sentinels never saw the replicas"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let addresses: Vec<String> = sentinels
+        .iter()
+        .map(|s| format!("\"{}\"", s.url()))
+        .collect();
+    (sentinels, addresses.join(", "))
+}
+
 impl SentinelServer {
     pub fn start(masters: &[(&str, u16)]) -> Self {
         let mut last_error = String::new();
