@@ -6,6 +6,9 @@
 # HTTP contract, race, fault tests, the JS library in headless Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One clean build, run once: incremental caches would only double the workspace's share of the
+# target directory on a disk the run may share.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 scripts/install-test-deps.sh
 echo "== cargo fmt --check"
