@@ -35,7 +35,7 @@ fn push(queue: &ShardQueue, job: Job, targets: Option<&Targets>) -> &'static str
     match queue.push(job, targets) {
         Pushed::Lead => "lead",
         Pushed::Wait => "wait",
-        Pushed::Shed => "shed",
+        Pushed::Shed(_) => "shed",
     }
 }
 
@@ -101,7 +101,10 @@ fn beyond_what_the_shard_drains_in_time_a_command_is_refused_at_once() {
         priority: Priority::Renewal,
         ..job("r")
     };
-    assert!(matches!(queue.push(renewal, Some(&targets)), Pushed::Shed));
+    assert!(matches!(
+        queue.push(renewal, Some(&targets)),
+        Pushed::Shed(_)
+    ));
     let admission = queue.admission(Some(&targets));
     assert_eq!((admission.queued, admission.bound), (100, Some(100)));
     assert_eq!(admission.shed[0][0], 50, "decisions refused for the bound");
@@ -114,27 +117,67 @@ fn beyond_what_the_shard_drains_in_time_a_command_is_refused_at_once() {
 fn commands_nobody_waits_for_or_that_would_be_late_are_not_sent() {
     let targets = Targets::for_deadline(Duration::from_millis(20));
     let queue = ShardQueue::default();
-    // A slow shard: 100 ms a command.
-    queue.finish_batch(Some((100, Duration::from_secs(10))));
+    // A slow shard: 1 ms a command.
+    queue.finish_batch(Some((100, Duration::from_millis(100))));
     let now = Instant::now();
     let (gone, reply) = job_until("gone", now + LATER);
     drop(reply);
     push(&queue, gone, Some(&targets));
     push(&queue, job_until("expired", now).0, Some(&targets));
-    // Answered in about 4 × 100 ms: one whose caller waits 200 ms more would be late.
-    let (late, _late_reply) = job_until("late", now + Duration::from_millis(200));
+    // Answered in about 19 × 1 ms: one whose caller waits 10 ms more would be late.
+    let (late, _late_reply) = job_until("late", now + Duration::from_millis(10));
     push(&queue, late, Some(&targets));
-    push(&queue, job("on-time"), Some(&targets));
+    for i in 0..MIN_SAMPLE {
+        push(&queue, job(&format!("on-time-{i}")), Some(&targets));
+    }
     let batch = queue.take_batch(Some(&targets));
-    assert_eq!(keys(&batch.jobs), ["on-time"]);
+    assert_eq!(batch.jobs.len(), MIN_SAMPLE);
+    assert!(keys(&batch.jobs).iter().all(|k| k.starts_with("on-time")));
     assert_eq!(keys(&batch.dropped), ["gone", "expired", "late"]);
     let shed = queue.admission(Some(&targets)).shed[0];
     assert_eq!(shed, [0, 1, 2], "bound, late, abandoned");
     assert_eq!(
         queue.totals(),
-        (1, 1),
+        (1, MIN_SAMPLE as u64),
         "only what was sent is counted as sent"
     );
+}
+
+#[test]
+fn a_pace_that_calls_everything_late_still_sends_a_sample_and_learns_it_was_wrong() {
+    let deadline = Duration::from_millis(25);
+    let targets = Targets::for_deadline(deadline);
+    let queue = ShardQueue::default();
+    // One stalled batch under a CPU quota: 20 ms for 16 commands, 1.25 ms a command, so a batch
+    // of the floor's 32 looks like 40 ms, past every caller's deadline.
+    queue.finish_batch(Some((MIN_SAMPLE, Duration::from_millis(20))));
+    let mut replies = Vec::new();
+    for round in 0..40 {
+        let now = Instant::now();
+        for i in 0..2 * MIN_SAMPLE {
+            let (job, reply) = job_until(
+                &format!("{round}-{i}"),
+                now + deadline - Duration::from_millis(i as u64 / 8),
+            );
+            replies.push(reply);
+            push(&queue, job, Some(&targets));
+        }
+        let batch = queue.take_batch(Some(&targets));
+        assert!(
+            batch.jobs.len() >= MIN_SAMPLE,
+            "round {round}: a sample goes whatever the pace says ({} sent)",
+            batch.jobs.len()
+        );
+        // The shard in fact answers a batch in 2 ms.
+        queue.finish_batch(Some((batch.jobs.len(), Duration::from_millis(2))));
+    }
+    let learnt = queue.admission(Some(&targets)).per_command.unwrap();
+    assert!(
+        learnt < Duration::from_micros(200),
+        "the pace follows what the samples show: {learnt:?}"
+    );
+    let last = queue.take_batch(Some(&targets));
+    assert!(last.dropped.is_empty(), "nothing is called late any more");
 }
 
 #[test]
