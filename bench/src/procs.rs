@@ -275,6 +275,9 @@ pub struct LimiterSetup {
     /// `store.batch_window`: how long a shard's batch waits for company (None: the limiter's
     /// default).
     pub batch_window: Option<Duration>,
+    /// `store.renewal_window`: how long a heartbeat's renewal waits for others of its shard
+    /// (None: the limiter's default).
+    pub renewal_window: Option<Duration>,
     /// `threads` (serving lanes); 0: the limiter's default, one per CPU.
     pub threads: usize,
     /// Extra top-level YAML (e.g. a `plan_source` block).
@@ -293,6 +296,7 @@ impl LimiterSetup {
             ttl,
             store_timeout,
             batch_window: None,
+            renewal_window: None,
             threads: 0,
             extra_yaml: String::new(),
             admission: None,
@@ -326,7 +330,7 @@ impl LimiterProc {
              plans: {{ basic: 1, standard: 2, premium: 4 }}\n\
              default_plan: basic\n\
              lease: {{ heartbeat_interval: {}, ttl: {} }}\n\
-             store: {{ backend: redis, redis_shards: [\"{redis_url}\"], timeout: {}{}{} }}\n\
+             store: {{ backend: redis, redis_shards: [\"{redis_url}\"], timeout: {}{}{}{} }}\n\
              stream_id_secret: \"{STREAM_ID_SECRET}\"\n{}{}",
             ms(setup.heartbeat_interval),
             ms(setup.ttl),
@@ -334,6 +338,10 @@ impl LimiterProc {
             setup
                 .batch_window
                 .map(|w| format!(", batch_window: {}", us(w)))
+                .unwrap_or_default(),
+            setup
+                .renewal_window
+                .map(|w| format!(", renewal_window: {}", us(w)))
                 .unwrap_or_default(),
             setup
                 .admission

@@ -27,6 +27,8 @@ pub struct Rules {
     /// Lease TTL and revocation memory, for leases written from now on.
     pub timing: Timing,
     pub heartbeat_interval: Duration,
+    /// How long a lease's renewal waits on its shard for company (`store.renewal_window`).
+    pub renewal_window: Duration,
     pub policy: FailurePolicy,
     /// The device caps of every plan that has some, as the acquire scripts read them.
     pub caps_book: Vec<u8>,
@@ -51,6 +53,7 @@ impl Rules {
             book,
             timing: Timing::from_ttl(config.lease.ttl),
             heartbeat_interval: config.lease.heartbeat_interval,
+            renewal_window: config.store.renewal_window,
             policy: config.failure_policy,
         }
     }
@@ -65,6 +68,7 @@ impl Rules {
             book: book.clone(),
             timing,
             heartbeat_interval: Duration::from_millis(timing.ttl_ms / 2),
+            renewal_window: crate::config::DEFAULT_RENEWAL_WINDOW,
             policy: FailurePolicy::Open,
         }
     }

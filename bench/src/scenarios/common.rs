@@ -69,6 +69,10 @@ pub struct Common {
     /// it with `--url` too.
     #[arg(long, value_parser = dur)]
     pub batch_window: Option<Duration>,
+    /// `store.renewal_window` of spawned limiters: how long a heartbeat's renewal waits for
+    /// others of its shard (default: the limiter's own, 20ms; `0s` sends each as it comes).
+    #[arg(long, value_parser = dur)]
+    pub renewal_window: Option<Duration>,
     /// Serving lanes (`threads`) of each spawned limiter; 0: one per CPU.
     #[arg(long, default_value_t = 0)]
     pub limiter_threads: usize,

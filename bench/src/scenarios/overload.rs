@@ -234,6 +234,7 @@ pub async fn overload(args: &OverloadArgs) -> anyhow::Result<Report> {
             LimiterSetup::new(common.heartbeat_interval, common.ttl, common.store_timeout);
         setup.threads = common.limiter_threads;
         setup.batch_window = common.batch_window;
+        setup.renewal_window = common.renewal_window;
         setup.admission = args.admission.clone();
         if let Some(delay) = args.max_queue_delay {
             setup.extra_yaml = format!("http: {{ max_queue_delay: {}ms }}\n", delay.as_millis());

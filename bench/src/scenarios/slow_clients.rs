@@ -143,6 +143,7 @@ pub async fn slow_clients(args: &SlowClientsArgs) -> anyhow::Result<Report> {
             LimiterSetup::new(common.heartbeat_interval, common.ttl, common.store_timeout);
         setup.threads = common.limiter_threads;
         setup.batch_window = common.batch_window;
+        setup.renewal_window = common.renewal_window;
         setup.extra_yaml = format!(
             "http: {{ body_read_timeout: {}ms, listen_backlog: {} }}\n",
             args.body_timeout.as_millis(),

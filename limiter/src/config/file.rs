@@ -87,6 +87,26 @@ impl Default for Config {
 }
 
 impl Config {
+    /// A renewal held for its window must still renew its lease well before the lease ends:
+    /// the window and the store deadline together within half of what a lease has to spare
+    /// after the player's heartbeat is due (`lease.ttl - lease.heartbeat_interval`).
+    fn validate_renewal_window(&self) -> Result<(), ConfigError> {
+        let window = self.store.renewal_window;
+        let spare = self.lease.ttl.saturating_sub(self.lease.heartbeat_interval);
+        if window > super::MAX_RENEWAL_WINDOW || (window + self.store.timeout) * 2 > spare {
+            return Err(invalid(
+                "store.renewal_window",
+                format!(
+                    "{} with store.timeout ({}) must be at most half of lease.ttl - lease.heartbeat_interval ({}), and at most 1s: a renewal that waits longer risks its lease",
+                    humantime::format_duration(window),
+                    humantime::format_duration(self.store.timeout),
+                    humantime::format_duration(spare)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         api_access::validate(&self.auth, self.auth_token_file.as_ref(), &self.http.cors)?;
         if self.plans.is_empty() {
@@ -150,6 +170,7 @@ impl Config {
         }
         self.store
             .validate(self.stream_id_secret.is_some() || self.stream_id_secret_file.is_some())?;
+        self.validate_renewal_window()?;
         self.plan_source.validate(&self.plans)?;
         self.http.validate()?;
         if let Some(revision) = &self.revision

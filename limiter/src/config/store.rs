@@ -37,6 +37,12 @@ pub struct StoreConfig {
     /// they arrive while another is in flight). Counted within `timeout`.
     #[serde(with = "humantime_serde")]
     pub batch_window: Duration,
+    /// How long a lease's renewal waits on its shard for others to share one call (one
+    /// `SL.RENEW` on the native path, one round trip of `GETEX`es on Lua) before it goes. The
+    /// window is the renewals' own: play-starts never wait behind it. 0 sends each renewal as it
+    /// comes. Live: a reload changes it.
+    #[serde(with = "humantime_serde")]
+    pub renewal_window: Duration,
     /// What each shard's queue admits: `adaptive` (what the shard, at the pace it shows, can
     /// answer within `timeout`; the rest is decided at once by the failure policy) or `off`
     /// (every call waits for the shard up to `timeout`).
@@ -155,6 +161,14 @@ fn validate_cluster(store: &StoreConfig, cluster: &ClusterConfig) -> Result<(), 
     Ok(())
 }
 
+/// `store.renewal_window` by default: what a renewal may wait is seconds (its lease lives at
+/// least two heartbeat intervals), so a window this short costs a player nothing and lets the
+/// renewals of a busy shard share their calls (BENCHMARKS.md, "Renewal window").
+pub const DEFAULT_RENEWAL_WINDOW: Duration = Duration::from_millis(20);
+
+/// The longest `store.renewal_window` accepted.
+pub const MAX_RENEWAL_WINDOW: Duration = Duration::from_secs(1);
+
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
@@ -164,6 +178,7 @@ impl Default for StoreConfig {
             circuit_probe_interval: Duration::from_millis(500),
             circuit_failure_threshold: 3,
             batch_window: Duration::ZERO,
+            renewal_window: DEFAULT_RENEWAL_WINDOW,
             admission: StoreAdmission::Adaptive,
             sentinel: None,
             cluster: None,

@@ -139,6 +139,11 @@ fn live_fields(old: &Config, new: &Config) -> Vec<&'static str> {
     differs("lease", &old.lease, &new.lease);
     differs("failure_policy", &old.failure_policy, &new.failure_policy);
     differs(
+        "store.renewal_window",
+        &old.store.renewal_window,
+        &new.store.renewal_window,
+    );
+    differs(
         "plan_source.fallback_plan",
         &old.plan_source.fallback_plan,
         &new.plan_source.fallback_plan,
@@ -157,7 +162,12 @@ fn restart_fields(started: &Config, new: &Config) -> Vec<&'static str> {
         }
     };
     differs("listen", &started.listen, &new.listen);
-    differs("store", &started.store, &new.store);
+    let store = |c: &Config| {
+        let mut store = c.store.clone();
+        store.renewal_window = Duration::ZERO; // live
+        format!("{store:?}")
+    };
+    differs("store", &store(started), &store(new));
     differs("threads", &started.threads, &new.threads);
     differs("http", &started.http, &new.http);
     differs(
@@ -208,6 +218,17 @@ mod tests {
         );
         assert_eq!(restart_fields(&old, &new), ["listen", "threads"]);
         assert!(live_fields(&old, &old).is_empty() && restart_fields(&old, &old).is_empty());
+    }
+
+    #[test]
+    fn the_renewal_window_is_live_and_the_rest_of_the_store_is_not() {
+        let old = config("plans: { basic: 1 }\ndefault_plan: basic\n");
+        let new =
+            config("plans: { basic: 1 }\ndefault_plan: basic\nstore: { renewal_window: 50ms }\n");
+        assert_eq!(live_fields(&old, &new), ["store.renewal_window"]);
+        assert!(restart_fields(&old, &new).is_empty());
+        let rules = Rules::from_config(&new, 2);
+        assert_eq!(rules.renewal_window, Duration::from_millis(50));
     }
 
     #[test]

@@ -134,6 +134,18 @@ fn parse_errors_name_the_field() {
 }
 
 #[test]
+fn the_renewal_window_defaults_to_20ms_and_fits_within_the_leases_spare_time() {
+    let config = Config::from_yaml("plans: { basic: 1 }\ndefault_plan: basic\n").unwrap();
+    assert_eq!(config.store.renewal_window, Duration::from_millis(20));
+    let tight = "plans: { basic: 1 }\ndefault_plan: basic\n\
+                 lease: { heartbeat_interval: 400ms, ttl: 800ms }\n\
+                 store: { renewal_window: 175ms }\n";
+    Config::from_yaml(tight).unwrap().validate().unwrap();
+    let off = "plans: { basic: 1 }\ndefault_plan: basic\nstore: { renewal_window: 0s }\n";
+    Config::from_yaml(off).unwrap().validate().unwrap();
+}
+
+#[test]
 fn validation_names_the_field() {
     let cases: &[(&str, &str)] = &[
         ("default_plan: gold\n", "default_plan"),
@@ -152,6 +164,12 @@ fn validation_names_the_field() {
             "store.redis_shards",
         ),
         ("store: { timeout: 0s }\n", "store.timeout"),
+        ("store: { renewal_window: 2s }\n", "store.renewal_window"),
+        (
+            // 400 ms to spare after the heartbeat: a window and deadline of 225 ms is too long.
+            "lease: { heartbeat_interval: 400ms, ttl: 800ms }\nstore: { renewal_window: 200ms }\n",
+            "store.renewal_window",
+        ),
     ];
     for (yaml, field) in cases {
         let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();

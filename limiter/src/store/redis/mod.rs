@@ -12,6 +12,7 @@ mod breaker;
 mod call;
 pub mod cluster;
 pub mod health;
+mod hold;
 mod keys;
 mod lease_store;
 mod native;

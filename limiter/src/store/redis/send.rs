@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::batch::{Job, LeaseRenewal, Priority, Pushed};
 use super::cluster::{Redirect, Topology};
+use super::hold::Holding;
 use super::keys::FLEET_AUDIT_KEY;
 use super::reply::{malformed, server_error};
 use super::shard::Shard;
@@ -39,9 +40,9 @@ impl RedisStore {
     }
 
     /// A lease's renewal, `GETEX key PX ttl`, as a renewal in its shard's next batch; on a shard
-    /// of a list it may go there inside one `SL.RENEW` with the batch's other renewals
-    /// (`renewals.rs`). A cluster's batches mix slots, which one command may not: there it is
-    /// always its own `GETEX`.
+    /// of a list it first waits for the renewal window (`hold.rs`), and may go inside one
+    /// `SL.RENEW` with the batch's other renewals (`renewals.rs`). A cluster's batches mix slots,
+    /// which one command may not: there it is always its own `GETEX`, sent as it comes.
     pub(super) async fn send_renewal(
         &self,
         account_id: &str,
@@ -56,12 +57,72 @@ impl RedisStore {
                 .await;
         };
         let shard = &shards[ring::shard_for(account_id, shards.len())];
-        let until = Instant::now() + self.deadline;
         let renewal = Some(LeaseRenewal { key, ttl_ms });
-        let reply = self
-            .send_to(shard, command, until, Priority::Renewal, renewal)
-            .await?;
+        let window = self.rules.load().renewal_window;
+        let reply = match window.is_zero() {
+            true => {
+                let until = Instant::now() + self.deadline;
+                self.send_to(shard, command, until, Priority::Renewal, renewal)
+                    .await?
+            }
+            false => self.send_held(shard, command, renewal, window).await?,
+        };
         server_error(shard.index, reply)
+    }
+
+    /// A renewal held for `window` with the shard's other renewals (`hold.rs`), then queued with
+    /// them; its reply by the window's end plus the store deadline.
+    async fn send_held(
+        &self,
+        shard: &Arc<Shard>,
+        command: Cmd,
+        renewal: Option<LeaseRenewal>,
+        window: Duration,
+    ) -> Result<Value, StoreError> {
+        if shard.breaker.is_open() {
+            return Err(StoreError::CircuitOpen { shard: shard.index });
+        }
+        let until = Instant::now() + window + self.deadline;
+        let (answer, reply) = tokio::sync::oneshot::channel();
+        let job = Job {
+            command,
+            answer,
+            until,
+            priority: Priority::Renewal,
+            renewal,
+        };
+        match shard.hold.hold(job) {
+            Holding::OpenWindow => {
+                // A task of its own, so that a request that goes away cannot strand the window.
+                let store = self.me.upgrade().expect("the store outlives its requests");
+                let shard = shard.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(window).await;
+                    store.enqueue(&shard, shard.hold.release());
+                });
+            }
+            Holding::Held => {}
+            Holding::Full(jobs) => self.enqueue(shard, jobs),
+        }
+        Self::answer_by(shard, reply, until).await
+    }
+
+    /// Jobs given to `shard`'s queue together; those it sheds are answered at once.
+    fn enqueue(&self, shard: &Arc<Shard>, jobs: Vec<Job>) {
+        for job in jobs {
+            match shard.queue.push(job, self.admission.as_ref()) {
+                Pushed::Lead => {
+                    let store = self.me.upgrade().expect("the store outlives its requests");
+                    tokio::spawn(store.send_batches(shard.clone()));
+                }
+                Pushed::Wait => {}
+                Pushed::Shed(job) => {
+                    let _ = job
+                        .answer
+                        .send(Err(StoreError::Shed { shard: shard.index }));
+                }
+            }
+        }
     }
 
     /// [`RedisStore::send`], with a server's refusal as a value: the shard that answered and
@@ -220,8 +281,18 @@ impl RedisStore {
                 tokio::spawn(store.send_batches(shard.clone()));
             }
             Pushed::Wait => {}
-            Pushed::Shed => return Err(StoreError::Shed { shard: shard.index }),
+            Pushed::Shed(_) => return Err(StoreError::Shed { shard: shard.index }),
         }
+        Self::answer_by(shard, reply, until).await
+    }
+
+    /// A queued command's reply (a server error as a value), or the store deadline's error at
+    /// `until`.
+    async fn answer_by(
+        shard: &Shard,
+        reply: tokio::sync::oneshot::Receiver<Result<Value, StoreError>>,
+        until: Instant,
+    ) -> Result<Value, StoreError> {
         match tokio::time::timeout_at(until, reply).await {
             Ok(Ok(answer)) => answer.and_then(|reply| health::watch::classify(shard, reply)),
             Ok(Err(_)) => Err(StoreError::Backend {

@@ -18,6 +18,7 @@ use super::access::{self, Access, Contact};
 use super::batch::ShardQueue;
 use super::breaker::Breaker;
 use super::health::{self, ShardState, StartRules};
+use super::hold::RenewalHold;
 use super::path::{self, ShardPath};
 use crate::config::ConfigError;
 
@@ -59,6 +60,8 @@ pub struct Shard {
     pub breaker: Breaker,
     /// Commands waiting for the shard's next batch.
     pub queue: ShardQueue,
+    /// Renewals waiting for their window (`hold.rs`).
+    pub hold: RenewalHold,
     /// Full, read-only, its memory (`health.rs`).
     pub state: ShardState,
     /// Native commands or Lua scripts (`path.rs`).
@@ -125,6 +128,7 @@ impl Shard {
             current: RwLock::new(Some(current)),
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
+            hold: RenewalHold::default(),
             state: ShardState::default(),
             path: ShardPath::new(None),
             config,
@@ -157,6 +161,7 @@ impl Shard {
             current: RwLock::new(Some(current)),
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
+            hold: RenewalHold::default(),
             state: ShardState::default(),
             path: ShardPath::new(None),
             config,
@@ -191,6 +196,7 @@ impl Shard {
             current: RwLock::new(None),
             breaker: Breaker::new(failure_threshold),
             queue: ShardQueue::default(),
+            hold: RenewalHold::default(),
             state: ShardState::default(),
             path: ShardPath::new(None),
             config,
