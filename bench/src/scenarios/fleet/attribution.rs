@@ -84,19 +84,38 @@ impl Costs {
             let min = alone_rates.iter().copied().fold(f64::MAX, f64::min);
             (ratio(d.redis_main, d.secs), max - min)
         });
-        let base_of = |round: usize| -> f64 {
-            match (alone.get(round.saturating_sub(1)), alone.get(round)) {
-                (Some(a), Some(b)) if round > 0 => {
-                    let mut d = *a;
-                    d.add(b);
-                    ratio(d.redis_main, d.secs)
+        // What one background operation costs the main thread (seconds, the idle's share taken
+        // out), from the alone windows around round r (all of them for r = 0). Per operation, not
+        // per second: the load generator shares the cores, so the background's achieved rate
+        // drops while the open loop runs (by a tenth here), and a per-second subtraction would
+        // charge the open loop with background work that was never done.
+        let alone_ops: Vec<u64> = bg_windows
+            .iter()
+            .filter(|w| w.4 == 0)
+            .map(|w| w.2)
+            .collect();
+        let per_bg_op = |windows: &mut dyn Iterator<Item = usize>| -> f64 {
+            let (mut cpu, mut ops) = (0.0, 0u64);
+            for i in windows {
+                if let (Some(d), Some(&n)) = (alone.get(i), alone_ops.get(i)) {
+                    cpu += d.redis_main - idle_redis * d.secs;
+                    ops += n;
                 }
-                _ => bg_alone.map_or(0.0, |b| b.0),
+            }
+            ratio(cpu, ops as f64)
+        };
+        let base_of = |round: usize| -> f64 {
+            match round {
+                0 => per_bg_op(&mut (0..alone.len())),
+                r => per_bg_op(&mut [r - 1, r].into_iter()),
             }
         };
-        // Each background window's marginal CPU (seconds): against its round's neighbours, or the
-        // background alone's mean for the alone windows.
-        let marginal_cpu = |d: &Delta, round: usize| d.redis_main - base_of(round) * d.secs;
+        // Each background window's marginal CPU (seconds): its CPU less the idle's and its
+        // background operations at the cost its round's neighbours show (the whole background
+        // alone's for the alone windows).
+        let marginal_cpu = |d: &Delta, bg_ops: u64, round: usize| {
+            d.redis_main - idle_redis * d.secs - base_of(round) * bg_ops as f64
+        };
         let idle_sub = |d: &Delta| d.redis_main - idle_redis * d.secs;
         let idle_sub_lim = |d: &Delta| d.limiter - idle_limiter * d.secs;
         let phase = |name: &'static str, d: &Delta, ops: u64, lat: Option<&OpSummary>| Phase {
@@ -165,14 +184,14 @@ impl Costs {
             p50_ms: find(mixed_ops, "mixed.play_start").map_or(0.0, |o| o.p50_ms),
             p99_ms: find(mixed_ops, "mixed.play_start").map_or(0.0, |o| o.p99_ms),
         };
-        // Marginal costs over the background: the window's CPU minus the background alone's CPU
-        // per second over the same duration.
+        // Marginal costs over the background: the window's CPU minus the idle's and its
+        // background operations' at the background-alone cost per operation.
         let marginal = bg_alone.map(|_| {
             let sum = |phase: &str| -> f64 {
                 bg_windows
                     .iter()
                     .filter(|w| w.4 > 0 && w.0.starts_with(phase))
-                    .map(|w| marginal_cpu(&w.1, w.4))
+                    .map(|w| marginal_cpu(&w.1, w.2, w.4))
                     .sum()
             };
             let hb = per_op_us(sum("heartbeats"), hb_count);
@@ -217,13 +236,25 @@ impl Costs {
                     ratio(d.redis_main, d.secs),
                     *ops,
                     ratio(*n as f64, d.secs),
-                    marginal_cpu(d, *round),
+                    marginal_cpu(d, *n, *round),
                 )
             })
             .collect();
-        // The background-alone windows' spread (max - min), and what half of it moves a
-        // heartbeat's marginal cost by.
-        let hb_noise_us = bg_alone.map(|(_, spread)| per_op_us(spread / 2.0 * d_hb.secs, hb_count));
+        // The spread (max - min) of the background-alone windows' cost per background
+        // operation, and what half of it moves a heartbeat's marginal cost by.
+        let hb_noise_us = bg_alone.map(|_| {
+            let costs: Vec<f64> = (0..alone.len())
+                .map(|i| per_bg_op(&mut std::iter::once(i)))
+                .collect();
+            let spread = costs.iter().copied().fold(f64::MIN, f64::max)
+                - costs.iter().copied().fold(f64::MAX, f64::min);
+            let bg_ops_hb: u64 = bg_windows
+                .iter()
+                .filter(|w| w.4 > 0 && w.0.starts_with("heartbeats"))
+                .map(|w| w.2)
+                .sum();
+            per_op_us(spread / 2.0 * bg_ops_hb as f64, hb_count)
+        });
         Costs {
             set,
             closed_phases,

@@ -31,10 +31,12 @@
 //! calibrated at the start for a main thread F busy) runs through the open loop and through
 //! windows of it alone: before the first round, between rounds (the players hold their
 //! heartbeats, and their schedules move on by the pause) and after the last. The open loop's
-//! costs are then also reported as **marginal** (each round's window CPU minus the mean
-//! background-alone CPU per second of the windows either side × the window's length, over
-//! its operations), and the projection uses those: what a shard already busy with other
-//! connections pays for this traffic, rather than an idle shard's full wake-up per batch.
+//! costs are then also reported as **marginal** (each round's window CPU minus the idle's and
+//! minus its background operations at what one cost in the background-alone windows either
+//! side, over its operations: per background operation, since the background's achieved rate
+//! drops while the open loop shares the cores), and the projection uses those: what a shard
+//! already busy with other connections pays for this traffic, rather than an idle shard's full
+//! wake-up per batch.
 //!
 //! Batch depth comes from the limiters' `/metrics` (`screenlimit_store_batches_total` and
 //! `screenlimit_store_batched_commands_total`, deltas per phase).

@@ -230,7 +230,7 @@ pub(super) fn text(args: &FleetArgs, m: &Measured, c: &Costs, p: &Projection) ->
         let (m_hb_us, m_play_us) = marginal.unwrap_or_default();
         let _ = writeln!(
             t,
-            "marginal Redis µs per heartbeat {m_hb_us:.2} ({:.2}× SET; plain {:.2} with the background in, {:.2} on the idle shard's subtraction), per play-start+stop {m_play_us:.2} ({:.2}× SET); background alone {:.1} ms/s ({}: spread {:.1} ms/s, ± {:.2} µs per heartbeat; each round's windows net of the background-alone windows either side)",
+            "marginal Redis µs per heartbeat {m_hb_us:.2} ({:.2}× SET; plain {:.2} with the background in, {:.2} on the idle shard's subtraction), per play-start+stop {m_play_us:.2} ({:.2}× SET); background alone {:.1} ms/s ({}: spread {:.1} ms/s; its cost per background operation moves a heartbeat's by ± {:.2} µs; each round's windows net of the idle and of their background operations at the cost per operation of the background-alone windows either side)",
             ratio(m_hb_us, set.redis_us),
             hb_only.redis_raw_us,
             hb_only.redis_us,
