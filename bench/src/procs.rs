@@ -39,11 +39,12 @@ pub struct RedisProc {
 
 impl RedisProc {
     pub fn start() -> anyhow::Result<Self> {
-        Self::start_with_module(None)
+        Self::start_with(None, &[])
     }
 
-    /// A throwaway server that loads `module` (the screenlimit module's `.so`), when given.
-    pub fn start_with_module(module: Option<&Path>) -> anyhow::Result<Self> {
+    /// A throwaway server that loads `module` (the screenlimit module's `.so`), when given, with
+    /// `extra` arguments (e.g. `--io-threads 2`).
+    pub fn start_with(module: Option<&Path>, extra: &[String]) -> anyhow::Result<Self> {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
         let port = free_port();
         if let Some(module) = module
@@ -61,6 +62,7 @@ impl RedisProc {
         let child = command
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--maxclients", "10000"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -286,6 +288,8 @@ pub struct LimiterSetup {
     pub admission: Option<String>,
     /// The screenlimit module the spawned Redis loads (None: the Lua path).
     pub redis_module: Option<PathBuf>,
+    /// More arguments for the spawned Redis (`--redis-arg`).
+    pub redis_args: Vec<String>,
 }
 
 impl LimiterSetup {
@@ -301,6 +305,7 @@ impl LimiterSetup {
             extra_yaml: String::new(),
             admission: None,
             redis_module: None,
+            redis_args: Vec::new(),
         }
     }
 }
@@ -400,7 +405,7 @@ pub struct Stack {
 
 impl Stack {
     pub fn spawn(count: usize, setup: &LimiterSetup) -> anyhow::Result<Self> {
-        let redis = RedisProc::start_with_module(setup.redis_module.as_deref())?;
+        let redis = RedisProc::start_with(setup.redis_module.as_deref(), &setup.redis_args)?;
         let limiters = (0..count.max(1))
             .map(|_| LimiterProc::start(&redis.url(), setup))
             .collect::<anyhow::Result<Vec<_>>>()?;

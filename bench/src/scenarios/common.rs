@@ -80,6 +80,10 @@ pub struct Common {
     /// -p screenlimit-redis-module`), so the limiters take the native path.
     #[arg(long)]
     pub redis_module: Option<PathBuf>,
+    /// With `--spawn`: one more argument for the spawned Redis, repeatable (e.g. `--redis-arg
+    /// --io-threads --redis-arg 2`; with `REDIS_SERVER_BIN=valkey-server`, Valkey's I/O threads).
+    #[arg(long = "redis-arg", allow_hyphen_values = true)]
+    pub redis_args: Vec<String>,
 }
 
 impl Common {

@@ -146,6 +146,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
         setup.threads = common.limiter_threads;
         setup.redis_module = common.redis_module.clone();
         setup.renewal_window = common.renewal_window;
+        setup.redis_args = common.redis_args.clone();
         setup.batch_window = match &scenario {
             Scenario::Fleet(_) => Some(common.batch_window.unwrap_or(fleet::DEFAULT_BATCH_WINDOW)),
             _ => common.batch_window,
