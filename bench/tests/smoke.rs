@@ -295,7 +295,7 @@ async fn fleet_background_smoke() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_cycle_smoke() {
     let module = std::env::var_os("SCREENLIMIT_MODULE_SO").map(std::path::PathBuf::from);
-    let redis = screenlimit_bench::procs::RedisProc::start_with_module(module.as_deref())
+    let redis = screenlimit_bench::procs::RedisProc::start_with(module.as_deref(), &[])
         .expect("a throwaway redis-server");
     let url = redis.url();
     let mut paths = vec![false];
