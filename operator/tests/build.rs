@@ -359,6 +359,23 @@ fn a_plan_change_reaches_the_pods_live_and_a_store_change_rolls_them() {
     assert_eq!(rolled.config_revision, live.config_revision);
 }
 
+/// The limiter takes a new `store.renewal_window` from its mounted file without a restart.
+#[test]
+fn a_renewal_window_change_reaches_the_pods_live() {
+    let mut sl = fixture("managed.yaml");
+    let before = build(&sl).unwrap();
+    sl.spec.limiter.renewal_window_millis = 50;
+    let live = build(&sl).unwrap();
+    assert_eq!(live.config_hash, before.config_hash);
+    assert_eq!(pod_annotation(&live), pod_annotation(&before));
+    assert_ne!(live.config_revision, before.config_revision);
+    assert!(
+        limiter_yaml(&live).contains("renewal_window: 50ms"),
+        "{}",
+        limiter_yaml(&live)
+    );
+}
+
 #[test]
 fn a_resource_without_uid_cannot_be_built() {
     let mut sl = fixture("managed.yaml");

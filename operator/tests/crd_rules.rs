@@ -185,6 +185,111 @@ fn each_row_is_refused_with_its_message_and_admitted_without() {
     }
 }
 
+/// The renewal window's rule reads lease timing, store deadline and window from three parts of
+/// the spec; where one is absent it counts the part's default, as the limiter would. The API
+/// server fills the defaults in before a rule runs, so this holds the rule to the operator's
+/// defaults on the spec's schema stripped of them (and of every other rule).
+#[test]
+fn the_renewal_window_rule_counts_what_is_absent_at_its_default() {
+    use screenlimit_operator::crd::{FailurePolicySpec, LeaseSpec, LimiterSpec};
+    use serde_json::json;
+
+    fn strip(node: &mut Value) {
+        match node {
+            Value::Object(map) => {
+                map.remove("default");
+                map.remove("x-kubernetes-validations");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let message = "limiter.renewalWindowMillis plus failurePolicy.storeTimeoutMillis must be at most half of lease.ttlSeconds - lease.heartbeatIntervalSeconds (in milliseconds), so no lease ends while its renewal waits";
+    let validator = Validator::new();
+    for copy in COPIES {
+        let mut spec = schema_of(copy)["properties"]["spec"].clone();
+        let rule = spec["x-kubernetes-validations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["message"] == message)
+            .unwrap_or_else(|| panic!("{copy}: no rule says {message:?}"))
+            .clone();
+        strip(&mut spec);
+        spec["x-kubernetes-validations"] = json!([rule]);
+        let judge = |object: &Value| -> Result<(), Vec<(ErrorKind, String)>> {
+            validator.validate(&spec, object, None).map_err(|errors| {
+                errors
+                    .iter()
+                    .map(|e| (e.kind.clone(), e.message.clone()))
+                    .collect()
+            })
+        };
+        let check = |object: Value, admitted: bool| {
+            let judged = judge(&object);
+            if admitted {
+                assert_eq!(judged, Ok(()), "{copy}: {object}");
+            } else {
+                assert_eq!(
+                    judged,
+                    Err(vec![(ErrorKind::ValidationFailure, message.to_owned())]),
+                    "{copy}: {object}"
+                );
+            }
+        };
+
+        let window = i64::from(LimiterSpec::default().renewal_window_millis);
+        let timeout = i64::from(FailurePolicySpec::default().store_timeout_millis);
+        let lease = LeaseSpec::default();
+        let spare = i64::from(lease.ttl_seconds - lease.heartbeat_interval_seconds) * 1000;
+        // One second to spare after the heartbeat: window + deadline at most 500 ms.
+        let short = json!({"heartbeatIntervalSeconds": 1, "ttlSeconds": 2});
+
+        for limiter in [None, Some(json!({}))] {
+            for (t, admitted) in [(500 - window, true), (501 - window, false)] {
+                let mut object =
+                    json!({"lease": short, "failurePolicy": {"storeTimeoutMillis": t}});
+                if let Some(limiter) = &limiter {
+                    object["limiter"] = limiter.clone();
+                }
+                check(object, admitted);
+            }
+        }
+        for policy in [None, Some(json!({}))] {
+            for (w, admitted) in [(500 - timeout, true), (501 - timeout, false)] {
+                let mut object = json!({"lease": short, "limiter": {"renewalWindowMillis": w}});
+                if let Some(policy) = &policy {
+                    object["failurePolicy"] = policy.clone();
+                }
+                check(object, admitted);
+            }
+        }
+        // The lease's defaults leave more than the bounds of window and deadline could use; the
+        // rule alone (bounds aside) still counts them.
+        let half = spare / 2;
+        for lease in [
+            None,
+            Some(json!({})),
+            Some(json!({"heartbeatIntervalSeconds": lease.heartbeat_interval_seconds})),
+            Some(json!({"ttlSeconds": lease.ttl_seconds})),
+        ] {
+            for (t, admitted) in [(half - 1_000, true), (half - 999, false)] {
+                let mut object = json!({
+                    "limiter": {"renewalWindowMillis": 1_000},
+                    "failurePolicy": {"storeTimeoutMillis": t}
+                });
+                if let Some(lease) = &lease {
+                    object["lease"] = lease.clone();
+                }
+                check(object, admitted);
+            }
+        }
+        // With nothing given, the defaults fit.
+        check(json!({}), true);
+    }
+}
+
 /// What an expression of a rule stands for in the schema.
 #[derive(Clone, Copy)]
 enum Bound<'a> {

@@ -280,6 +280,11 @@ fn limiter_http_bounds_are_in_the_schema() {
     assert_eq!(http["maxInFlight"]["default"], 4096);
     assert_eq!(http["maxHeaderBytes"]["minimum"], 1024.0);
     assert_eq!(http["idleTimeoutSeconds"]["default"], 75);
+    let limiter = &s["properties"]["spec"]["properties"]["limiter"]["properties"];
+    let renewal = &limiter["renewalWindowMillis"];
+    assert_eq!(renewal["minimum"], 0.0);
+    assert_eq!(renewal["maximum"], 1000.0);
+    assert_eq!(renewal["default"], 20);
 }
 
 /// A postgres plan source without `secretRef` does not even parse: the schema requires it (the

@@ -111,6 +111,7 @@ fn the_file_has_exactly_the_expected_keys() {
             "redis_shards",
             "timeout",
             "batch_window",
+            "renewal_window",
             "circuit_probe_interval",
             "circuit_failure_threshold"
         ]
@@ -120,6 +121,7 @@ fn the_file_has_exactly_the_expected_keys() {
     assert_eq!(config.failure_policy, FailurePolicy::LocalCap);
     assert_eq!(config.store.timeout, Duration::from_millis(40));
     assert_eq!(config.store.batch_window, Duration::ZERO);
+    assert_eq!(config.store.renewal_window, Duration::from_millis(20));
 }
 
 #[test]
@@ -300,6 +302,58 @@ fn the_batch_window_reaches_the_limiter_in_microseconds() {
     let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     config.validate().unwrap();
     assert_eq!(config.store.batch_window, Duration::from_micros(750));
+}
+
+#[test]
+fn the_renewal_window_reaches_the_limiter_in_milliseconds() {
+    use screenlimit_limiter::config::DEFAULT_RENEWAL_WINDOW;
+    let config_of = |sl: &screenlimit_operator::crd::StreamLimiter| {
+        let text = build(sl).unwrap().limiter_config;
+        let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        (config, text)
+    };
+    let mut sl = fixture("managed.yaml");
+    let (config, _) = config_of(&sl);
+    config.validate().unwrap();
+    assert_eq!(
+        config.store.renewal_window, DEFAULT_RENEWAL_WINDOW,
+        "the spec's default is the limiter's"
+    );
+    sl.spec.limiter.renewal_window_millis = 150;
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap();
+    assert!(text.contains("renewal_window: 150ms"), "{text}");
+    assert_eq!(config.store.renewal_window, Duration::from_millis(150));
+    sl.spec.limiter.renewal_window_millis = 0;
+    let (config, _) = config_of(&sl);
+    config.validate().unwrap();
+    assert_eq!(config.store.renewal_window, Duration::ZERO);
+    // At the edge the operator's rule and the limiter's agree: one second to spare after the
+    // heartbeat holds a window of 475 ms with the 25 ms deadline, twice, and not 476 ms.
+    sl.spec.lease.heartbeat_interval_seconds = 1;
+    sl.spec.lease.ttl_seconds = 2;
+    sl.spec.failure_policy.store_timeout_millis = 25;
+    for (window, fits) in [(475, true), (476, false), (1_000, false)] {
+        sl.spec.limiter.renewal_window_millis = window;
+        let (config, text) = config_of(&sl);
+        assert_eq!(
+            config.validate().is_ok(),
+            fits,
+            "the limiter, {window} ms:\n{text}"
+        );
+        let operator = screenlimit_operator::validate::validate(&sl);
+        assert_eq!(
+            operator.is_ok(),
+            fits,
+            "the operator, {window} ms: {operator:?}"
+        );
+    }
+    // And at the range's end.
+    let mut sl = fixture("managed.yaml");
+    sl.spec.limiter.renewal_window_millis = 1_000;
+    let (config, _) = config_of(&sl);
+    config.validate().unwrap();
+    assert_eq!(config.store.renewal_window, Duration::from_secs(1));
 }
 
 /// Managed Redis: the limiter logs in as its ACL user with the password file from the

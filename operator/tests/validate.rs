@@ -138,6 +138,48 @@ fn a_batch_window_longer_than_half_the_store_deadline_is_refused() {
 }
 
 #[test]
+fn a_renewal_window_that_does_not_fit_the_leases_spare_time_is_refused() {
+    let mut sl = fixture("managed.yaml");
+    assert_eq!(sl.spec.limiter.renewal_window_millis, 20, "the default");
+    // One second to spare after the heartbeat: window + 25 ms deadline at most 500 ms.
+    sl.spec.lease.heartbeat_interval_seconds = 1;
+    sl.spec.lease.ttl_seconds = 2;
+    sl.spec.failure_policy.store_timeout_millis = 25;
+    sl.spec.limiter.renewal_window_millis = 475;
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new(), "exactly half");
+    sl.spec.limiter.renewal_window_millis = 476;
+    let errors = validate(&sl).unwrap_err();
+    assert_eq!(
+        errors[..]
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "spec.limiter.renewalWindowMillis: 476 ms, with failurePolicy.storeTimeoutMillis (25 ms), \
+             must be at most half of lease.ttlSeconds - lease.heartbeatIntervalSeconds (1000 ms): a \
+             renewal that waits longer risks its lease"
+        ]
+    );
+    // The store deadline counts as much as the window.
+    sl.spec.limiter.renewal_window_millis = 0;
+    sl.spec.failure_policy.store_timeout_millis = 501;
+    assert_eq!(fields(validate(&sl)), ["spec.limiter.renewalWindowMillis"]);
+    sl.spec.failure_policy.store_timeout_millis = 500;
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new(), "0: no window");
+    // Out of range, whatever the lease.
+    let mut sl = fixture("managed.yaml");
+    for window in [-1, 1_001] {
+        sl.spec.limiter.renewal_window_millis = window;
+        assert_eq!(fields(validate(&sl)), ["spec.limiter.renewalWindowMillis"]);
+    }
+    sl.spec.limiter.renewal_window_millis = 1_000;
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new());
+    // A lease timing already refused is named once, not again through the window.
+    sl.spec.lease.ttl_seconds = 10;
+    assert_eq!(fields(validate(&sl)), ["spec.lease.ttlSeconds"]);
+}
+
+#[test]
 fn network_peers_need_a_selector() {
     let mut sl = fixture("secure.yaml");
     sl.spec.network_policies.limiter_clients[1].namespace_labels = None;

@@ -61,7 +61,7 @@ struct LimiterConfigFile<'a> {
 
 /// What the limiter changes without a restart when the mounted file changes (its `rules.rs`):
 /// plans with their device caps, the default and fallback plans, the lease timing, the failure
-/// policy. Everything else in the file rolls the pods.
+/// policy, the renewal window. Everything else in the file rolls the pods.
 #[derive(Serialize, Debug)]
 struct LivePart<'a> {
     plans: &'a BTreeMap<&'a str, PlanRule>,
@@ -69,6 +69,7 @@ struct LivePart<'a> {
     lease: &'a Lease,
     failure_policy: &'static str,
     fallback_plan: Option<&'a str>,
+    renewal_window: &'a str,
 }
 
 impl<'a> LimiterConfigFile<'a> {
@@ -79,6 +80,7 @@ impl<'a> LimiterConfigFile<'a> {
             lease: &self.lease,
             failure_policy: self.failure_policy,
             fallback_plan: self.plan_source.fallback_plan,
+            renewal_window: &self.store.renewal_window,
         }
     }
 
@@ -92,6 +94,7 @@ impl<'a> LimiterConfigFile<'a> {
         };
         self.failure_policy = "";
         self.plan_source.fallback_plan = None;
+        self.store.renewal_window = String::new();
         self.revision = None;
         serde_yaml_ng::to_string(&self).expect("the limiter config always serializes")
     }
@@ -238,6 +241,8 @@ struct Store {
     cluster: Option<Cluster>,
     timeout: String,
     batch_window: String,
+    /// Live: part of the revision, not of what rolls the pods.
+    renewal_window: String,
     circuit_probe_interval: &'static str,
     circuit_failure_threshold: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -439,6 +444,7 @@ fn file<'a>(sl: &'a StreamLimiter, names: &Names, namespace: &str) -> LimiterCon
             cluster: cluster(sl),
             timeout: format!("{}ms", spec.failure_policy.store_timeout_millis),
             batch_window: format!("{}us", spec.limiter.batch_window_micros),
+            renewal_window: format!("{}ms", spec.limiter.renewal_window_millis),
             circuit_probe_interval: CIRCUIT_PROBE_INTERVAL,
             circuit_failure_threshold: CIRCUIT_FAILURE_THRESHOLD,
             tls: tls_secret(sl).map(|_| Tls {

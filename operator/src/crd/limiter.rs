@@ -94,6 +94,15 @@ pub struct LimiterSpec {
     #[serde(default)]
     #[schemars(range(min = 0, max = 10000))]
     pub batch_window_micros: i32,
+    /// Milliseconds a limiter pod holds each heartbeat's lease renewal on its shard for company
+    /// before it goes (the renewals of one window go as one call, one `SL.RENEW` with the Redis
+    /// module): a heartbeat's answer waits up to that long, play-starts never wait behind it. 0:
+    /// each renewal goes as it comes. With `failurePolicy.storeTimeoutMillis`, at most half of
+    /// `lease.ttlSeconds - lease.heartbeatIntervalSeconds`. Reaches running pods without a
+    /// restart.
+    #[serde(default = "default_renewal_window")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub renewal_window_millis: i32,
     /// Deadlines on every connection and the bounds of one limiter pod (the limiter's `http`
     /// config). Beyond `maxInFlight` a pod sheds requests at once by the failure policy.
     #[serde(default)]
@@ -242,6 +251,7 @@ impl Default for LimiterSpec {
             player_auth: None,
             cors: None,
             batch_window_micros: 0,
+            renewal_window_millis: default_renewal_window(),
             http: LimiterHttpSpec::default(),
             autoscaling: None,
         }
@@ -330,6 +340,10 @@ fn default_target_cpu() -> i32 {
 }
 fn default_store_timeout() -> i32 {
     25
+}
+/// The limiter's own default (`store.renewal_window`, 20 ms).
+fn default_renewal_window() -> i32 {
+    20
 }
 fn default_limiter_image() -> String {
     concat!("ghcr.io/screenlimit/limiter:", env!("CARGO_PKG_VERSION")).into()
