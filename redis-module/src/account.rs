@@ -2,16 +2,15 @@
 //! the fast-path helpers (`fast.lua`) do: the same steps in the same order, so that both paths
 //! leave the same bytes and expiry times behind.
 
-use redis_module::RedisString;
-
+use crate::args::Arg;
 use crate::error::Error;
-use crate::keys::Keys;
-use crate::layout::{Header, LIVE, RecordAt, key_life, lease_key, u48};
+use crate::keys::{Keys, Name, Open};
+use crate::layout::{Header, LEASE_KEY_NONCE_BYTES, LIVE, RecordAt, key_life, u48};
 
 /// One account during a command: its key, the keyspace, and the times in force.
 pub struct Account<'a> {
     pub keys: &'a Keys,
-    pub key: &'a RedisString,
+    pub key: &'a Arg,
     pub now: i64,
     pub ttl: i64,
     /// How long a tombstone is remembered (2 TTLs).
@@ -41,21 +40,86 @@ pub enum Edit {
     With(Vec<u8>),
 }
 
-/// The version-2 account read with its life extended (`read_extending`).
-pub enum Extended {
-    None,
+/// The account key read by the fast paths (`read_extending`): open once for the command.
+pub enum Extended<'a> {
+    /// No key: open, to be written.
+    None(Open<'a>),
     /// Not version 2: the fast paths leave it to the general code.
-    OtherVersion,
+    OtherVersion(Extending<'a>),
     V2 {
-        v: Vec<u8>,
+        key: Extending<'a>,
         first: usize,
         override_left: i64,
     },
 }
 
-impl Account<'_> {
-    fn lease_name(&self, nonce: &[u8]) -> RedisString {
-        self.keys.name(&lease_key(self.key.as_slice(), nonce))
+/// The account key, read, and the life the read gives it (`read_extending`: `GETEX … PX`, then
+/// `PEXPIRE` when an override outlasts that life). The new expiry is applied once: by `keep`,
+/// or with the key's new value (`rewrite`), whose `SET … PXAT` carries it, or, on any other way
+/// out (an error on a garbled value), when this is dropped, as the script's `GETEX` stays
+/// applied whatever follows it.
+pub struct Extending<'a> {
+    key: Open<'a>,
+    /// The key's expiry once read.
+    pub at: i64,
+    applied: bool,
+}
+
+impl Drop for Extending<'_> {
+    fn drop(&mut self) {
+        if !self.applied {
+            // Replicated only if applied; a refusal (the key exists, open to write: none
+            // expected) leaves the key and its replicas as they were.
+            let _ = self.key.set_expire(self.at);
+        }
+    }
+}
+
+impl Extending<'_> {
+    /// The value as stored (Redis's memory, read in place).
+    pub fn value(&self) -> &[u8] {
+        // The key exists and holds a string: checked when it was read.
+        self.key.bytes().ok().flatten().unwrap_or(&[])
+    }
+
+    /// Applies the new expiry alone (the key's value unchanged).
+    pub fn keep(mut self) -> Result<(), Error> {
+        self.applied = true;
+        self.key.set_expire(self.at)
+    }
+
+    /// Stores `value` with the new expiry (`SET … KEEPTTL` after the read's extension).
+    pub fn rewrite(mut self, value: &Name) -> Result<(), Error> {
+        self.applied = true;
+        self.key.set(value, Some(self.at))
+    }
+
+    /// Overwrites bytes of the value in place and applies the new expiry, replicated as one
+    /// `SET … PXAT` of the whole new value (`SETRANGE` after the read's extension).
+    pub fn patch(mut self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
+        self.applied = true;
+        // The new expiry first: if the server refused it, nothing changed yet (and nothing
+        // is replicated); a refused patch leaves the expiry applied and held for replication.
+        self.key.set_expire(self.at)?;
+        self.key.patch(offset, bytes)?;
+        self.key.replicate_value(self.at)
+    }
+}
+
+impl<'a> Account<'a> {
+    /// The lease key of a nonce (`lease_key`): the account key and the nonce's first 8 bytes.
+    pub fn lease_name(&self, nonce: &[u8]) -> Name {
+        let key = self.key.as_slice();
+        let nonce = &nonce[..LEASE_KEY_NONCE_BYTES.min(nonce.len())];
+        let mut buffer = [0u8; 128];
+        match buffer.get_mut(..key.len() + nonce.len()) {
+            Some(name) => {
+                name[..key.len()].copy_from_slice(key);
+                name[key.len()..].copy_from_slice(nonce);
+                self.keys.string(name)
+            }
+            None => self.keys.string(&[key, nonce].concat()),
+        }
     }
 
     /// A live record's end as its lease key says (`lease_end`).
@@ -65,9 +129,9 @@ impl Account<'_> {
 
     /// Starts the lease's life to end at `ends`; its value, until when the account key lives.
     pub fn start_lease(&self, nonce: &[u8], ends: i64) -> Result<(), Error> {
-        let until = (self.now + key_life(self.keep)).to_string();
-        self.keys
-            .set(&self.lease_name(nonce), until.as_bytes(), Some(ends))
+        let until = self.keys.number(self.now + key_life(self.keep));
+        let name = self.lease_name(nonce);
+        self.keys.open(&name, true).set(&until, Some(ends))
     }
 
     /// Ends the lease of a live record (a stop, a revocation, a replacement).
@@ -143,22 +207,30 @@ impl Account<'_> {
     }
 
     /// The account read and extended to its life (`read_extending` in fast.lua); an override
-    /// that outlasts that life keeps its own.
-    pub fn read_extending(&self) -> Result<Extended, Error> {
+    /// that outlasts that life keeps its own. The key stays open (to write) for the caller.
+    pub fn read_extending(&self) -> Result<Extended<'a>, Error> {
         let life = key_life(self.keep);
-        let Some(v) = self.keys.get_extending(self.key, self.now + life)? else {
-            return Ok(Extended::None);
+        let key = self.keys.open(self.key, true);
+        let version = match key.bytes()? {
+            None => return Ok(Extended::None(key)),
+            Some(v) => v.first().copied(),
         };
-        if v.first() != Some(&2) {
-            return Ok(Extended::OtherVersion);
+        let mut key = Extending {
+            key,
+            at: self.now + life,
+            applied: false,
+        };
+        if version != Some(2) {
+            return Ok(Extended::OtherVersion(key));
         }
-        let o = 4 + crate::layout::byte(&v, 2)? as usize;
-        let override_left = u48(&v, o)? - self.now;
+        let v = key.value();
+        let o = 4 + crate::layout::byte(v, 2)? as usize;
+        let override_left = u48(v, o)? - self.now;
         if override_left > life {
-            self.keys.expire_at(self.key, self.now + override_left)?;
+            key.at = self.now + override_left;
         }
         Ok(Extended::V2 {
-            v,
+            key,
             first: o + 6,
             override_left,
         })

@@ -5,17 +5,17 @@
 //! Answers {1, limit, active, expires, plan, plan limit} or
 //! {0, limit, rule, cap, plan, plan limit, active raw records...}.
 
-use redis_module::{RedisString, RedisValue};
+use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, Extended, Scan, find_device};
-use crate::args::Args;
+use crate::args::{Arg, Args};
 use crate::error::Error;
 use crate::keys::Keys;
 use crate::layout::{
     Header, LIVE, REVOKED, RecordAt, byte, cap_of, caps_of, key_life, kind_of_details, new_record,
     push_u48, slice, u48,
 };
-use crate::reply::{int, text};
+use crate::reply::{self, Item, int, text};
 
 struct Play<'a> {
     plan: &'a [u8],
@@ -32,7 +32,7 @@ struct Play<'a> {
     kind: u8,
 }
 
-pub fn acquire(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+pub fn acquire(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     let args = Args::new(all, 14)?;
     let details = args.details(9, "details")?;
     let play = Play {
@@ -65,29 +65,43 @@ pub fn acquire(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
     general(&account, &play)
 }
 
-/// The new record of this play, ending at `ends`.
-fn record(account: &Account, play: &Play, ends: i64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(45 + play.device.len() + play.details.len());
+/// Appends the new record of this play, ending at `ends`.
+fn push_record(out: &mut Vec<u8>, account: &Account, play: &Play, ends: i64) {
     new_record(
-        &mut out,
+        out,
         ends,
         account.now,
         play.nonce,
         play.device,
         play.details,
     );
-    out
 }
 
-fn granted(limit: i64, active: i64, ends: i64, plan: &[u8], plan_limit: i64) -> RedisValue {
-    RedisValue::Array(vec![
-        int(1),
-        int(limit),
-        int(active),
-        int(ends),
-        text(plan),
-        int(plan_limit),
-    ])
+/// The new record's length.
+fn record_len(play: &Play) -> usize {
+    30 + play.device.len() + play.details.len()
+}
+
+/// The answer of a granted play, replied at once: the play's last step.
+fn granted(
+    keys: &Keys,
+    limit: i64,
+    active: i64,
+    ends: i64,
+    plan: &[u8],
+    plan_limit: i64,
+) -> RedisValue {
+    reply::now(
+        keys,
+        &[
+            Item::Int(1),
+            Item::Int(limit),
+            Item::Int(active),
+            Item::Int(ends),
+            Item::Bulk(plan),
+            Item::Int(plan_limit),
+        ],
+    )
 }
 
 /// A new account, or a version-2 one whose plan is unchanged, with no take-over; `None` where
@@ -95,8 +109,8 @@ fn granted(limit: i64, active: i64, ends: i64, plan: &[u8], plan_limit: i64) -> 
 fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
     let (now, ttl) = (account.now, account.ttl);
     let ends = now + ttl;
-    let (v, first, override_left) = match account.read_extending()? {
-        Extended::None => {
+    let (key, first, override_left) = match account.read_extending()? {
+        Extended::None(mut key) => {
             let (plan, limit) = match play.plan.is_empty() {
                 true => (play.default_plan, play.default_limit),
                 false => (play.plan, play.limit),
@@ -105,31 +119,36 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
                 return Ok(None);
             }
             let h = Header::fresh(plan, limit);
-            let mut value = Vec::with_capacity(64);
+            let mut value = Vec::with_capacity(13 + plan.len() + record_len(play));
             h.write(&mut value);
-            value.extend_from_slice(&record(account, play, ends));
-            account
-                .keys
-                .set(account.key, &value, Some(now + key_life(account.keep)))?;
+            push_record(&mut value, account, play, ends);
+            let value = account.keys.string(&value);
+            key.set(&value, Some(now + key_life(account.keep)))?;
+            drop(key);
             account.start_lease(play.nonce, ends)?;
-            return Ok(Some(granted(limit, 1, ends, plan, limit)));
+            return Ok(Some(granted(account.keys, limit, 1, ends, plan, limit)));
         }
-        Extended::OtherVersion => return Ok(None),
+        Extended::OtherVersion(key) => {
+            key.keep()?;
+            return Ok(None);
+        }
         Extended::V2 {
-            v,
+            key,
             first,
             override_left,
-        } => (v, first, override_left),
+        } => (key, first, override_left),
     };
-    let plan_limit = i64::from(byte(&v, 1)?);
-    let plan_len = byte(&v, 2)? as usize;
-    let plan_name = slice(&v, 3, 3 + plan_len)?;
+    let v = key.value();
+    let plan_limit = i64::from(byte(v, 1)?);
+    let plan_len = byte(v, 2)? as usize;
+    let plan_name = slice(v, 3, 3 + plan_len)?;
     let same_plan = play.plan.is_empty() || (plan_name == play.plan && plan_limit == play.limit);
     if !play.replace_device.is_empty() || !same_plan {
+        key.keep()?;
         return Ok(None);
     }
     let limit = match override_left > 0 {
-        true => i64::from(byte(&v, first - 7)?),
+        true => i64::from(byte(v, first - 7)?),
         false => plan_limit,
     };
     let caps = match play.plan.is_empty() {
@@ -142,20 +161,20 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
     let (mut active, mut same_kind, mut own, mut stale) = (0, 0, None::<RecordAt>, false);
     let mut p = first;
     while p < v.len() {
-        let at = RecordAt::read(&v, p)?;
-        let state = at.state(&v);
-        let mut rec_ends = u48(&v, p + 1)?;
-        let mine = at.device(&v) == play.device;
+        let at = RecordAt::read(v, p)?;
+        let state = at.state(v);
+        let mut rec_ends = u48(v, p + 1)?;
+        let mine = at.device(v) == play.device;
         if mine {
             own = Some(at);
         } else if state == LIVE {
             if rec_ends <= now {
-                rec_ends = account.lease_end(at.nonce(&v), rec_ends);
+                rec_ends = account.lease_end(at.nonce(v), rec_ends);
             }
             stale |= rec_ends + ttl <= now;
             if rec_ends > now {
                 active += 1;
-                if cap > 0 && at.kind(&v) == play.kind {
+                if cap > 0 && at.kind(v) == play.kind {
                     same_kind += 1;
                 }
             }
@@ -165,21 +184,24 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
         p = at.stop;
     }
     if let Some(rule) = rule(active, limit, same_kind, cap, play.kind) {
-        let mut out = vec![
+        // The answer's 6 numbers, then the active records (as many as the limit, mostly).
+        let mut out = Vec::with_capacity(6 + limit.clamp(0, 16) as usize);
+        out.extend([
             int(0),
             int(limit),
             int(rule),
             int(cap),
             text(plan_name),
             int(plan_limit),
-        ];
+        ]);
         let mut p = first;
         while p < v.len() {
-            let at = RecordAt::read(&v, p)?;
-            if own.is_none_or(|own| own.start != p) && at.state(&v) == LIVE {
-                let rec_ends = account.lease_end(at.nonce(&v), at.ends(&v));
+            let at = RecordAt::read(v, p)?;
+            if own.is_none_or(|own| own.start != p) && at.state(v) == LIVE {
+                let rec_ends = account.lease_end(at.nonce(v), at.ends(v));
                 if rec_ends > now {
-                    let mut raw = vec![LIVE];
+                    let mut raw = Vec::with_capacity(at.stop - p);
+                    raw.push(LIVE);
                     push_u48(&mut raw, rec_ends);
                     raw.extend_from_slice(&v[p + 7..at.stop]);
                     out.push(RedisValue::StringBuffer(raw));
@@ -187,31 +209,41 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
             }
             p = at.stop;
         }
+        key.keep()?;
         return Ok(Some(RedisValue::Array(out)));
     }
     if stale {
+        key.keep()?;
         return Ok(None);
     }
-    let mut value = Vec::with_capacity(v.len() + 64);
+    let mut value = Vec::with_capacity(v.len() + record_len(play));
     match own {
         Some(own) => {
-            // One device, one slot: its earlier lease goes, and with it that lease's key.
-            if own.state(&v) == LIVE {
-                account.del_lease(own.nonce(&v))?;
-            }
             value.extend_from_slice(&v[..own.start]);
             value.extend_from_slice(&v[own.stop..]);
         }
-        None => value.extend_from_slice(&v),
+        None => value.extend_from_slice(v),
     }
-    value.extend_from_slice(&record(account, play, ends));
-    account.keys.set(account.key, &value, None)?;
+    push_record(&mut value, account, play, ends);
+    // The plan's name for the answer, read before the value is replaced (255 bytes at most).
+    let mut plan = [0u8; 255];
+    let plan = &mut plan[..plan_name.len()];
+    plan.copy_from_slice(plan_name);
+    // One device, one slot: its earlier lease goes, and with it that lease's key (another key
+    // than the account's: its value, read in place, is not touched).
+    if let Some(own) = own
+        && own.state(v) == LIVE
+    {
+        account.del_lease(own.nonce(v))?;
+    }
+    key.rewrite(&account.keys.string(&value))?;
     account.start_lease(play.nonce, ends)?;
     Ok(Some(granted(
+        account.keys,
         limit,
         active + 1,
         ends,
-        plan_name,
+        plan,
         plan_limit,
     )))
 }
@@ -297,8 +329,16 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
     if let Some(target) = target {
         account.end_lease(v, &recs[target])?;
     }
-    let new = record(account, play, ends);
+    let mut new = Vec::with_capacity(record_len(play));
+    push_record(&mut new, account, play, ends);
     account.save(scan.as_ref(), &h, &edits, Some(&new))?;
     account.start_lease(play.nonce, ends)?;
-    Ok(granted(limit, active + 1, ends, &h.plan, h.limit))
+    Ok(granted(
+        account.keys,
+        limit,
+        active + 1,
+        ends,
+        &h.plan,
+        h.limit,
+    ))
 }

@@ -3,20 +3,19 @@
 //! layout (a device name over 255 bytes, a limit over 255, a nonce not 16 bytes, details that
 //! are not length-prefixed) is refused, so junk never reaches an account value.
 
-use redis_module::RedisString;
-
 use crate::error::Error;
+pub use crate::keys::Arg;
 use crate::layout::NONCE_LEN;
 
 /// The arguments after the command name, with exactly `n` expected.
-pub struct Args<'a>(&'a [RedisString]);
+pub struct Args<'a>(&'a [Arg]);
 
 /// The longest a time argument (a TTL, a duration) may be: about 3 years in ms; keeps every sum
 /// of times inside 48 bits and far from overflow.
 const MAX_MS: i64 = 100_000_000_000;
 
 impl<'a> Args<'a> {
-    pub fn new(all: &'a [RedisString], n: usize) -> Result<Args<'a>, Error> {
+    pub fn new(all: &'a [Arg], n: usize) -> Result<Args<'a>, Error> {
         match all.len() == n + 1 {
             true => Ok(Args(&all[1..])),
             false => Err(Error::Arity),
@@ -24,7 +23,7 @@ impl<'a> Args<'a> {
     }
 
     /// A command that takes a list: at least `n` arguments after its name.
-    pub fn at_least(all: &'a [RedisString], n: usize) -> Result<Args<'a>, Error> {
+    pub fn at_least(all: &'a [Arg], n: usize) -> Result<Args<'a>, Error> {
         match all.len() > n {
             true => Ok(Args(&all[1..])),
             false => Err(Error::Arity),
@@ -36,7 +35,7 @@ impl<'a> Args<'a> {
         self.0.len()
     }
 
-    pub fn key(&self, i: usize) -> &'a RedisString {
+    pub fn key(&self, i: usize) -> &'a Arg {
         &self.0[i]
     }
 
@@ -46,9 +45,7 @@ impl<'a> Args<'a> {
 
     /// A decimal integer in `min..=max`.
     fn int(&self, i: usize, name: &'static str, min: i64, max: i64) -> Result<i64, Error> {
-        std::str::from_utf8(self.bytes(i))
-            .ok()
-            .and_then(|text| text.parse::<i64>().ok())
+        decimal(self.bytes(i))
             .filter(|n| (min..=max).contains(n))
             .ok_or(Error::Arg(name))
     }
@@ -115,4 +112,26 @@ impl<'a> Args<'a> {
             _ => Err(Error::Arg(name)),
         }
     }
+}
+
+/// A decimal integer as Rust's `i64` parsing reads it (an optional `+` or `-`, then digits and
+/// nothing else), without its UTF-8 check and error values; `None` also past 2^62, far beyond
+/// every argument's range.
+pub fn decimal(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() || n > (1 << 62) / 10 {
+            return None;
+        }
+        n = n * 10 + i64::from(b - b'0');
+    }
+    Some(if negative { -n } else { n })
 }

@@ -2,8 +2,7 @@
 //! fields and values; the limiter reads them with serde, so field order and escapes may differ),
 //! pushed onto the account's audit list as `push_audit` in `common.lua` does.
 
-use redis_module::RedisString;
-
+use crate::args::Arg;
 use crate::error::Error;
 use crate::keys::Keys;
 
@@ -58,7 +57,7 @@ impl Entry {
 /// type is refused up front (the script would fail after its account write). Nothing the
 /// command writes before the push can change its type: the list is another key than the
 /// account's and its lease keys (`names.rs`).
-pub fn check_list(keys: &Keys, list: &RedisString) -> Result<(), Error> {
+pub fn check_list(keys: &Keys, list: &Arg) -> Result<(), Error> {
     match keys.is_list_or_empty(list) {
         true => Ok(()),
         false => Err(Error::WrongType),
@@ -70,7 +69,7 @@ pub fn check_list(keys: &Keys, list: &RedisString) -> Result<(), Error> {
 /// entry answered that no list holds.
 pub fn push(
     keys: &Keys,
-    list: &RedisString,
+    list: &Arg,
     entry: &[u8],
     per_account: i64,
     until: i64,

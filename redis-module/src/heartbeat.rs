@@ -5,16 +5,16 @@
 //! SL.HEARTBEAT key ttl keep plan limit device nonce
 //! Answers {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked.
 
-use redis_module::{RedisString, RedisValue};
+use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, active_count, find_device};
-use crate::args::Args;
+use crate::args::{Arg, Args};
 use crate::error::Error;
 use crate::keys::Keys;
-use crate::layout::{Header, LIVE, RELEASED, REVOKED, key_life, lease_key, new_record};
+use crate::layout::{Header, LIVE, RELEASED, REVOKED, key_life, new_record};
 use crate::reply::int;
 
-pub fn heartbeat(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     let args = Args::new(all, 7)?;
     let (plan, limit) = (args.short(3, "plan")?, args.small(4, "limit")?);
     let (device, nonce) = (args.short(5, "device")?, args.nonce(6, "nonce")?);
@@ -86,13 +86,13 @@ pub fn heartbeat(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> 
 /// or the account key is gone: the full heartbeat decides.
 fn renew(account: &Account, nonce: &[u8]) -> Result<bool, Error> {
     let keys = account.keys;
-    let lease = keys.name(&lease_key(account.key.as_slice(), nonce));
-    let Some(value) = keys.get_extending(&lease, account.now + account.ttl)? else {
-        return Ok(false);
+    let name = account.lease_name(nonce);
+    let mut lease = keys.open(&name, true);
+    let account_until = match lease.bytes()? {
+        None => return Ok(false),
+        Some(value) => unsigned(value),
     };
-    let account_until = std::str::from_utf8(&value)
-        .ok()
-        .and_then(|text| text.parse::<u64>().ok());
+    lease.set_expire(account.now + account.ttl)?;
     let soon = account.now + 2 * account.ttl;
     if account_until.is_some_and(|until| until >= soon as u64) {
         return Ok(true);
@@ -106,6 +106,21 @@ fn renew(account: &Account, nonce: &[u8]) -> Result<bool, Error> {
     if account_until < 0 {
         return Ok(false);
     }
-    keys.set(&lease, account_until.to_string().as_bytes(), None)?;
+    lease.set(&keys.number(account_until), None)?;
     Ok(true)
+}
+
+/// The lease key's value as a `u64`, as Rust's parsing reads it (an optional `+`, then digits
+/// and nothing else; `None` past `u64::MAX`), read in place without a copy or a UTF-8 check.
+fn unsigned(text: &[u8]) -> Option<u64> {
+    let digits = text.strip_prefix(b"+").unwrap_or(text);
+    if digits.is_empty() {
+        return None;
+    }
+    digits
+        .iter()
+        .try_fold(0u64, |n, &b| match b.is_ascii_digit() {
+            true => n.checked_mul(10)?.checked_add(u64::from(b - b'0')),
+            false => None,
+        })
 }

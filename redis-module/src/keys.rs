@@ -1,22 +1,26 @@
 //! The keys a command works on, through the module key API (open, string DMA, expiry), never
 //! by calling Redis commands. Each write is replicated as its effect with an absolute time
-//! (`SET … PXAT`, `PEXPIREAT`, `SETRANGE`, `DEL`; a batch's renewals as one `EVAL` of a
-//! `PEXPIREAT` loop), so a replica or the AOF replays the result, not the command with its own
-//! clock; Redis wraps one command's effects in `MULTI`/`EXEC`.
+//! (`SET … PXAT`, `PEXPIREAT`, `DEL`, `LPUSH`, `LTRIM`; a value patched in place as a `SET … PXAT`
+//! of the whole new value; a batch's renewals as one `EVAL` of a `PEXPIREAT` loop), so a replica
+//! or the AOF replays the result, not the command with its own clock; Redis wraps one command's
+//! effects in `MULTI`/`EXEC`.
 //! Each replicated effect costs Redis more than the key work itself (`RM_Replicate` looks its
-//! command up by name), so a key's new expiry is held back until the command ends (`flush`):
-//! a later `SET … PXAT` (or `DEL`) of the same key carries it, one effect instead of two.
+//! command up by name and makes an object of each argument), so a key's new expiry is held back
+//! until the command ends (`flush`): a later `SET … PXAT` (or `DEL`) of the same key carries it,
+//! one effect instead of two. The arguments go as the strings the command already has where it
+//! can (its key, a value it stored), not copies.
 //!
 //! Every write is checked: an effect is replicated only after the key API applied it, so a
 //! replica (or the AOF) never gets an effect it would refuse; a refused write is an error reply.
 //!
 //! The one place with `unsafe` (with `spec.rs`): every pointer comes from Redis for the running
-//! command.
+//! command. So the command's arguments (`Arg`, read in place) and its reply calls are here too.
 
 use std::cell::RefCell;
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, c_char, c_int, c_long, c_longlong};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
-use redis_module::{RedisString, raw};
+use redis_module::raw;
 
 use crate::error::Error;
 
@@ -41,7 +45,10 @@ pub fn missing() -> Option<&'static str> {
         RedisModule_KeyType,
         RedisModule_StringDMA,
         RedisModule_StringSet,
+        RedisModule_StringPtrLen,
         RedisModule_CreateString,
+        RedisModule_CreateStringFromLongLong,
+        RedisModule_RetainString,
         RedisModule_FreeString,
         RedisModule_DeleteKey,
         RedisModule_GetAbsExpire,
@@ -52,10 +59,51 @@ pub fn missing() -> Option<&'static str> {
         RedisModule_ListPush,
         RedisModule_ListPop,
         RedisModule_ValueLength,
+        RedisModule_CreateCommand,
         RedisModule_GetCommand,
-        RedisModule_SetCommandInfo
+        RedisModule_SetCommandInfo,
+        RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithLongLong,
+        RedisModule_ReplyWithStringBuffer,
+        RedisModule_ReplyWithNull
     );
     None
+}
+
+/// One argument of the running command (its name, a key, a value), as Redis passed it: borrowed
+/// for the command, never retained or freed here; `Name` owns the strings the module creates.
+#[repr(transparent)]
+pub struct Arg(*mut raw::RedisModuleString);
+
+impl Arg {
+    /// The command's arguments as Redis passes them (`argv`, `argc`): its own strings, alive
+    /// until the command returns. Read in place, not retained and freed one by one.
+    pub fn all<'a>(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> &'a [Arg] {
+        match argv.is_null() || argc <= 0 {
+            true => &[],
+            // `Arg` is a transparent wrapper of the pointer.
+            false => unsafe { std::slice::from_raw_parts(argv.cast::<Arg>(), argc as usize) },
+        }
+    }
+
+    /// A string the module created; freed by its owner (`Name`).
+    fn from_raw(inner: *mut raw::RedisModuleString) -> Arg {
+        Arg(inner)
+    }
+
+    pub fn inner(&self) -> *mut raw::RedisModuleString {
+        self.0
+    }
+
+    /// The bytes (`RedisModule_StringPtrLen`).
+    pub fn as_slice(&self) -> &[u8] {
+        let mut len = 0usize;
+        let at: *const c_char = unsafe { api!(RedisModule_StringPtrLen)(self.0, &mut len) };
+        match at.is_null() {
+            true => &[],
+            false => unsafe { std::slice::from_raw_parts(at.cast::<u8>(), len) },
+        }
+    }
 }
 
 /// Whether a key API call did what it was asked.
@@ -70,13 +118,61 @@ const NO_EXPIRY: i64 = -1;
 pub struct Keys {
     ctx: *mut raw::RedisModuleCtx,
     /// Expiries set but not yet replicated, by key (`flush` at the end of the command).
-    held: RefCell<Vec<Held>>,
+    held: RefCell<HeldSet>,
 }
 
-/// A key's new expiry, not yet replicated.
+/// A key's new expiry, not yet replicated; the name retained until then.
 struct Held {
-    name: Vec<u8>,
+    name: *mut raw::RedisModuleString,
     at: i64,
+}
+
+impl Held {
+    fn is(&self, name: &Arg) -> bool {
+        self.name == name.inner() || Arg::from_raw(self.name).as_slice() == name.as_slice()
+    }
+}
+
+/// The expiries held back: a command holds one or two (its account key, a lease key, an audit
+/// list), kept inline, without an allocation; any more in a `Vec`.
+#[derive(Default)]
+struct HeldSet {
+    inline: [Option<Held>; 4],
+    more: Vec<Held>,
+}
+
+impl HeldSet {
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Held> {
+        self.inline.iter_mut().flatten().chain(self.more.iter_mut())
+    }
+
+    fn push(&mut self, held: Held) {
+        match self.inline.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(held),
+            None => self.more.push(held),
+        }
+    }
+
+    /// Takes out the entries `is_out` names, in order.
+    fn take_where(&mut self, mut is_out: impl FnMut(&Held) -> bool, mut out: impl FnMut(Held)) {
+        for slot in &mut self.inline {
+            if slot.as_ref().is_some_and(&mut is_out)
+                && let Some(held) = slot.take()
+            {
+                out(held);
+            }
+        }
+        if !self.more.is_empty() {
+            let mut kept = Vec::with_capacity(self.more.len());
+            for held in self.more.drain(..) {
+                match is_out(&held) {
+                    true => out(held),
+                    false => kept.push(held),
+                }
+            }
+            self.more = kept;
+        }
+    }
 }
 
 impl Drop for Keys {
@@ -95,33 +191,60 @@ pub enum Renewed {
     Refused,
 }
 
-/// One open key, closed when dropped.
-struct Open(*mut raw::RedisModuleKey);
+/// A string the module made (a lease key's name, a value), freed when dropped.
+pub struct Name {
+    ctx: *mut raw::RedisModuleCtx,
+    arg: Arg,
+}
 
-impl Drop for Open {
+impl std::ops::Deref for Name {
+    type Target = Arg;
+
+    fn deref(&self) -> &Arg {
+        &self.arg
+    }
+}
+
+impl Drop for Name {
     fn drop(&mut self) {
-        if !self.0.is_null() {
-            unsafe { api!(RedisModule_CloseKey)(self.0) };
+        if !self.arg.inner().is_null() {
+            unsafe { api!(RedisModule_FreeString)(self.ctx, self.arg.inner()) };
         }
     }
 }
 
-impl Open {
-    fn kind(&self) -> isize {
-        match self.0.is_null() {
+/// One open key, closed when dropped. The value read through it (`bytes`) is Redis's own
+/// memory: every write takes `&mut self`, so no read outlives the write that could move it.
+pub struct Open<'k> {
+    keys: &'k Keys,
+    name: &'k Arg,
+    ptr: *mut raw::RedisModuleKey,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            unsafe { api!(RedisModule_CloseKey)(self.ptr) };
+        }
+    }
+}
+
+impl Open<'_> {
+    pub fn kind(&self) -> isize {
+        match self.ptr.is_null() {
             true => raw::REDISMODULE_KEYTYPE_EMPTY,
-            false => (unsafe { api!(RedisModule_KeyType)(self.0) }) as isize,
+            false => (unsafe { api!(RedisModule_KeyType)(self.ptr) }) as isize,
         }
     }
 
     /// The string value, or `None` when there is no key; another type is `WRONGTYPE`.
-    fn bytes(&self) -> Result<Option<&[u8]>, Error> {
+    pub fn bytes(&self) -> Result<Option<&[u8]>, Error> {
         match self.kind() {
             raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
             raw::REDISMODULE_KEYTYPE_STRING => {
                 let mut len = 0usize;
                 let at = unsafe {
-                    api!(RedisModule_StringDMA)(self.0, &mut len, raw::REDISMODULE_READ as c_int)
+                    api!(RedisModule_StringDMA)(self.ptr, &mut len, raw::REDISMODULE_READ as c_int)
                 };
                 match at.is_null() {
                     true => Ok(Some(&[])),
@@ -132,14 +255,91 @@ impl Open {
         }
     }
 
-    fn expire_time(&self) -> i64 {
+    /// `PEXPIRETIME`: the absolute expiry in ms, -1 without one, -2 without the key.
+    pub fn expire_time(&self) -> i64 {
         match self.kind() {
             raw::REDISMODULE_KEYTYPE_EMPTY => NO_KEY,
-            _ => match unsafe { api!(RedisModule_GetAbsExpire)(self.0) } {
+            _ => match unsafe { api!(RedisModule_GetAbsExpire)(self.ptr) } {
                 t if t < 0 => NO_EXPIRY,
                 t => t,
             },
         }
+    }
+
+    /// The new expiry `at`, held back for replication only once applied (the key exists).
+    pub fn set_expire(&mut self, at: i64) -> Result<(), Error> {
+        if !applied(unsafe { api!(RedisModule_SetAbsExpire)(self.ptr, at) }) {
+            return Err(Error::Refused("a key's expiry"));
+        }
+        self.keys.hold_expire(self.name, at);
+        Ok(())
+    }
+
+    /// `SET name value PXAT at`, or with the key's present expiry (`KEEPTTL`) when `at` is
+    /// None; a value the module made (`Keys::string`, `Keys::number`), stored as it is (Redis
+    /// keeps a reference) and replicated as the same string.
+    pub fn set(&mut self, value: &Name, at: Option<i64>) -> Result<(), Error> {
+        let at = at.unwrap_or_else(|| self.expire_time());
+        if !applied(unsafe { api!(RedisModule_StringSet)(self.ptr, value.inner()) }) {
+            return Err(Error::Refused("a key's value"));
+        }
+        // The `SET` carries the key's expiry: whatever was held back for it is replicated here.
+        self.keys.release_held(self.name);
+        if at > 0 && !applied(unsafe { api!(RedisModule_SetAbsExpire)(self.ptr, at) }) {
+            // The value is stored without an expiry: so is the replica's.
+            self.keys
+                .replicate_set(self.name, Value::String(value), NO_EXPIRY);
+            return Err(Error::Refused("a key's expiry"));
+        }
+        self.keys.replicate_set(self.name, Value::String(value), at);
+        Ok(())
+    }
+
+    /// Overwrites `bytes.len()` bytes at `offset` inside the present string value (a patch that
+    /// does not grow it). Not replicated: the caller replicates the key's new state.
+    pub fn patch(&mut self, offset: usize, bytes: &[u8]) -> Result<(), Error> {
+        if self.kind() != raw::REDISMODULE_KEYTYPE_STRING {
+            return Err(Error::WrongType);
+        }
+        let mut len = 0usize;
+        let at = unsafe {
+            api!(RedisModule_StringDMA)(
+                self.ptr,
+                &mut len,
+                (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int,
+            )
+        };
+        if at.is_null() || offset.checked_add(bytes.len()).is_none_or(|end| end > len) {
+            return Err(Error::Malformed);
+        }
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.cast::<u8>().add(offset), bytes.len())
+        };
+        Ok(())
+    }
+
+    /// Replicates the key as it now is, `SET name value PXAT at`, and forgets what was held
+    /// back for it: one effect where a patch and a new expiry would be two.
+    pub fn replicate_value(&self, at: i64) -> Result<(), Error> {
+        let value = self.bytes()?.ok_or(Error::Malformed)?;
+        self.keys.release_held(self.name);
+        self.keys.replicate_set(self.name, Value::Bytes(value), at);
+        Ok(())
+    }
+
+    /// `DEL`; whether there was a key.
+    pub fn delete(&mut self) -> Result<bool, Error> {
+        if self.kind() == raw::REDISMODULE_KEYTYPE_EMPTY {
+            return Ok(false);
+        }
+        if !applied(unsafe { api!(RedisModule_DeleteKey)(self.ptr) }) {
+            return Err(Error::Refused("a key's deletion"));
+        }
+        self.keys.release_held(self.name);
+        unsafe {
+            api!(RedisModule_Replicate)(self.keys.ctx, c(c"DEL"), c(c"s"), self.name.inner())
+        };
+        Ok(true)
     }
 }
 
@@ -147,82 +347,195 @@ fn c(text: &'static CStr) -> *const c_char {
     text.as_ptr()
 }
 
+/// A replicated `SET`'s value.
+enum Value<'v> {
+    /// A string the module made (stored in the key: Redis takes another reference).
+    String(&'v Arg),
+    /// Bytes (the key's value as it now is), copied into the effect.
+    Bytes(&'v [u8]),
+}
+
+/// The string `PXAT`, made once at load (`make_strings`) for every replicated `SET … PXAT`;
+/// null until then (each effect then makes its own).
+static PXAT: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes the strings every command shares (`PXAT`), kept until the module unloads.
+pub fn make_strings() {
+    let pxat = unsafe { api!(RedisModule_CreateString)(std::ptr::null_mut(), c(c"PXAT"), 4) };
+    PXAT.store(pxat, Ordering::Relaxed);
+}
+
+/// Frees the shared strings (the module unloads: no command runs, no effect holds them).
+pub fn free_strings() {
+    let pxat = PXAT.swap(std::ptr::null_mut(), Ordering::Relaxed);
+    if !pxat.is_null() {
+        unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), pxat) };
+    }
+}
+
+/// A number's decimal digits, written on the stack (a replicated effect's time): what Redis
+/// would otherwise make from a `long long` argument with one more allocation.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+/// "00" to "99", two digits at a time.
+const PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+impl Digits {
+    fn new(n: i64) -> Digits {
+        let mut buf = [0u8; 20];
+        let mut start = buf.len();
+        let mut rest = n.unsigned_abs();
+        while rest >= 100 {
+            let pair = (rest % 100) as usize * 2;
+            rest /= 100;
+            start -= 2;
+            buf[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        }
+        if rest >= 10 {
+            let pair = rest as usize * 2;
+            start -= 2;
+            buf[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        } else {
+            start -= 1;
+            buf[start] = b'0' + rest as u8;
+        }
+        if n < 0 {
+            start -= 1;
+            buf[start] = b'-';
+        }
+        Digits { buf, start }
+    }
+
+    fn ptr(&self) -> *const c_char {
+        self.buf[self.start..].as_ptr().cast()
+    }
+
+    fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+}
+
 impl Keys {
     pub fn new(ctx: *mut raw::RedisModuleCtx) -> Keys {
         Keys {
             ctx,
-            held: RefCell::new(Vec::new()),
+            held: RefCell::new(HeldSet::default()),
         }
     }
 
     /// Replicates the expiries held back (`PEXPIREAT`). Runs when the command's `Keys` is
     /// dropped, before Redis propagates the command's effects.
     pub fn flush(&self) {
-        for held in self.held.take() {
-            self.replicate_expire(&held.name, held.at);
-        }
+        let mut held = self.held.take();
+        held.take_where(
+            |_| true,
+            |held| {
+                let at = Digits::new(held.at);
+                unsafe {
+                    api!(RedisModule_Replicate)(
+                        self.ctx,
+                        c(c"PEXPIREAT"),
+                        c(c"sb"),
+                        held.name,
+                        at.ptr(),
+                        at.len(),
+                    );
+                    api!(RedisModule_FreeString)(std::ptr::null_mut(), held.name);
+                }
+            },
+        );
     }
 
     /// Holds back `at` as the new expiry of `name` (replacing one held before).
-    fn hold_expire(&self, name: &[u8], at: i64) {
+    fn hold_expire(&self, name: &Arg, at: i64) {
         let mut held = self.held.borrow_mut();
-        match held.iter_mut().find(|h| h.name == name) {
-            Some(h) => h.at = at,
-            None => held.push(Held {
-                name: name.to_vec(),
-                at,
-            }),
+        if let Some(h) = held.iter_mut().find(|h| h.is(name)) {
+            h.at = at;
+            return;
         }
+        unsafe { api!(RedisModule_RetainString)(std::ptr::null_mut(), name.inner()) };
+        held.push(Held {
+            name: name.inner(),
+            at,
+        });
     }
 
     /// Forgets what is held back for `name` (a `SET … PXAT` or `DEL` of it carries it).
-    fn release_held(&self, name: &[u8]) {
-        self.held.borrow_mut().retain(|h| h.name != name);
-    }
-
-    fn replicate_expire(&self, k: &[u8], at: i64) {
-        unsafe {
-            api!(RedisModule_Replicate)(
-                self.ctx,
-                c(c"PEXPIREAT"),
-                c(c"bl"),
-                k.as_ptr().cast::<c_char>(),
-                k.len(),
-                at as std::ffi::c_longlong,
-            )
-        };
+    fn release_held(&self, name: &Arg) {
+        self.held.borrow_mut().take_where(
+            |h| h.is(name),
+            |h| unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), h.name) },
+        );
     }
 
     /// `SET k v PXAT at`, or plain `SET k v` when `at` is no expiry (a replica refuses `PXAT`
-    /// below 1).
-    fn replicate_set(&self, k: &[u8], v: &[u8], at: i64) {
-        if at > 0 {
-            unsafe {
-                api!(RedisModule_Replicate)(
-                    self.ctx,
-                    c(c"SET"),
-                    c(c"bbcl"),
-                    k.as_ptr().cast::<c_char>(),
-                    k.len(),
-                    v.as_ptr().cast::<c_char>(),
-                    v.len(),
+    /// below 1). The key and a string value go as they are (Redis takes a reference), bytes are
+    /// copied once; the time as digits written here, `PXAT` as the string made at load: each
+    /// argument object Redis makes for a replicated effect is an allocation, freed again once
+    /// the effect is propagated.
+    fn replicate_set(&self, k: &Arg, v: Value, at: i64) {
+        let pxat = PXAT.load(Ordering::Relaxed);
+        let t = Digits::new(at);
+        let (ctx, set, k) = (self.ctx, c(c"SET"), k.inner());
+        // One call per case: a C variadic call's arguments are fixed where it is written.
+        unsafe {
+            let replicate = api!(RedisModule_Replicate);
+            match (v, at > 0, pxat.is_null()) {
+                (Value::String(v), true, false) => {
+                    replicate(ctx, set, c(c"sssb"), k, v.inner(), pxat, t.ptr(), t.len())
+                }
+                (Value::String(v), true, true) => replicate(
+                    ctx,
+                    set,
+                    c(c"sscb"),
+                    k,
+                    v.inner(),
                     c(c"PXAT"),
-                    at as std::ffi::c_longlong,
-                )
-            };
-        } else {
-            unsafe {
-                api!(RedisModule_Replicate)(
-                    self.ctx,
-                    c(c"SET"),
-                    c(c"bb"),
-                    k.as_ptr().cast::<c_char>(),
-                    k.len(),
-                    v.as_ptr().cast::<c_char>(),
-                    v.len(),
-                )
+                    t.ptr(),
+                    t.len(),
+                ),
+                (Value::String(v), false, _) => replicate(ctx, set, c(c"ss"), k, v.inner()),
+                (Value::Bytes(v), true, false) => {
+                    let (p, n) = (v.as_ptr().cast::<c_char>(), v.len());
+                    replicate(ctx, set, c(c"sbsb"), k, p, n, pxat, t.ptr(), t.len())
+                }
+                (Value::Bytes(v), true, true) => {
+                    let (p, n) = (v.as_ptr().cast::<c_char>(), v.len());
+                    replicate(ctx, set, c(c"sbcb"), k, p, n, c(c"PXAT"), t.ptr(), t.len())
+                }
+                (Value::Bytes(v), false, _) => {
+                    let (p, n) = (v.as_ptr().cast::<c_char>(), v.len());
+                    replicate(ctx, set, c(c"sb"), k, p, n)
+                }
             };
         }
+    }
+
+    /// Starts an array reply of `len` elements.
+    pub fn reply_array(&self, len: usize) {
+        unsafe { api!(RedisModule_ReplyWithArray)(self.ctx, len as c_long) };
+    }
+
+    pub fn reply_int(&self, n: i64) {
+        unsafe { api!(RedisModule_ReplyWithLongLong)(self.ctx, n as c_longlong) };
+    }
+
+    pub fn reply_bulk(&self, bytes: &[u8]) {
+        unsafe {
+            api!(RedisModule_ReplyWithStringBuffer)(self.ctx, bytes.as_ptr().cast(), bytes.len())
+        };
+    }
+
+    pub fn reply_null(&self) {
+        unsafe { api!(RedisModule_ReplyWithNull)(self.ctx) };
     }
 
     /// The server's clock in ms.
@@ -236,43 +549,54 @@ impl Keys {
         flags & raw::REDISMODULE_CTX_FLAGS_OOM as c_int != 0
     }
 
-    /// A key name made from bytes (a lease key).
-    pub fn name(&self, bytes: &[u8]) -> RedisString {
-        RedisString::create_from_slice(self.ctx, bytes)
+    /// A string made from bytes (a key name, a value).
+    pub fn string(&self, bytes: &[u8]) -> Name {
+        let inner =
+            unsafe { api!(RedisModule_CreateString)(self.ctx, bytes.as_ptr().cast(), bytes.len()) };
+        Name {
+            ctx: self.ctx,
+            arg: Arg::from_raw(inner),
+        }
     }
 
-    fn open(&self, name: &RedisString, write: bool) -> Open {
+    /// A number's decimal digits as a string (a lease key's value), without formatting in Rust.
+    pub fn number(&self, n: i64) -> Name {
+        let inner =
+            unsafe { api!(RedisModule_CreateStringFromLongLong)(self.ctx, n as c_longlong) };
+        Name {
+            ctx: self.ctx,
+            arg: Arg::from_raw(inner),
+        }
+    }
+
+    /// The key `name`, opened to read (`write` false) or to read and write.
+    pub fn open<'k>(&'k self, name: &'k Arg, write: bool) -> Open<'k> {
         let mode = match write {
             true => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
             false => raw::REDISMODULE_READ,
         };
-        Open(unsafe { api!(RedisModule_OpenKey)(self.ctx, name.inner, mode as c_int) }.cast())
+        let ptr = unsafe { api!(RedisModule_OpenKey)(self.ctx, name.inner(), mode as c_int) };
+        Open {
+            keys: self,
+            name,
+            ptr: ptr.cast(),
+        }
     }
 
     /// `GET`.
-    pub fn get(&self, name: &RedisString) -> Result<Option<Vec<u8>>, Error> {
+    pub fn get(&self, name: &Arg) -> Result<Option<Vec<u8>>, Error> {
         Ok(self.open(name, false).bytes()?.map(<[u8]>::to_vec))
-    }
-
-    /// `GETEX … PXAT at`: the value, the key's life set to end at `at`.
-    pub fn get_extending(&self, name: &RedisString, at: i64) -> Result<Option<Vec<u8>>, Error> {
-        let key = self.open(name, true);
-        let Some(value) = key.bytes()?.map(<[u8]>::to_vec) else {
-            return Ok(None);
-        };
-        self.set_expire(&key, name, at)?;
-        Ok(Some(value))
     }
 
     /// `GETEX … PXAT at` of a lease key in a command that opens each key once (`SL.RENEW`):
     /// not replicated here, nor held back (looking through what is held would cost a batch of
     /// N keys N²); the command replicates all its renewals at once (`replicate_expire_all`).
-    pub fn renew(&self, name: &RedisString, at: i64) -> Renewed {
+    pub fn renew(&self, name: &Arg, at: i64) -> Renewed {
         let key = self.open(name, true);
         match key.bytes() {
             Ok(Some(value)) => {
                 let value = value.to_vec();
-                match applied(unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) }) {
+                match applied(unsafe { api!(RedisModule_SetAbsExpire)(key.ptr, at) }) {
                     true => Renewed::Value(value),
                     false => Renewed::Refused,
                 }
@@ -286,132 +610,54 @@ impl Keys {
     /// `PEXPIREAT` loop, which a replica without the module and the AOF replay as plain
     /// commands. One `RedisModule_Replicate` for the batch: its command lookup by name and most
     /// of its argument work are paid once, not per key (the keys go as the call's own strings).
-    pub fn replicate_expire_all(&self, names: &[&RedisString], at: i64) {
+    pub fn replicate_expire_all(&self, names: &[&Arg], at: i64) {
         if names.is_empty() {
             return;
         }
-        let mut strings: Vec<*mut raw::RedisModuleString> = names.iter().map(|n| n.inner).collect();
+        let mut strings: Vec<*mut raw::RedisModuleString> =
+            names.iter().map(|n| n.inner()).collect();
         unsafe {
             api!(RedisModule_Replicate)(
                 self.ctx,
                 c(c"EVAL"),
                 c(c"clvl"),
                 c(c"for _, k in ipairs(KEYS) do redis.call('PEXPIREAT', k, ARGV[1]) end"),
-                names.len() as std::ffi::c_longlong,
+                names.len() as c_longlong,
                 strings.as_mut_ptr(),
                 strings.len(),
-                at as std::ffi::c_longlong,
+                at as c_longlong,
             )
         };
     }
 
     /// `PEXPIRETIME`: the absolute expiry in ms, -1 without one, -2 without the key.
-    pub fn expire_time(&self, name: &RedisString) -> i64 {
+    pub fn expire_time(&self, name: &Arg) -> i64 {
         self.open(name, false).expire_time()
     }
 
     /// `PEXPIREAT`, if the key exists; whether it did.
-    pub fn expire_at(&self, name: &RedisString, at: i64) -> Result<bool, Error> {
-        let key = self.open(name, true);
+    pub fn expire_at(&self, name: &Arg, at: i64) -> Result<bool, Error> {
+        let mut key = self.open(name, true);
         if key.kind() == raw::REDISMODULE_KEYTYPE_EMPTY {
             return Ok(false);
         }
-        self.set_expire(&key, name, at)?;
+        key.set_expire(at)?;
         Ok(true)
-    }
-
-    /// The new expiry, held back for replication only once applied.
-    fn set_expire(&self, key: &Open, name: &RedisString, at: i64) -> Result<(), Error> {
-        if !applied(unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) }) {
-            return Err(Error::Refused("a key's expiry"));
-        }
-        self.hold_expire(name.as_slice(), at);
-        Ok(())
     }
 
     /// `SET name value PXAT at`, or with the key's present expiry (`KEEPTTL`) when `at` is None.
-    pub fn set(&self, name: &RedisString, value: &[u8], at: Option<i64>) -> Result<(), Error> {
-        let key = self.open(name, true);
-        let at = at.unwrap_or_else(|| key.expire_time());
-        let string =
-            unsafe { api!(RedisModule_CreateString)(self.ctx, value.as_ptr().cast(), value.len()) };
-        let stored = applied(unsafe { api!(RedisModule_StringSet)(key.0, string) });
-        unsafe { api!(RedisModule_FreeString)(self.ctx, string) };
-        if !stored {
-            return Err(Error::Refused("a key's value"));
-        }
-        // The `SET` carries the key's expiry: whatever was held back for it is replicated here.
-        self.release_held(name.as_slice());
-        if at > 0 && !applied(unsafe { api!(RedisModule_SetAbsExpire)(key.0, at) }) {
-            // The value is stored without an expiry: so is the replica's.
-            self.replicate_set(name.as_slice(), value, NO_EXPIRY);
-            return Err(Error::Refused("a key's expiry"));
-        }
-        self.replicate_set(name.as_slice(), value, at);
-        Ok(())
-    }
-
-    /// `SETRANGE name offset bytes` inside the present value (a patch that does not grow it).
-    pub fn set_range(&self, name: &RedisString, offset: usize, bytes: &[u8]) -> Result<(), Error> {
-        let key = self.open(name, true);
-        if key.kind() != raw::REDISMODULE_KEYTYPE_STRING {
-            return Err(Error::WrongType);
-        }
-        let mut len = 0usize;
-        let at = unsafe {
-            api!(RedisModule_StringDMA)(
-                key.0,
-                &mut len,
-                (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int,
-            )
-        };
-        if at.is_null() || offset + bytes.len() > len {
-            return Err(Error::Malformed);
-        }
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.cast::<u8>().add(offset), bytes.len())
-        };
-        let k = name.as_slice();
-        unsafe {
-            api!(RedisModule_Replicate)(
-                self.ctx,
-                c(c"SETRANGE"),
-                c(c"blb"),
-                k.as_ptr().cast::<c_char>(),
-                k.len(),
-                offset as std::ffi::c_longlong,
-                bytes.as_ptr().cast::<c_char>(),
-                bytes.len(),
-            )
-        };
-        Ok(())
+    pub fn set(&self, name: &Arg, value: &[u8], at: Option<i64>) -> Result<(), Error> {
+        let value = self.string(value);
+        self.open(name, true).set(&value, at)
     }
 
     /// `DEL`; whether there was a key.
-    pub fn del(&self, name: &RedisString) -> Result<bool, Error> {
-        let key = self.open(name, true);
-        if key.kind() == raw::REDISMODULE_KEYTYPE_EMPTY {
-            return Ok(false);
-        }
-        if !applied(unsafe { api!(RedisModule_DeleteKey)(key.0) }) {
-            return Err(Error::Refused("a key's deletion"));
-        }
-        let k = name.as_slice();
-        self.release_held(k);
-        unsafe {
-            api!(RedisModule_Replicate)(
-                self.ctx,
-                c(c"DEL"),
-                c(c"b"),
-                k.as_ptr().cast::<c_char>(),
-                k.len(),
-            )
-        };
-        Ok(true)
+    pub fn del(&self, name: &Arg) -> Result<bool, Error> {
+        self.open(name, true).delete()
     }
 
     /// Whether the key is a list or absent.
-    pub fn is_list_or_empty(&self, name: &RedisString) -> bool {
+    pub fn is_list_or_empty(&self, name: &Arg) -> bool {
         matches!(
             self.open(name, false).kind(),
             raw::REDISMODULE_KEYTYPE_EMPTY | raw::REDISMODULE_KEYTYPE_LIST
@@ -421,12 +667,7 @@ impl Keys {
     /// `LPUSH name value`, then `LTRIM name 0 keep-1` when the list grew past `keep`. A key of
     /// another type is refused (`WRONGTYPE`) and nothing replicated: a replica would refuse the
     /// `LPUSH` too.
-    pub fn list_push_capped(
-        &self,
-        name: &RedisString,
-        value: &[u8],
-        keep: usize,
-    ) -> Result<(), Error> {
+    pub fn list_push_capped(&self, name: &Arg, value: &[u8], keep: usize) -> Result<(), Error> {
         let key = self.open(name, true);
         if !matches!(
             key.kind(),
@@ -434,13 +675,14 @@ impl Keys {
         ) {
             return Err(Error::WrongType);
         }
-        let k = name.as_slice();
-        let element =
-            unsafe { api!(RedisModule_CreateString)(self.ctx, value.as_ptr().cast(), value.len()) };
+        let element = self.string(value);
         let pushed = applied(unsafe {
-            api!(RedisModule_ListPush)(key.0, raw::REDISMODULE_LIST_HEAD as c_int, element)
+            api!(RedisModule_ListPush)(
+                key.ptr,
+                raw::REDISMODULE_LIST_HEAD as c_int,
+                element.inner(),
+            )
         });
-        unsafe { api!(RedisModule_FreeString)(self.ctx, element) };
         if !pushed {
             return Err(Error::Refused("the audit entry's push"));
         }
@@ -448,17 +690,15 @@ impl Keys {
             api!(RedisModule_Replicate)(
                 self.ctx,
                 c(c"LPUSH"),
-                c(c"bb"),
-                k.as_ptr().cast::<c_char>(),
-                k.len(),
-                value.as_ptr().cast::<c_char>(),
-                value.len(),
+                c(c"ss"),
+                name.inner(),
+                element.inner(),
             );
         }
         let mut trimmed = false;
-        while unsafe { api!(RedisModule_ValueLength)(key.0) } > keep {
+        while unsafe { api!(RedisModule_ValueLength)(key.ptr) } > keep {
             let dropped =
-                unsafe { api!(RedisModule_ListPop)(key.0, raw::REDISMODULE_LIST_TAIL as c_int) };
+                unsafe { api!(RedisModule_ListPop)(key.ptr, raw::REDISMODULE_LIST_TAIL as c_int) };
             if dropped.is_null() {
                 break;
             }
@@ -470,11 +710,10 @@ impl Keys {
                 api!(RedisModule_Replicate)(
                     self.ctx,
                     c(c"LTRIM"),
-                    c(c"bll"),
-                    k.as_ptr().cast::<c_char>(),
-                    k.len(),
-                    0 as std::ffi::c_longlong,
-                    (keep as std::ffi::c_longlong) - 1,
+                    c(c"sll"),
+                    name.inner(),
+                    0 as c_longlong,
+                    (keep as c_longlong) - 1,
                 )
             };
         }

@@ -43,8 +43,13 @@ pub fn u48(v: &[u8], at: usize) -> Parsed<i64> {
 }
 
 pub fn push_u48(out: &mut Vec<u8>, n: i64) {
-    // Lua's struct.pack('>I6') keeps the low 48 bits; so does this.
-    out.extend_from_slice(&n.to_be_bytes()[2..]);
+    out.extend_from_slice(&u48_bytes(n));
+}
+
+/// A number's 6 big-endian bytes: Lua's struct.pack('>I6') keeps the low 48 bits; so does this.
+pub fn u48_bytes(n: i64) -> [u8; 6] {
+    let b = n.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
 }
 
 /// Where the record starting at `p` keeps its parts.
@@ -215,14 +220,6 @@ pub fn kind_of_details(details: &[u8]) -> u8 {
         true => details[1],
         false => OTHER_KIND,
     }
-}
-
-/// The lease key: the account key and the nonce's first 8 bytes.
-pub fn lease_key(account_key: &[u8], nonce: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(account_key.len() + LEASE_KEY_NONCE_BYTES);
-    key.extend_from_slice(account_key);
-    key.extend_from_slice(&nonce[..LEASE_KEY_NONCE_BYTES.min(nonce.len())]);
-    key
 }
 
 /// How long an account key lives after a write, from `keep` (2 TTLs): three times that.

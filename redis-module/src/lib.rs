@@ -19,31 +19,46 @@ mod reply;
 mod spec;
 mod support;
 
+use std::ffi::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use redis_module::{
     AclCategory, Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue, Status,
-    redis_module,
+    raw, redis_module,
 };
 
+use crate::args::Arg;
 use crate::error::Error;
 use crate::keys::Keys;
 use crate::names::Shape;
 
 /// A command's body: its answer from the keyspace and its arguments.
-type Body = fn(&Keys, &[RedisString]) -> Result<RedisValue, Error>;
+type Body = fn(&Keys, &[Arg]) -> Result<RedisValue, Error>;
 
 /// Runs a command so that nothing it does can cross into Redis: a panic (a bug) becomes an
-/// error reply and one log line, never an abort of the server.
-fn guarded(ctx: &Context, run: impl FnOnce(&Keys) -> RedisResult) -> RedisResult {
-    let keys = Keys::new(ctx.ctx);
-    match catch_unwind(AssertUnwindSafe(|| run(&keys))) {
+/// error reply and one log line, never an abort of the server. The arguments are Redis's own,
+/// read in place (not retained and freed one by one); the expiries held back are replicated
+/// when `Keys` goes, once the command has answered.
+fn run(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    body: impl FnOnce(&Context, &Keys, &[Arg]) -> RedisResult,
+) -> c_int {
+    let context = Context::new(ctx);
+    let keys = Keys::new(ctx);
+    let args = Arg::all(argv, argc);
+    let answer = match catch_unwind(AssertUnwindSafe(|| body(&context, &keys, args))) {
         Ok(answer) => answer,
         Err(_) => {
-            ctx.log_warning("screenlimit: a command panicked; answered with an error");
+            context.log_warning("screenlimit: a command panicked; answered with an error");
             Err(Error::Panic.into())
         }
+    };
+    if catch_unwind(AssertUnwindSafe(|| reply::send(&context, &keys, answer))).is_err() {
+        context.log_warning("screenlimit: a reply panicked part way");
     }
+    raw::REDISMODULE_OK as c_int
 }
 
 /// A command on an account's keys. First its key names, which must be the limiter's
@@ -56,67 +71,103 @@ fn guarded(ctx: &Context, run: impl FnOnce(&Keys) -> RedisResult) -> RedisResult
 /// that is not local (`RedisModule_Call` answers `EPERM`: the slot migrates away and the key is
 /// not here); on a steady slot it costs one lookup. The first key itself Redis routes before the
 /// command runs.
-fn keyed(ctx: &Context, args: &[RedisString], shape: Shape, body: Body) -> RedisResult {
-    guarded(ctx, |keys| {
-        names::check(shape, args)?;
-        if ctx.get_flags().contains(ContextFlags::CLUSTER)
-            && let Some(key) = args.get(1)
-        {
-            let mut probe = key.as_slice().to_vec();
-            probe.push(b'?');
-            // A refused call comes back as an error value (`Error on method call`), not `Err`.
-            let steady = ctx.call("GET", &[probe.as_slice()]);
-            if matches!(steady, Err(_) | Ok(RedisValue::StaticError(_))) {
-                return Err(RedisError::Str("TRYAGAIN the slot is migrating"));
-            }
+fn keyed(ctx: &Context, keys: &Keys, args: &[Arg], shape: Shape, body: Body) -> RedisResult {
+    names::check(shape, args)?;
+    if ctx.get_flags().contains(ContextFlags::CLUSTER)
+        && let Some(key) = args.get(1)
+    {
+        let mut probe = key.as_slice().to_vec();
+        probe.push(b'?');
+        // A refused call comes back as an error value (`Error on method call`), not `Err`.
+        let steady = ctx.call("GET", &[probe.as_slice()]);
+        if matches!(steady, Err(_) | Ok(RedisValue::StaticError(_))) {
+            return Err(RedisError::Str("TRYAGAIN the slot is migrating"));
         }
-        Ok(body(keys, args)?)
-    })
+    }
+    Ok(body(keys, args)?)
 }
 
 /// `SL.VERSION`: the account layout version this module reads and writes. A limiter uses the
 /// module only if it speaks the same version, else the Lua scripts.
-fn version(_: &Keys, args: &[RedisString]) -> Result<RedisValue, Error> {
+fn version(_: &Keys, args: &[Arg]) -> Result<RedisValue, Error> {
     args::Args::new(args, 0)?;
     Ok(RedisValue::Integer(i64::from(layout::LAYOUT_VERSION)))
 }
 
-fn sl_version(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    guarded(ctx, |keys| Ok(version(keys, &args)?))
+/// The function Redis calls for a command on an account's keys (`keyed`).
+macro_rules! keyed_command {
+    ($name:ident, $shape:expr, $body:path) => {
+        extern "C" fn $name(
+            ctx: *mut raw::RedisModuleCtx,
+            argv: *mut *mut raw::RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            run(ctx, argv, argc, |ctx, keys, args| {
+                keyed(ctx, keys, args, $shape, $body)
+            })
+        }
+    };
 }
 
-fn sl_acquire(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, Shape::Account, acquire::acquire)
-}
+keyed_command!(sl_acquire, Shape::Account, acquire::acquire);
+keyed_command!(sl_heartbeat, Shape::Account, heartbeat::heartbeat);
+keyed_command!(sl_release, Shape::Account, release::release);
+keyed_command!(sl_list, Shape::Account, list::list);
+keyed_command!(sl_force_stop, Shape::AccountAndAudit, support::force_stop);
+keyed_command!(
+    sl_set_override,
+    Shape::AccountAndAudit,
+    support::set_override
+);
 
-fn sl_heartbeat(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, Shape::Account, heartbeat::heartbeat)
-}
-
-fn sl_release(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, Shape::Account, release::release)
+extern "C" fn sl_version(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    run(ctx, argv, argc, |_, keys, args| Ok(version(keys, args)?))
 }
 
 /// With keys, guarded as every command on an account's keys (on a Redis Cluster they are all in
 /// one slot, or Redis refuses the call); with none it is the limiter's probe and touches nothing.
-fn sl_renew(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    match args.len() > 2 {
-        true => keyed(ctx, &args, Shape::Leases, renew::renew),
-        false => guarded(ctx, |keys| Ok(renew::renew(keys, &args)?)),
-    }
+extern "C" fn sl_renew(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    run(ctx, argv, argc, |ctx, keys, args| match args.len() > 2 {
+        true => keyed(ctx, keys, args, Shape::Leases, renew::renew),
+        false => Ok(renew::renew(keys, args)?),
+    })
 }
 
-fn sl_list(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, Shape::Account, list::list)
-}
-
-fn sl_force_stop(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, Shape::AccountAndAudit, support::force_stop)
-}
-
-fn sl_set_override(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    keyed(ctx, &args, Shape::AccountAndAudit, support::set_override)
-}
+// Each command names its account key first (key positions 1..1 step 1, so a Redis Cluster
+// routes it by the account's hash tag; `init` then declares each key's access, `spec.rs`); the
+// support actions name the account's audit list second (1..2), in the same slot. Lease keys are
+// the account key plus nonce bytes, in the same slot (the names are checked, `names.rs`).
+// `write deny-oom` where a command adds state, as the scripts' flags (`Scripts::sources` in the
+// limiter): a play-start, a limit override. What frees a slot runs over `maxmemory` as its
+// script does (`allow-oom`): a stop, a force-stop (its audit entry is capped per account). The
+// heartbeat, whose renewal must go on under `maxmemory`, refuses only its re-registration there
+// (heartbeat.rs). `SL.RENEW` names lease keys only, every argument but the last (1..-2),
+// `write fast` as `GETEX`. Every command is in the module's ACL category `screenlimit`.
+const COMMANDS: [spec::Command; 8] = [
+    (c"sl.version", sl_version, c"readonly fast", 0, 0, 0),
+    (c"sl.acquire", sl_acquire, c"write deny-oom", 1, 1, 1),
+    (c"sl.heartbeat", sl_heartbeat, c"write", 1, 1, 1),
+    (c"sl.release", sl_release, c"write", 1, 1, 1),
+    (c"sl.renew", sl_renew, c"write fast", 1, -2, 1),
+    (c"sl.list", sl_list, c"readonly", 1, 1, 1),
+    (c"sl.force_stop", sl_force_stop, c"write", 1, 2, 1),
+    (
+        c"sl.set_override",
+        sl_set_override,
+        c"write deny-oom",
+        1,
+        2,
+        1,
+    ),
+];
 
 /// Refuses to load into a server that lacks a module API function the commands call, or that
 /// refuses their key specs (`spec.rs`): without them a read-only ACL user could not list.
@@ -127,7 +178,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ));
         return Status::Err;
     }
-    match spec::declare(ctx) {
+    keys::make_strings();
+    match spec::register(ctx, &COMMANDS).and_then(|()| spec::declare(ctx)) {
         Ok(()) => Status::Ok,
         Err(e) => {
             ctx.log_warning(&format!("screenlimit: {e}; not loaded"));
@@ -136,15 +188,11 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     }
 }
 
-// Each command names its account key first (key positions 1..1 step 1, so a Redis Cluster
-// routes it by the account's hash tag; `init` then declares each key's access, `spec.rs`); the
-// support actions name the account's audit list second (1..2), in the same slot. Lease keys are
-// the account key plus nonce bytes, in the same slot (the names are checked, `names.rs`). `write deny-oom` where a command adds
-// state, as the scripts' flags (`Scripts::sources` in the limiter): a play-start, a limit
-// override. What frees a slot runs over `maxmemory` as its script does (`allow-oom`): a stop,
-// a force-stop (its audit entry is capped per account). The heartbeat, whose renewal must go on
-// under `maxmemory`, refuses only its re-registration there (heartbeat.rs). `SL.RENEW` names
-// lease keys only, every argument but the last (1..-2), `write fast` as `GETEX`.
+fn deinit(_ctx: &Context) -> Status {
+    keys::free_strings();
+    Status::Ok
+}
+
 redis_module! {
     name: "screenlimit",
     version: 1,
@@ -154,14 +202,5 @@ redis_module! {
         "screenlimit",
     ],
     init: init,
-    commands: [
-        ["sl.version", sl_version, "readonly fast", 0, 0, 0, "", "screenlimit"],
-        ["sl.acquire", sl_acquire, "write deny-oom", 1, 1, 1, "", "screenlimit"],
-        ["sl.heartbeat", sl_heartbeat, "write", 1, 1, 1, "", "screenlimit"],
-        ["sl.release", sl_release, "write", 1, 1, 1, "", "screenlimit"],
-        ["sl.renew", sl_renew, "write fast", 1, -2, 1, "", "screenlimit"],
-        ["sl.list", sl_list, "readonly", 1, 1, 1, "", "screenlimit"],
-        ["sl.force_stop", sl_force_stop, "write", 1, 2, 1, "", "screenlimit"],
-        ["sl.set_override", sl_set_override, "write deny-oom", 1, 2, 1, "", "screenlimit"],
-    ],
+    deinit: deinit,
 }

@@ -4,16 +4,16 @@
 //! SL.LIST key ttl default-plan default-limit
 //! Answers {plan, limit in force, override limit, override end, plan limit, active raw records...}.
 
-use redis_module::{RedisString, RedisValue};
+use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, Rec};
-use crate::args::Args;
+use crate::args::{Arg, Args};
 use crate::error::Error;
 use crate::keys::Keys;
 use crate::layout::LIVE;
 use crate::reply::{int, text};
 
-pub fn list(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+pub fn list(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     let args = Args::new(all, 4)?;
     let (default_plan, default_limit) = (
         args.short(2, "default plan")?,

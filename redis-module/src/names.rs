@@ -9,8 +9,7 @@
 //! support action's audit list must be the account's own, `sl:audit:{<id>}`: then it is another
 //! key of the same slot, never the account key itself.
 
-use redis_module::RedisString;
-
+use crate::args::Arg;
 use crate::error::Error;
 use crate::layout::LEASE_KEY_NONCE_BYTES;
 
@@ -60,8 +59,8 @@ pub fn is_lease_key(key: &[u8]) -> bool {
 
 /// Refuses a call whose keys are not the limiter's. A key the call lacks is left to the arity
 /// check of the command.
-pub fn check(shape: Shape, args: &[RedisString]) -> Result<(), Error> {
-    let key = |i: usize| args.get(i).map(RedisString::as_slice);
+pub fn check(shape: Shape, args: &[Arg]) -> Result<(), Error> {
+    let key = |i: usize| args.get(i).map(Arg::as_slice);
     match shape {
         Shape::Account => {
             if let Some(k) = key(1) {

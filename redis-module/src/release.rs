@@ -4,16 +4,16 @@
 //! SL.RELEASE key ttl keep device nonce
 //! Answers 1 released, 0 not held.
 
-use redis_module::{RedisString, RedisValue};
+use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, Extended, find_device};
-use crate::args::Args;
+use crate::args::{Arg, Args};
 use crate::error::Error;
 use crate::keys::Keys;
-use crate::layout::{LIVE, RELEASED, RecordAt, push_u48};
+use crate::layout::{LIVE, RELEASED, RecordAt, u48_bytes};
 use crate::reply::int;
 
-pub fn release(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+pub fn release(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     let args = Args::new(all, 5)?;
     let (device, nonce) = (args.short(3, "device")?, args.nonce(4, "nonce")?);
     let account = Account {
@@ -23,16 +23,24 @@ pub fn release(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
         ttl: args.ms(1, "ttl")?,
         keep: args.ms(2, "keep")?,
     };
-    // Fast path: patch the live record's state and end in place.
-    if let Extended::V2 { v, first, .. } = account.read_extending()?
-        && let Some((p, ends)) = live_lease(&v, first, device, nonce)?
-        && ends + account.ttl > account.now
-    {
-        let mut patch = vec![RELEASED];
-        push_u48(&mut patch, account.now + account.keep);
-        keys.set_range(account.key, p, &patch)?;
-        account.del_lease(nonce)?;
-        return Ok(int(1));
+    // Fast path: patch the live record's state and end in place. The key, its life extended
+    // as it is read, is replicated as one `SET … PXAT` of its new value (the script's
+    // `PEXPIREAT` and `SETRANGE` together).
+    match account.read_extending()? {
+        Extended::V2 { key, first, .. } => {
+            if let Some((p, ends)) = live_lease(key.value(), first, device, nonce)?
+                && ends + account.ttl > account.now
+            {
+                let mut patch = [RELEASED, 0, 0, 0, 0, 0, 0];
+                patch[1..].copy_from_slice(&u48_bytes(account.now + account.keep));
+                key.patch(p, &patch)?;
+                account.del_lease(nonce)?;
+                return Ok(int(1));
+            }
+            key.keep()?;
+        }
+        Extended::OtherVersion(key) => key.keep()?,
+        Extended::None(_) => {}
     }
     let Some(scan) = account.scan()? else {
         return Ok(int(0));

@@ -11,16 +11,16 @@
 //! the server's now), nil when there is no such key, `WRONGTYPE` for a key of another type. With
 //! no key it answers an empty array: the limiter's probe for the command (`path.rs`).
 
-use redis_module::{RedisString, RedisValue};
+use redis_module::RedisValue;
 
-use crate::args::Args;
+use crate::args::{Arg, Args};
 use crate::error::Error;
 use crate::keys::{Keys, Renewed};
 
 /// The most keys one call may name: the limiter sends at most one batch's renewals (128).
 pub const MAX_KEYS: usize = 1024;
 
-pub fn renew(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+pub fn renew(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     let args = Args::at_least(all, 1)?;
     let names = args.len() - 1;
     if names > MAX_KEYS {

@@ -1,11 +1,12 @@
-//! What each command does with each key it names (key specs), declared once the commands exist.
+//! The commands registered (`register`: names, functions, flags, key positions, ACL category),
+//! then what each command does with each key it names (key specs), declared once they exist.
 //! Registration gives Redis only the legacy key range (first, last, step), from which it derives
 //! one spec for every key, read-write (`RW access update`): a user who may only read `sl:*` keys
 //! (`%R~sl:*`) could then not run `SL.LIST`, which writes nothing. So each key gets the access
 //! the command really has; ACL key permissions and cluster routing read them, and the legacy
 //! range Redis recomputes from them is the same as before.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString, c_int};
 use std::mem::size_of;
 use std::ptr::{null, null_mut};
 
@@ -44,6 +45,53 @@ fn table() -> [(&'static str, Vec<Keys>); 7] {
         ("sl.force_stop", vec![account(), audit()]),
         ("sl.set_override", vec![account(), audit()]),
     ]
+}
+
+/// A command as Redis calls it.
+pub type Handler =
+    extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// A command to register: name, function, flags, first key, last key, key step.
+pub type Command = (&'static CStr, Handler, &'static CStr, c_int, c_int, c_int);
+
+/// Registers the commands (as the `redis_module!` macro would, without its per-call argument
+/// vector: each of its arguments retained and freed again, a `Vec`, a reply through
+/// `RedisValue` by value). A server without ACL categories for commands (before Redis 7.2)
+/// gets them without, as the macro does.
+pub fn register(ctx: &Context, commands: &[Command]) -> Result<(), String> {
+    for &(name, handler, flags, first, last, step) in commands {
+        let created = unsafe {
+            raw::RedisModule_CreateCommand.expect("checked at load")(
+                ctx.ctx,
+                name.as_ptr(),
+                Some(handler),
+                flags.as_ptr(),
+                first,
+                last,
+                step,
+            )
+        };
+        if created != raw::REDISMODULE_OK as c_int {
+            return Err(format!("the server refused the command {name:?}"));
+        }
+        let Some(set_categories) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
+            continue;
+        };
+        let command = unsafe {
+            raw::RedisModule_GetCommand.expect("checked at load")(ctx.ctx, name.as_ptr())
+        };
+        if command.is_null() {
+            return Err(format!("{name:?} is not registered"));
+        }
+        if unsafe { set_categories(command, c"screenlimit".as_ptr()) }
+            != raw::REDISMODULE_OK as c_int
+        {
+            ctx.log_warning(&format!(
+                "screenlimit: the server refused the ACL category screenlimit for {name:?}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Declares every command's key specs; the first refusal, named.

@@ -10,10 +10,10 @@
 //!                 actor reason per-account retention
 //! Answers {override limit, override end} ({0, 0} cleared), with the entry logged if any.
 
-use redis_module::{RedisString, RedisValue};
+use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, find_device};
-use crate::args::Args;
+use crate::args::{Arg, Args};
 use crate::audit::{self, Entry};
 use crate::error::Error;
 use crate::keys::Keys;
@@ -28,7 +28,7 @@ fn audit_args(args: &Args, at: usize) -> Result<(i64, i64), Error> {
     ))
 }
 
-pub fn force_stop(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+pub fn force_stop(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     let args = Args::new(all, 12)?;
     let (device, nonce) = (args.short(4, "device")?, args.nonce(5, "nonce")?);
     let (per_account, retention) = audit_args(&args, 10)?;
@@ -85,7 +85,7 @@ pub fn force_stop(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error>
     ]))
 }
 
-pub fn set_override(keys: &Keys, all: &[RedisString]) -> Result<RedisValue, Error> {
+pub fn set_override(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     let args = Args::new(all, 13)?;
     let (default_plan, default_limit) = (
         args.short(4, "default plan")?,
