@@ -6,7 +6,8 @@
 # Redis main-thread CPU).
 #
 # Compares SET (one per round trip and 8 per round trip); the heartbeat as the limiter sends it,
-# one native GETEX ... PX of the stream's lease key (likewise 1 and 8 per round trip); a floor
+# one native GETEX ... PX of the stream's lease key (likewise 1, 8 and 32 per round trip, the last
+# a renewal window's depth) against one script call renewing 32 keys (renew_many); a floor
 # script that only calls TIME + GET + SET on an account's value; the full heartbeat script (the
 # rare path: lease key gone, or the account key's end near); acquire as the limiter loads it (fast
 # path first) and its general code alone (a play on an account with room, a denial on a full
@@ -18,7 +19,7 @@
 # With MODULE=path/to/libscreenlimit_redis_module.so (a release build of redis-module/) the server
 # loads the module, and the native commands are counted beside the scripts on the same inputs:
 # SL.HEARTBEAT (1 and 8 per round trip), SL.ACQUIRE granted and denied, SL.RELEASE, and SL.RENEW
-# of 8 lease keys (1 and 8 calls per round trip; also per renewal).
+# of 8 lease keys (1 and 8 calls per round trip) and of 32 (also per renewal).
 #
 # Needs redis-server, redis-cli, redis-benchmark, valgrind (callgrind_control) and python3.
 # N=5000 calls per phase by default. Never touches any Redis but the one it starts under valgrind
@@ -67,6 +68,9 @@ acquire_general=$(ld $LUA/fast.lua $LUA/common.lua $LUA/acquire.lua)
 heartbeat=$(ld $LUA/fast.lua $LUA/common.lua $LUA/heartbeat.lua)
 release=$(ld $LUA/fast.lua $LUA/release_fast.lua $LUA/common.lua $LUA/release.lua)
 floor=$(cli SCRIPT LOAD "redis.call('TIME') local v = redis.call('GET', KEYS[1]) if v then redis.call('SET', KEYS[1], v, 'PX', ARGV[2]) end return 1")
+# A window's renewals as one script call on the Lua path, the alternative to a pipeline of GETEX:
+# each key's GETEX ... PX, every value answered in order.
+renew_many=$(cli SCRIPT LOAD "local r = {} for i, k in ipairs(KEYS) do r[i] = redis.call('GETEX', k, 'PX', ARGV[1]) end return r")
 
 # Details as record.rs builds them: length, type, then length + bytes of meta, profile, title.
 tv=$(printf '\x2a\x05\x0eLiving Room TV\x09profile-1\x0ftitle:tt0111161')
@@ -125,6 +129,12 @@ phase set 1 SET 'k:__rand_int__' 'Living Room TV 0123456789abcdef0123456789abcde
 phase set_p8 8 SET 'k:__rand_int__' 'Living Room TV 0123456789abcdef0123456789abcdef01234567'
 phase getex 1 GETEX "${k}tv-nonce" PX "$TTL_MS"
 phase getex_p8 8 GETEX "${k}tv-nonce" PX "$TTL_MS"
+# A renewal window's depth (the fleet's pair rate gives about 35 in 20 ms): 32 GETEX in one round
+# trip, against one script call renewing the same 32 keys (`renew_many`).
+phase getex_p32 32 GETEX "${k}tv-nonce" PX "$TTL_MS"
+renew32=()
+for _ in $(seq 32); do renew32+=("${k}tv-nonce"); done
+phase lua_renew32 1 EVALSHA "$renew_many" 32 "${renew32[@]}" "$TTL_MS"
 phase floor 1 EVALSHA "$floor" 1 "$k" "$TTL_MS" "$KEEP_MS"
 phase heartbeat 1 EVALSHA "$heartbeat" 1 "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce"
 # Plays of a new phone (a random device id; phones played on one account share a lease-key name,
@@ -154,6 +164,7 @@ if [[ -n ${MODULE:-} ]]; then
   for _ in 1 2 3 4 5 6 7 8; do renew_keys+=("${k}tv-nonce"); done
   phase sl_renew8 1 SL.RENEW "${renew_keys[@]}" "$TTL_MS"
   phase sl_renew8_p8 8 SL.RENEW "${renew_keys[@]}" "$TTL_MS"
+  phase sl_renew32 1 SL.RENEW "${renew32[@]}" "$TTL_MS"
   RANGE=$((10 * N)) phase sl_release 1 SL.RELEASE 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce"
   released_again=$((10 * N - released - $(cli EVALSHA "$count" 0 'sl:{rel-*}tv-nonce')))
   echo "SL.RELEASE: $released_again of $N calls released a live lease"
@@ -166,19 +177,19 @@ rows = {}
 for f in glob.glob(work + '/cg.out.*'):
     text = open(f).read()
     rows[re.search(r'desc: Trigger: dump (\S+)', text).group(1)] = int(re.search(r'totals: (\d+)', text).group(1)) / n
-names = ['set', 'set_p8', 'getex', 'getex_p8', 'floor', 'heartbeat', 'acquire_room', 'acquire_room_general',
+names = ['set', 'set_p8', 'getex', 'getex_p8', 'getex_p32', 'lua_renew32', 'floor', 'heartbeat', 'acquire_room', 'acquire_room_general',
          'acquire_denied', 'acquire_denied_general', 'release']
 if 'sl_heartbeat' in rows:
     names += ['sl_heartbeat', 'sl_heartbeat_p8', 'sl_acquire_room', 'sl_acquire_denied', 'sl_release',
-              'sl_renew8', 'sl_renew8_p8']
+              'sl_renew8', 'sl_renew8_p8', 'sl_renew32']
 missing = [name for name in names if name not in rows]
 if missing:
     sys.exit(f"bench-script-instructions: no callgrind dump for {missing}")
 print(f"| phase | instructions per call | x SET |\n|---|---|---|")
 for name in names:
     print(f"| {name} | {rows[name]:,.0f} | {rows[name] / rows['set']:.2f} |")
-for name in ['sl_renew8', 'sl_renew8_p8']:
+for name, keys in [('sl_renew8', 8), ('sl_renew8_p8', 8), ('lua_renew32', 32), ('sl_renew32', 32)]:
     if name in rows:
-        base = 'set' if name == 'sl_renew8' else 'set_p8'
-        print(f"| {name}, per renewal | {rows[name] / 8:,.0f} | {rows[name] / 8 / rows[base]:.2f} x {base} |")
+        base = 'set_p8' if name == 'sl_renew8_p8' else 'set'
+        print(f"| {name}, per renewal | {rows[name] / keys:,.0f} | {rows[name] / keys / rows[base]:.2f} x {base} |")
 PY
