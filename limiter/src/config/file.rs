@@ -12,7 +12,7 @@ use super::api_access::{self, ApiAuthConfig, Credentials};
 use super::error::{ConfigError, invalid, read_named_file};
 use super::http::HttpConfig;
 use super::plans::{FailurePolicy, LeaseConfig, MAX_STREAMS_CEILING, PlanRule, PlanSourceConfig};
-use super::store::StoreConfig;
+use super::store::{MAX_RENEWAL_WINDOW, StoreConfig};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -93,7 +93,7 @@ impl Config {
     fn validate_renewal_window(&self) -> Result<(), ConfigError> {
         let window = self.store.renewal_window;
         let spare = self.lease.ttl.saturating_sub(self.lease.heartbeat_interval);
-        if window > super::MAX_RENEWAL_WINDOW || (window + self.store.timeout) * 2 > spare {
+        if window > MAX_RENEWAL_WINDOW || (window + self.store.timeout) * 2 > spare {
             return Err(invalid(
                 "store.renewal_window",
                 format!(
