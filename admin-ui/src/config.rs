@@ -78,6 +78,11 @@ pub fn default_signin_concurrency() -> usize {
         .clamp(1, 4)
 }
 
+/// How often the dashboard samples each limiter of the fleet unless told otherwise
+/// (`--fleet-sample-interval`). Here, below the sampler and the app state that both read the
+/// settings, so that the dashboard's imports run one way.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+
 impl Settings {
     /// Settings for a dashboard in front of `limiter_url` with password users.
     pub fn with_users(limiter_url: &str, users: Users) -> Settings {
@@ -86,7 +91,7 @@ impl Settings {
             limiter_token: None,
             limiter_timeout: Duration::from_secs(3),
             fleet_urls: Vec::new(),
-            fleet_sample_interval: crate::web::fleet::sampler::SAMPLE_EVERY,
+            fleet_sample_interval: SAMPLE_EVERY,
             prometheus_url: None,
             prometheus_timeout: Duration::from_secs(5),
             auth: AuthMode::Credentials(users),

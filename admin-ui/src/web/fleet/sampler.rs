@@ -11,10 +11,6 @@ use std::time::{Duration, Instant};
 
 use crate::web::state::AppState;
 
-/// How often the dashboard samples each limiter unless told otherwise
-/// (`--fleet-sample-interval`).
-pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
-
 /// The background sampling task; it stops when this is dropped (the server stopped).
 pub struct Sampler(tokio::task::JoinHandle<()>);
 
