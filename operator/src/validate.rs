@@ -333,9 +333,9 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             "must be at most half of failurePolicy.storeTimeoutMillis (a batch that waits longer leaves its calls no time)",
         ));
     }
-    // The limiter's own rule (`store.renewal_window`): a renewal held for its window, with its
-    // store deadline, must fit twice within what a lease has to spare after the heartbeat. A
-    // lease timing refused above is not judged again here.
+    // The limiter's own rule (`store.renewal_window`): a renewal held for its window takes at
+    // most a quarter of what a lease has to spare after the heartbeat. A lease timing refused
+    // above is not judged again here.
     let renewal = i64::from(spec.limiter.renewal_window_millis);
     let (heartbeat, ttl) = (
         i64::from(lease.heartbeat_interval_seconds),
@@ -343,16 +343,15 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
     );
     let lease_valid = heartbeat >= 1 && ttl >= 2 * heartbeat;
     let spare_millis = (ttl - heartbeat) * 1000;
-    let store_timeout = i64::from(spec.failure_policy.store_timeout_millis);
     if !(0..=1_000).contains(&renewal) {
         errors.push(err("spec.limiter.renewalWindowMillis", "must be 0 to 1000"));
-    } else if lease_valid && (renewal + store_timeout) * 2 > spare_millis {
+    } else if lease_valid && renewal * 4 > spare_millis {
         errors.push(err(
             "spec.limiter.renewalWindowMillis",
             format!(
-                "{renewal} ms, with failurePolicy.storeTimeoutMillis ({store_timeout} ms), must be at most half \
-                 of lease.ttlSeconds - lease.heartbeatIntervalSeconds ({spare_millis} ms): a renewal that \
-                 waits longer risks its lease"
+                "{renewal} ms must be at most a quarter of lease.ttlSeconds - \
+                 lease.heartbeatIntervalSeconds ({spare_millis} ms): a renewal that waits longer risks \
+                 its lease"
             ),
         ));
     }

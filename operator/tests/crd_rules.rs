@@ -185,13 +185,13 @@ fn each_row_is_refused_with_its_message_and_admitted_without() {
     }
 }
 
-/// The renewal window's rule reads lease timing, store deadline and window from three parts of
-/// the spec; where one is absent it counts the part's default, as the limiter would. The API
-/// server fills the defaults in before a rule runs, so this holds the rule to the operator's
-/// defaults on the spec's schema stripped of them (and of every other rule).
+/// The renewal window's rule reads the lease timing and the window from two parts of the spec;
+/// where one is absent it counts the part's default, as the limiter would. The API server fills
+/// the defaults in before a rule runs, so this holds the rule to the operator's defaults on the
+/// spec's schema stripped of them (and of every other rule).
 #[test]
 fn the_renewal_window_rule_counts_what_is_absent_at_its_default() {
-    use screenlimit_operator::crd::{FailurePolicySpec, LeaseSpec, LimiterSpec};
+    use screenlimit_operator::crd::{LeaseSpec, LimiterSpec};
     use serde_json::json;
 
     fn strip(node: &mut Value) {
@@ -205,7 +205,7 @@ fn the_renewal_window_rule_counts_what_is_absent_at_its_default() {
             _ => {}
         }
     }
-    let message = "limiter.renewalWindowMillis plus failurePolicy.storeTimeoutMillis must be at most half of lease.ttlSeconds - lease.heartbeatIntervalSeconds (in milliseconds), so no lease ends while its renewal waits";
+    let message = "limiter.renewalWindowMillis must be at most a quarter of lease.ttlSeconds - lease.heartbeatIntervalSeconds (in milliseconds), so no lease ends while its renewal waits";
     let validator = Validator::new();
     for copy in COPIES {
         let mut spec = schema_of(copy)["properties"]["spec"].clone();
@@ -240,51 +240,32 @@ fn the_renewal_window_rule_counts_what_is_absent_at_its_default() {
         };
 
         let window = i64::from(LimiterSpec::default().renewal_window_millis);
-        let timeout = i64::from(FailurePolicySpec::default().store_timeout_millis);
         let lease = LeaseSpec::default();
-        let spare = i64::from(lease.ttl_seconds - lease.heartbeat_interval_seconds) * 1000;
-        // One second to spare after the heartbeat: window + deadline at most 500 ms.
-        let short = json!({"heartbeatIntervalSeconds": 1, "ttlSeconds": 2});
-
-        for limiter in [None, Some(json!({}))] {
-            for (t, admitted) in [(500 - window, true), (501 - window, false)] {
-                let mut object =
-                    json!({"lease": short, "failurePolicy": {"storeTimeoutMillis": t}});
-                if let Some(limiter) = &limiter {
-                    object["limiter"] = limiter.clone();
-                }
-                check(object, admitted);
-            }
-        }
-        for policy in [None, Some(json!({}))] {
-            for (w, admitted) in [(500 - timeout, true), (501 - timeout, false)] {
-                let mut object = json!({"lease": short, "limiter": {"renewalWindowMillis": w}});
-                if let Some(policy) = &policy {
-                    object["failurePolicy"] = policy.clone();
-                }
-                check(object, admitted);
-            }
-        }
-        // The lease's defaults leave more than the bounds of window and deadline could use; the
-        // rule alone (bounds aside) still counts them.
-        let half = spare / 2;
+        let (heartbeat, ttl) = (lease.heartbeat_interval_seconds, lease.ttl_seconds);
+        // The window absent: its default counts. With nothing to spare it is refused, where a
+        // window of 0 is admitted.
+        assert!(window > 0, "the default window is not 0");
+        let nothing_to_spare = json!({"heartbeatIntervalSeconds": 1, "ttlSeconds": 1});
+        check(json!({"lease": nothing_to_spare}), false);
+        check(json!({"lease": nothing_to_spare, "limiter": {}}), false);
+        check(
+            json!({"lease": nothing_to_spare, "limiter": {"renewalWindowMillis": 0}}),
+            true,
+        );
+        // One lease field absent: its default counts (1 s to spare either way here).
         for lease in [
-            None,
-            Some(json!({})),
-            Some(json!({"heartbeatIntervalSeconds": lease.heartbeat_interval_seconds})),
-            Some(json!({"ttlSeconds": lease.ttl_seconds})),
+            json!({"heartbeatIntervalSeconds": ttl - 1}),
+            json!({"ttlSeconds": heartbeat + 1}),
         ] {
-            for (t, admitted) in [(half - 1_000, true), (half - 999, false)] {
-                let mut object = json!({
-                    "limiter": {"renewalWindowMillis": 1_000},
-                    "failurePolicy": {"storeTimeoutMillis": t}
-                });
-                if let Some(lease) = &lease {
-                    object["lease"] = lease.clone();
-                }
-                check(object, admitted);
+            for (w, admitted) in [(250, true), (251, false)] {
+                check(
+                    json!({"lease": lease, "limiter": {"renewalWindowMillis": w}}),
+                    admitted,
+                );
             }
         }
+        // Both absent: the defaults leave more than the window's bound could use.
+        check(json!({"limiter": {"renewalWindowMillis": 1_000}}), true);
         // With nothing given, the defaults fit.
         check(json!({}), true);
     }

@@ -329,11 +329,10 @@ fn the_renewal_window_reaches_the_limiter_in_milliseconds() {
     config.validate().unwrap();
     assert_eq!(config.store.renewal_window, Duration::ZERO);
     // At the edge the operator's rule and the limiter's agree: one second to spare after the
-    // heartbeat holds a window of 475 ms with the 25 ms deadline, twice, and not 476 ms.
+    // heartbeat holds a window of 250 ms, a quarter of it, and not 251 ms.
     sl.spec.lease.heartbeat_interval_seconds = 1;
     sl.spec.lease.ttl_seconds = 2;
-    sl.spec.failure_policy.store_timeout_millis = 25;
-    for (window, fits) in [(475, true), (476, false), (1_000, false)] {
+    for (window, fits) in [(250, true), (251, false), (1_000, false)] {
         sl.spec.limiter.renewal_window_millis = window;
         let (config, text) = config_of(&sl);
         assert_eq!(

@@ -87,19 +87,19 @@ impl Default for Config {
 }
 
 impl Config {
-    /// A renewal held for its window must still renew its lease well before the lease ends:
-    /// the window and the store deadline together within half of what a lease has to spare
-    /// after the player's heartbeat is due (`lease.ttl - lease.heartbeat_interval`).
+    /// A renewal held for its window must still renew its lease well before the lease ends: the
+    /// window takes at most a quarter of what a lease has to spare after the player's heartbeat
+    /// is due (`lease.ttl - lease.heartbeat_interval`, at least 100 ms, so the default window
+    /// always fits), the rest is for the store deadline, the player's jitter and the network.
     fn validate_renewal_window(&self) -> Result<(), ConfigError> {
         let window = self.store.renewal_window;
         let spare = self.lease.ttl.saturating_sub(self.lease.heartbeat_interval);
-        if window > MAX_RENEWAL_WINDOW || (window + self.store.timeout) * 2 > spare {
+        if window > MAX_RENEWAL_WINDOW || window * 4 > spare {
             return Err(invalid(
                 "store.renewal_window",
                 format!(
-                    "{} with store.timeout ({}) must be at most half of lease.ttl - lease.heartbeat_interval ({}), and at most 1s: a renewal that waits longer risks its lease",
+                    "{} must be at most a quarter of lease.ttl - lease.heartbeat_interval ({}), and at most 1s: a renewal that waits longer risks its lease",
                     humantime::format_duration(window),
-                    humantime::format_duration(self.store.timeout),
                     humantime::format_duration(spare)
                 ),
             ));

@@ -97,9 +97,8 @@ pub struct LimiterSpec {
     /// Milliseconds a limiter pod holds each heartbeat's lease renewal on its shard for company
     /// before it goes (the renewals of one window go as one call, one `SL.RENEW` with the Redis
     /// module): a heartbeat's answer waits up to that long, play-starts never wait behind it. 0:
-    /// each renewal goes as it comes. With `failurePolicy.storeTimeoutMillis`, at most half of
-    /// `lease.ttlSeconds - lease.heartbeatIntervalSeconds`. Reaches running pods without a
-    /// restart.
+    /// each renewal goes as it comes. At most a quarter of `lease.ttlSeconds -
+    /// lease.heartbeatIntervalSeconds` (in milliseconds). Reaches running pods without a restart.
     #[serde(default = "default_renewal_window")]
     #[schemars(range(min = 0, max = 1000))]
     pub renewal_window_millis: i32,

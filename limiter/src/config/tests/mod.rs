@@ -139,10 +139,14 @@ fn the_renewal_window_defaults_to_20ms_and_fits_within_the_leases_spare_time() {
     assert_eq!(config.store.renewal_window, Duration::from_millis(20));
     let tight = "plans: { basic: 1 }\ndefault_plan: basic\n\
                  lease: { heartbeat_interval: 400ms, ttl: 800ms }\n\
-                 store: { renewal_window: 175ms }\n";
+                 store: { renewal_window: 100ms }\n";
     Config::from_yaml(tight).unwrap().validate().unwrap();
     let off = "plans: { basic: 1 }\ndefault_plan: basic\nstore: { renewal_window: 0s }\n";
     Config::from_yaml(off).unwrap().validate().unwrap();
+    // The shortest lease there is, with a long store deadline: the default window still fits.
+    let shortest = "plans: { basic: 1 }\ndefault_plan: basic\n\
+                    lease: { heartbeat_interval: 100ms, ttl: 200ms }\nstore: { timeout: 2s }\n";
+    Config::from_yaml(shortest).unwrap().validate().unwrap();
 }
 
 #[test]
@@ -166,8 +170,8 @@ fn validation_names_the_field() {
         ("store: { timeout: 0s }\n", "store.timeout"),
         ("store: { renewal_window: 2s }\n", "store.renewal_window"),
         (
-            // 400 ms to spare after the heartbeat: a window and deadline of 225 ms is too long.
-            "lease: { heartbeat_interval: 400ms, ttl: 800ms }\nstore: { renewal_window: 200ms }\n",
+            // 400 ms to spare after the heartbeat: a window over 100 ms is too long.
+            "lease: { heartbeat_interval: 400ms, ttl: 800ms }\nstore: { renewal_window: 101ms }\n",
             "store.renewal_window",
         ),
     ];
