@@ -20,6 +20,14 @@ pub(crate) fn dur(s: &str) -> Result<Duration, humantime::DurationError> {
     humantime::parse_duration(s)
 }
 
+/// `--h2c`: also tells the HTTP client (every scenario makes its clients after the command line
+/// is read, without the flags at hand).
+fn h2c(s: &str) -> Result<bool, String> {
+    let on = s.parse::<bool>().map_err(|e| e.to_string())?;
+    crate::client::set_h2c(on);
+    Ok(on)
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct Common {
     /// Limiter base URL(s), comma separated; requests are spread round-robin.
@@ -39,9 +47,16 @@ pub struct Common {
     /// Redis to read INFO from (set by --spawn); enables per-op Redis costs and memory.
     #[arg(long)]
     pub redis: Option<String>,
-    /// HTTP/1.1 keep-alive connections in all.
+    /// Connections in all: HTTP/1.1 keep-alive ones (one request at a time each), or with
+    /// `--h2c` HTTP/2 ones (many requests at once each).
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
+    /// Send over HTTP/2 with prior knowledge (h2c), as a gateway does upstream, instead of
+    /// HTTP/1.1 keep-alive. `--connections` then counts HTTP/2 connections, and no longer bounds
+    /// the requests in flight: each connection carries up to the limiter's
+    /// `http.max_concurrent_streams` at once.
+    #[arg(long, num_args = 0, default_value = "false", default_missing_value = "true", value_parser = h2c)]
+    pub h2c: bool,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -21,17 +21,21 @@ pub struct HttpConfig {
     #[serde(with = "humantime_serde")]
     pub body_read_timeout: Duration,
     /// How long a connection may wait for its next request (and a new connection for its first
-    /// byte) before it is closed. Keep it above the load balancer's own idle timeout.
+    /// byte) before it is closed; an HTTP/2 connection, how long it may have no stream open
+    /// (then it is sent a GOAWAY). Keep it above the load balancer's own idle timeout.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
     /// How long a write of an answer may make no progress (a client that sends but does not
-    /// read) before the connection is closed.
+    /// read) before the connection is closed. On HTTP/2 also: how long an answer may wait for
+    /// flow-control window, how long the peer may be silent before it is sent a PING, and how
+    /// long it has to answer that PING.
     #[serde(with = "humantime_serde")]
     pub write_timeout: Duration,
     /// How long a client may keep one connection: the first answer after this age (each
     /// connection's own, within ±10 % so that a roll's connections do not all close at once)
     /// carries `Connection: close`, and the client's next request opens a new connection, which
-    /// the Service may send to another pod. Without it, kept-alive gateways stay on the pods they
+    /// the Service may send to another pod (an HTTP/2 connection is sent a GOAWAY at that age,
+    /// and its streams in flight finish). Without it, kept-alive gateways stay on the pods they
     /// first reached, and a pod added by a roll or the autoscaler gets no share. `0s`: never.
     #[serde(with = "humantime_serde")]
     pub max_connection_age: Duration,
@@ -40,8 +44,17 @@ pub struct HttpConfig {
     /// before its retry: keep it above the largest burst of connections expected.
     pub listen_backlog: u32,
     /// Largest request line + headers, in bytes; beyond it the answer is 431 and the connection
-    /// is closed.
+    /// is closed. On HTTP/2 it is `SETTINGS_MAX_HEADER_LIST_SIZE` (a header block larger than
+    /// that, decoded, is answered 431 on its stream; the connection stays).
     pub max_header_bytes: usize,
+    /// Serve HTTP/2 over cleartext with prior knowledge (h2c) on the same listener as HTTP/1.1:
+    /// a connection that opens with the HTTP/2 preface is served as HTTP/2. Gateways (Envoy,
+    /// ingress controllers) multiplex many players' requests on one such connection. `false`:
+    /// HTTP/1.1 only (a connection that opens with the preface is closed).
+    pub h2c: bool,
+    /// Streams one HTTP/2 connection may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`);
+    /// one more is refused (`REFUSED_STREAM`) before it reaches the API.
+    pub max_concurrent_streams: u32,
     /// Open connections this instance keeps; one more is accepted and closed at once.
     pub max_connections: usize,
     /// Requests this instance serves at once; beyond it a request is shed at once by the
@@ -77,6 +90,8 @@ impl Default for HttpConfig {
             max_connection_age: Duration::from_secs(300),
             listen_backlog: 8_192,
             max_header_bytes: 16 * 1024,
+            h2c: true,
+            max_concurrent_streams: 256,
             max_connections: 10_000,
             max_in_flight: 4_096,
             max_queue_delay: Duration::ZERO,
@@ -89,6 +104,9 @@ impl Default for HttpConfig {
 
 /// Bounds of `http.max_header_bytes`.
 pub const HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 1024..=(1 << 20);
+
+/// Bounds of `http.max_concurrent_streams`.
+pub const CONCURRENT_STREAMS_RANGE: std::ops::RangeInclusive<u32> = 1..=65_535;
 
 /// Bounds of `http.listen_backlog` (the kernel caps it at `net.core.somaxconn` anyway).
 pub const LISTEN_BACKLOG_RANGE: std::ops::RangeInclusive<u32> = 16..=65_535;
@@ -139,6 +157,17 @@ impl HttpConfig {
                     http.max_header_bytes,
                     HEADER_BYTES_RANGE.start(),
                     HEADER_BYTES_RANGE.end()
+                ),
+            ));
+        }
+        if !CONCURRENT_STREAMS_RANGE.contains(&http.max_concurrent_streams) {
+            return Err(invalid(
+                "http.max_concurrent_streams",
+                format!(
+                    "{} must be between {} and {}",
+                    http.max_concurrent_streams,
+                    CONCURRENT_STREAMS_RANGE.start(),
+                    CONCURRENT_STREAMS_RANGE.end()
                 ),
             ));
         }

@@ -24,67 +24,42 @@
 //!   `Connection: close`, so that a kept-alive client opens its next connection elsewhere.
 //! - **Age**: past `http.max_connection_age` (each connection's own, jittered), the next answer
 //!   carries `Connection: close`, so kept-alive clients spread over the pods a roll added.
+//!
+//! With `http.h2c` on, the first bytes of a connection are read first (under the idle and header
+//! deadlines above, and given back to hyper afterwards): a connection that opens with the
+//! HTTP/2 preface is served by hyper's HTTP/2 under the same bounds ([`h2`]), any other as
+//! above.
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::task::{Context, Poll, ready};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 use axum::Router;
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, Request, Response, header};
-use axum::response::IntoResponse;
-use bytes::BytesMut;
-use http_body_util::BodyExt;
-use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::{Instant, Sleep};
-use tower::ServiceExt;
+use tokio::time::Instant;
 
-use crate::api::error::ApiError;
 use crate::config::HttpConfig;
-use crate::overload::{Admission, Deadline, LaneLag, Overload, Route};
+use crate::overload::LaneLag;
 use crate::service::StreamService;
+
+mod deadline_io;
+mod h2;
+mod request;
+
+use deadline_io::{DeadlineIo, Deadlines};
+use request::{ConnState, LaneShared, respond};
 
 /// What every connection of one lane shares.
 #[derive(Clone)]
 pub struct Lane(Arc<LaneShared>);
-
-struct LaneShared {
-    router: Router,
-    overload: Arc<Overload>,
-    draining: crate::lifecycle::Draining,
-    /// How far behind this lane is (its probe runs on the lane: see [`Lane::probe`]).
-    lag: Arc<LaneLag>,
-    builder: http1::Builder,
-    idle: Duration,
-    header: Duration,
-    body: Duration,
-    write: Duration,
-    max_age: Duration,
-    max_body_bytes: usize,
-}
-
-/// What the socket wrapper and the request handling of one connection tell each other.
-#[derive(Default)]
-struct ConnState {
-    /// A request is being served (its headers are in): the idle and header deadlines pause.
-    busy: AtomicBool,
-    /// Requests finished; each one starts a new wait for the next request.
-    finished: AtomicU64,
-    /// The current request's body missed its deadline.
-    body_timed_out: AtomicBool,
-    /// From when this connection's answers say `Connection: close` (its maximum age).
-    close_after: Option<Instant>,
-}
 
 impl Lane {
     pub fn new(
@@ -104,6 +79,7 @@ impl Lane {
             draining: service.draining.clone(),
             lag: LaneLag::new(),
             builder,
+            h2: http.h2c.then(|| h2::builder(http)),
             idle: http.idle_timeout,
             header: http.header_read_timeout,
             body: http.body_read_timeout,
@@ -118,15 +94,15 @@ impl Lane {
         self.0.lag.clone().probe()
     }
 
-    /// Serves one connection to its end; on the stop signal, finishes the request in flight
+    /// Serves one connection to its end; on the stop signal, finishes the requests in flight
     /// and closes.
-    pub async fn serve(self, stream: TcpStream, mut stopping: watch::Receiver<bool>) {
+    pub async fn serve(self, stream: TcpStream, stopping: watch::Receiver<bool>) {
         let state = Arc::new(ConnState {
             close_after: crate::config::connection_age(self.0.max_age, rand::random::<f64>())
                 .map(|age| Instant::now() + age),
             ..ConnState::default()
         });
-        let io = TokioIo::new(DeadlineIo::new(
+        let mut io = DeadlineIo::new(
             stream,
             state.clone(),
             self.0.overload.clone(),
@@ -135,11 +111,28 @@ impl Lane {
                 header: self.0.header,
                 write: self.0.write,
             },
-        ));
+        );
+        if self.0.h2.is_some() {
+            match sniff(&mut io).await {
+                Some(Protocol::Http2) => return h2::serve(self.0, io, state, stopping).await,
+                Some(Protocol::Http1) => {}
+                // Closed, or a deadline passed (counted), before a protocol could be told.
+                None => return,
+            }
+        }
+        self.serve_http1(io, state, stopping).await;
+    }
+
+    async fn serve_http1(
+        self,
+        io: DeadlineIo,
+        state: Arc<ConnState>,
+        mut stopping: watch::Receiver<bool>,
+    ) {
         let lane = self.0.clone();
         let service =
             hyper::service::service_fn(move |request| handle(lane.clone(), state.clone(), request));
-        let conn = self.0.builder.serve_connection(io, service);
+        let conn = self.0.builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(conn);
         let stop = async move {
             let _ = stopping.wait_for(|stop| *stop).await;
@@ -163,61 +156,55 @@ impl Lane {
     }
 }
 
-/// One request: the in-flight bound, the body deadline, the router.
+/// What a connection speaks, told from its first bytes.
+enum Protocol {
+    Http1,
+    /// It opened with the HTTP/2 preface (prior knowledge, RFC 9113 §3.3).
+    Http2,
+}
+
+/// The client connection preface of HTTP/2.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Reads the connection's first bytes, until they can only be the HTTP/2 preface or cannot be
+/// it (an HTTP/1 request line differs within its first two bytes), and gives them back to the
+/// socket wrapper for hyper to read again. The reads are under the idle deadline (no byte yet)
+/// and the header deadline (from the first byte), as hyper's own would be. `None`: the
+/// connection closed or failed first.
+async fn sniff(io: &mut DeadlineIo) -> Option<Protocol> {
+    // A request head usually comes whole in the first read, and is then handed over whole.
+    let mut buf = vec![0u8; 1024];
+    let mut len = 0;
+    let protocol = loop {
+        match io.read(&mut buf[len..]).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => len += n,
+        }
+        let seen = len.min(PREFACE.len());
+        if buf[..seen] != PREFACE[..seen] {
+            break Protocol::Http1;
+        }
+        if seen == PREFACE.len() {
+            break Protocol::Http2;
+        }
+    };
+    buf.truncate(len);
+    io.unread(Bytes::from(buf));
+    Some(protocol)
+}
+
+/// One HTTP/1 request: [`respond`], then `Connection: close` where the connection must end.
 async fn handle(
     lane: Arc<LaneShared>,
     state: Arc<ConnState>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     state.busy.store(true, Ordering::Relaxed);
-    let route = Route::of(request.method(), request.uri().path());
-    let deadline = Instant::now() + lane.body;
-    let mut request = request.map(|body| {
-        Body::new(DeadlineBody {
-            inner: body,
-            deadline,
-            timer: None,
-            state: state.clone(),
-        })
-    });
-    let routed = |request| lane.router.clone().oneshot(request);
-    let mut response = match route {
-        Route::Ops => routed(request).await,
-        _ if route.policy_answers() => {
-            request.extensions_mut().insert(Admission::new(
-                lane.overload.clone(),
-                route,
-                lane.lag.clone(),
-            ));
-            routed(request).await
-        }
-        _ => {
-            if !request.body().is_end_stream() {
-                request = buffered(request, lane.max_body_bytes).await;
-            }
-            if state.body_timed_out.load(Ordering::Relaxed) {
-                // Answered 408 below.
-                Ok(ApiError::request_timeout().into_response())
-            } else if let Some(slot) = lane.overload.admit_on(route, &lane.lag) {
-                let response = routed(request).await;
-                drop(slot);
-                response
-            } else {
-                Ok(ApiError::overloaded().into_response())
-            }
-        }
-    }
-    .unwrap_or_else(|never| match never {});
-    if state.body_timed_out.swap(false, Ordering::Relaxed) {
-        lane.overload.timed_out(Deadline::Body);
-        response = ApiError::request_timeout().into_response();
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
+    let (mut response, body_late) = respond(&lane, request, &state.body_timed_out).await;
     let too_old = state.close_after.is_some_and(|at| Instant::now() >= at);
-    if lane.draining.is_draining() || too_old {
-        // hyper closes the connection once this answer is written.
+    if body_late || lane.draining.is_draining() || too_old {
+        // hyper closes the connection once this answer is written (after a late body, the
+        // rest of it would be read as the next request).
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -225,26 +212,6 @@ async fn handle(
     state.busy.store(false, Ordering::Relaxed);
     state.finished.fetch_add(1, Ordering::Relaxed);
     Ok(response)
-}
-
-/// The request with its whole body read (within the body deadline), so that it takes a place
-/// in flight only once it holds it. At most `limit` + 1 bytes are read: an oversized body still
-/// reaches the router, which answers 413. A body that breaks off is passed on as it is (the
-/// router answers 400, or 408 if its deadline passed).
-async fn buffered(request: Request<Body>, limit: usize) -> Request<Body> {
-    let (parts, mut body) = request.into_parts();
-    let mut bytes = BytesMut::new();
-    while bytes.len() <= limit {
-        match body.frame().await {
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    bytes.extend_from_slice(&data);
-                }
-            }
-            Some(Err(_)) | None => break,
-        }
-    }
-    Request::from_parts(parts, Body::from(bytes.freeze()))
 }
 
 /// A connection beyond `http.max_connections`: a `503 overloaded` written if the socket takes it
@@ -256,204 +223,4 @@ pub fn refuse(stream: TcpStream) {
         BODY.len()
     );
     let _ = stream.try_write(answer.as_bytes());
-}
-
-/// The deadlines the socket wrapper keeps.
-struct Deadlines {
-    idle: Duration,
-    header: Duration,
-    write: Duration,
-}
-
-/// The socket, with the idle and header deadlines on its reads while no request is served, and
-/// the write deadline on its writes.
-struct DeadlineIo {
-    io: TcpStream,
-    state: Arc<ConnState>,
-    overload: Arc<Overload>,
-    deadlines: Deadlines,
-    /// Since when writes have made no progress.
-    write_stalled: Option<Instant>,
-    write_timer: Option<Pin<Box<Sleep>>>,
-    /// `state.finished` when the current wait began.
-    wait_of: u64,
-    wait_started: Instant,
-    first_byte: Option<Instant>,
-    timer: Option<Pin<Box<Sleep>>>,
-    armed: Option<Instant>,
-}
-
-impl DeadlineIo {
-    fn new(
-        io: TcpStream,
-        state: Arc<ConnState>,
-        overload: Arc<Overload>,
-        deadlines: Deadlines,
-    ) -> Self {
-        DeadlineIo {
-            io,
-            state,
-            overload,
-            deadlines,
-            write_stalled: None,
-            write_timer: None,
-            wait_of: 0,
-            wait_started: Instant::now(),
-            first_byte: None,
-            timer: None,
-            armed: None,
-        }
-    }
-}
-
-impl AsyncRead for DeadlineIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let waiting = !this.state.busy.load(Ordering::Relaxed);
-        if waiting {
-            let finished = this.state.finished.load(Ordering::Relaxed);
-            if finished != this.wait_of {
-                this.wait_of = finished;
-                this.wait_started = Instant::now();
-                this.first_byte = None;
-            }
-        }
-        let before = buf.filled().len();
-        match Pin::new(&mut this.io).poll_read(cx, buf) {
-            Poll::Ready(read) => {
-                if waiting && this.first_byte.is_none() && buf.filled().len() > before {
-                    this.first_byte = Some(Instant::now());
-                }
-                Poll::Ready(read)
-            }
-            Poll::Pending if !waiting => Poll::Pending,
-            Poll::Pending => {
-                let (deadline, kind) = match this.first_byte {
-                    Some(first) => (first + this.deadlines.header, Deadline::Header),
-                    None => (this.wait_started + this.deadlines.idle, Deadline::Idle),
-                };
-                let timer = this
-                    .timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-                if this.armed != Some(deadline) {
-                    timer.as_mut().reset(deadline);
-                    this.armed = Some(deadline);
-                }
-                ready!(timer.as_mut().poll(cx));
-                this.overload.timed_out(kind);
-                Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("{} deadline passed", kind.label()),
-                )))
-            }
-        }
-    }
-}
-
-impl DeadlineIo {
-    /// Passes a write's outcome on; a write that stays pending past `http.write_timeout` from
-    /// the first time it could not proceed fails instead.
-    fn write_deadline<T>(
-        &mut self,
-        cx: &mut Context<'_>,
-        written: Poll<io::Result<T>>,
-    ) -> Poll<io::Result<T>> {
-        if written.is_ready() {
-            self.write_stalled = None;
-            return written;
-        }
-        let deadline = *self.write_stalled.get_or_insert_with(Instant::now) + self.deadlines.write;
-        let timer = self
-            .write_timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        if timer.deadline() != deadline {
-            timer.as_mut().reset(deadline);
-        }
-        ready!(timer.as_mut().poll(cx));
-        self.overload.timed_out(Deadline::Write);
-        Poll::Ready(Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "write deadline passed",
-        )))
-    }
-}
-
-impl AsyncWrite for DeadlineIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let written = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.write_deadline(cx, written)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        this.write_deadline(cx, written)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
-
-/// A request body that fails once its deadline passes before its end arrives.
-struct DeadlineBody {
-    inner: Incoming,
-    deadline: Instant,
-    timer: Option<Pin<Box<Sleep>>>,
-    state: Arc<ConnState>,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("the request body did not arrive within http.body_read_timeout")]
-struct BodyDeadline;
-
-impl HttpBody for DeadlineBody {
-    type Data = Bytes;
-    type Error = axum::BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = self.get_mut();
-        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
-            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
-        }
-        let deadline = this.deadline;
-        let timer = this
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        ready!(timer.as_mut().poll(cx));
-        this.state.body_timed_out.store(true, Ordering::Relaxed);
-        Poll::Ready(Some(Err(BodyDeadline.into())))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
 }

@@ -424,3 +424,32 @@ fn the_environment_names_the_cluster_nodes() {
     assert_eq!(cluster.nodes, ["redis://c0:1", "redis://c1:2"]);
     assert_eq!(cluster.refresh_interval, Duration::from_secs(5));
 }
+
+#[test]
+fn h2c_is_on_by_default_with_a_bounded_number_of_streams() {
+    let config = Config::default();
+    assert!(config.http.h2c);
+    assert_eq!(config.http.max_concurrent_streams, 256);
+    let config = Config::from_yaml("http: { h2c: false, max_concurrent_streams: 100 }\n").unwrap();
+    config.validate().unwrap();
+    assert!(!config.http.h2c);
+    assert_eq!(config.http.max_concurrent_streams, 100);
+    for streams in [0, 65_536] {
+        let yaml = format!("http: {{ max_concurrent_streams: {streams} }}\n");
+        let err = Config::from_yaml(&yaml).unwrap().validate().unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ConfigError::Invalid {
+                    field: "http.max_concurrent_streams",
+                    ..
+                }
+            ),
+            "{yaml}: {err}"
+        );
+    }
+    let (field, message) = Config::from_yaml("http: { h2c: maybe }\n").unwrap_err();
+    assert_eq!(field, "http.h2c", "{message}");
+    let (field, _) = Config::from_yaml("http: { max_concurrent_streams: -1 }\n").unwrap_err();
+    assert_eq!(field, "http.max_concurrent_streams");
+}
