@@ -20,17 +20,6 @@ fn config(redis: &RedisServer, window: &str, lease: &str) -> String {
     )
 }
 
-/// How many times the server ran `command` (`INFO commandstats`), 0 if never.
-fn calls(redis: &RedisServer, command: &str) -> u64 {
-    let stats = redis.command("INFO commandstats").unwrap_or_default();
-    stats
-        .split(&format!("cmdstat_{command}:calls="))
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 async fn metric(api: &Api, line_start: &str) -> f64 {
     let text = api.get("/metrics").await.text().await.unwrap();
     text.lines()
@@ -107,14 +96,14 @@ async fn renewals_go_as_one_call(redis: RedisServer, native: bool) {
     assert!(sent <= 2.0, "20 renewals in one window, {sent} batches");
     match native {
         true => {
-            assert_eq!(calls(&redis, "getex"), 0, "no renewal went alone");
-            let renews = calls(&redis, "sl.renew");
+            assert_eq!(redis.calls("getex"), 0, "no renewal went alone");
+            let renews = redis.calls("sl.renew");
             assert!(
                 (1..=2).contains(&renews),
                 "one SL.RENEW for the window: {renews}"
             );
         }
-        false => assert_eq!(calls(&redis, "getex"), 20, "a GETEX a renewal"),
+        false => assert_eq!(redis.calls("getex"), 20, "a GETEX a renewal"),
     }
 }
 

@@ -165,17 +165,6 @@ async fn a_shard_that_loses_its_module_goes_to_lua_without_one_wrong_answer_and_
     assert!(store.list("family").await.unwrap().active.is_empty());
 }
 
-/// How many times the server ran `command` (`INFO commandstats`), 0 if never.
-fn calls(redis: &RedisServer, command: &str) -> u64 {
-    let stats = redis.command("INFO commandstats").unwrap_or_default();
-    stats
-        .split(&format!("cmdstat_{command}:calls="))
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// On the native path a live lease's heartbeat is the same `GETEX` as on Lua (it costs Redis
 /// less than `SL.HEARTBEAT`: BENCHMARKS.md), and where the Lua path would run `touch` (the
 /// account key's life near its end) one `SL.HEARTBEAT` renews both, with no script at all.
@@ -192,9 +181,9 @@ async fn a_native_heartbeat_is_one_getex_and_sl_heartbeat_only_where_lua_would_t
             other => panic!("the live lease is renewed: {other:?}"),
         }
     }
-    assert_eq!(calls(&redis, "getex"), 20);
-    assert_eq!(calls(&redis, "sl.heartbeat"), 0);
-    assert_eq!(calls(&redis, "evalsha"), 0);
+    assert_eq!(redis.calls("getex"), 20);
+    assert_eq!(redis.calls("sl.heartbeat"), 0);
+    assert_eq!(redis.calls("evalsha"), 0);
 
     // The lease key says the account key's life ends now (as it would a TTL before its end).
     let lease = screenlimit_limiter::store::redis::lease_key("family", &tv.nonce);
@@ -212,13 +201,13 @@ async fn a_native_heartbeat_is_one_getex_and_sl_heartbeat_only_where_lua_would_t
         Ok(HeartbeatOutcome::Renewed { .. }) => {}
         other => panic!("still a renewal: {other:?}"),
     }
-    assert_eq!(calls(&redis, "getex"), 21);
+    assert_eq!(redis.calls("getex"), 21);
     assert_eq!(
-        calls(&redis, "sl.heartbeat"),
+        redis.calls("sl.heartbeat"),
         1,
         "the account key's life renewed natively"
     );
-    assert_eq!(calls(&redis, "evalsha"), 0, "no touch script");
+    assert_eq!(redis.calls("evalsha"), 0, "no touch script");
     let account_until: u64 = redis::cmd("GET").arg(&lease).query(&mut conn).unwrap();
     let account_ends: i64 = redis::cmd("PEXPIRETIME")
         .arg(screenlimit_limiter::store::redis::account_key("family"))
@@ -230,7 +219,7 @@ async fn a_native_heartbeat_is_one_getex_and_sl_heartbeat_only_where_lua_would_t
     );
     // And the next heartbeat is a plain renewal again.
     store.heartbeat("family", &tv).await.unwrap();
-    assert_eq!(calls(&redis, "sl.heartbeat"), 1);
+    assert_eq!(redis.calls("sl.heartbeat"), 1);
 }
 
 /// `accounts` live streams, one each, granted on `store`.
@@ -288,7 +277,7 @@ async fn a_batch_of_renewals_is_one_sl_renew_where_the_module_has_it() {
     }
     redis.command("CONFIG RESETSTAT").unwrap();
     heartbeats_at_once(&store, &streams).await;
-    let (renews, getexes) = (calls(&redis, "sl.renew"), calls(&redis, "getex"));
+    let (renews, getexes) = (redis.calls("sl.renew"), redis.calls("getex"));
     assert!(renews >= 1, "no SL.RENEW: {getexes} GETEX");
     assert!(
         renews + getexes < 10,
@@ -316,8 +305,8 @@ async fn a_batch_of_renewals_is_one_sl_renew_where_the_module_has_it() {
     assert_eq!(path_of(&older), Some("native"));
     redis.command("CONFIG RESETSTAT").unwrap();
     heartbeats_at_once(&older, &streams).await;
-    assert_eq!(calls(&redis, "sl.renew"), 0, "the probe said no SL.RENEW");
-    assert_eq!(calls(&redis, "getex"), 60);
+    assert_eq!(redis.calls("sl.renew"), 0, "the probe said no SL.RENEW");
+    assert_eq!(redis.calls("getex"), 60);
 
     // The grant taken back under the first store, which still believes in SL.RENEW.
     let reply = redis
@@ -326,10 +315,10 @@ async fn a_batch_of_renewals_is_one_sl_renew_where_the_module_has_it() {
     assert!(reply.starts_with("+OK"), "{reply}");
     redis.command("CONFIG RESETSTAT").unwrap();
     heartbeats_at_once(&store, &streams).await;
-    assert!(calls(&redis, "getex") >= 59, "sent again as GETEX");
+    assert!(redis.calls("getex") >= 59, "sent again as GETEX");
     heartbeats_at_once(&store, &streams).await;
     assert_eq!(
-        calls(&redis, "getex"),
+        redis.calls("getex"),
         120,
         "no SL.RENEW tried again meanwhile"
     );

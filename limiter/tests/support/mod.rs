@@ -259,6 +259,17 @@ impl RedisServer {
         self.command_as(None, command)
     }
 
+    /// How many times the server ran `command` (`INFO commandstats`), 0 if never.
+    pub fn calls(&self, command: &str) -> u64 {
+        let stats = self.command("INFO commandstats").unwrap_or_default();
+        stats
+            .split(&format!("cmdstat_{command}:calls="))
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// `command` on a connection that first signs in as `user` (name, password), when given.
     pub fn command_as(&self, user: Option<(&str, &str)>, command: &str) -> Option<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;

@@ -130,11 +130,11 @@ async fn buffered(request: Request<Body>, limit: usize) -> Request<Body> {
 
 /// A request body that fails once its deadline passes before its end arrives.
 struct DeadlineBody {
-    pub(super) inner: Incoming,
-    pub(super) deadline: Instant,
-    pub(super) timer: Option<Pin<Box<Sleep>>>,
+    inner: Incoming,
+    deadline: Instant,
+    timer: Option<Pin<Box<Sleep>>>,
     /// Raised when the deadline passes.
-    pub(super) timed_out: Arc<AtomicBool>,
+    timed_out: Arc<AtomicBool>,
 }
 
 #[derive(Debug, thiserror::Error)]
