@@ -31,80 +31,9 @@ macro_rules! api {
     };
 }
 
-/// The functions this module calls: a server without one (older than Redis 7.0) refuses to
-/// load it, instead of failing on a command later.
-pub fn missing() -> Option<&'static str> {
-    macro_rules! check {
-        ($($name:ident),*) => {
-            $(if unsafe { raw::$name }.is_none() { return Some(stringify!($name)); })*
-        };
-    }
-    check!(
-        RedisModule_OpenKey,
-        RedisModule_CloseKey,
-        RedisModule_KeyType,
-        RedisModule_StringDMA,
-        RedisModule_StringSet,
-        RedisModule_StringPtrLen,
-        RedisModule_CreateString,
-        RedisModule_CreateStringFromLongLong,
-        RedisModule_RetainString,
-        RedisModule_FreeString,
-        RedisModule_DeleteKey,
-        RedisModule_GetAbsExpire,
-        RedisModule_SetAbsExpire,
-        RedisModule_Milliseconds,
-        RedisModule_Replicate,
-        RedisModule_GetContextFlags,
-        RedisModule_ListPush,
-        RedisModule_ListPop,
-        RedisModule_ValueLength,
-        RedisModule_CreateCommand,
-        RedisModule_GetCommand,
-        RedisModule_SetCommandInfo,
-        RedisModule_ReplyWithArray,
-        RedisModule_ReplyWithLongLong,
-        RedisModule_ReplyWithStringBuffer,
-        RedisModule_ReplyWithNull
-    );
-    None
-}
+mod arg;
 
-/// One argument of the running command (its name, a key, a value), as Redis passed it: borrowed
-/// for the command, never retained or freed here; `Name` owns the strings the module creates.
-#[repr(transparent)]
-pub struct Arg(*mut raw::RedisModuleString);
-
-impl Arg {
-    /// The command's arguments as Redis passes them (`argv`, `argc`): its own strings, alive
-    /// until the command returns. Read in place, not retained and freed one by one.
-    pub fn all<'a>(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> &'a [Arg] {
-        match argv.is_null() || argc <= 0 {
-            true => &[],
-            // `Arg` is a transparent wrapper of the pointer.
-            false => unsafe { std::slice::from_raw_parts(argv.cast::<Arg>(), argc as usize) },
-        }
-    }
-
-    /// A string the module created; freed by its owner (`Name`).
-    fn from_raw(inner: *mut raw::RedisModuleString) -> Arg {
-        Arg(inner)
-    }
-
-    pub fn inner(&self) -> *mut raw::RedisModuleString {
-        self.0
-    }
-
-    /// The bytes (`RedisModule_StringPtrLen`).
-    pub fn as_slice(&self) -> &[u8] {
-        let mut len = 0usize;
-        let at: *const c_char = unsafe { api!(RedisModule_StringPtrLen)(self.0, &mut len) };
-        match at.is_null() {
-            true => &[],
-            false => unsafe { std::slice::from_raw_parts(at.cast::<u8>(), len) },
-        }
-    }
-}
+pub use arg::{Arg, missing};
 
 /// Whether a key API call did what it was asked.
 fn applied(status: c_int) -> bool {
@@ -373,56 +302,6 @@ pub fn free_strings() {
     }
 }
 
-/// A number's decimal digits, written on the stack (a replicated effect's time): what Redis
-/// would otherwise make from a `long long` argument with one more allocation.
-struct Digits {
-    buf: [u8; 20],
-    start: usize,
-}
-
-/// "00" to "99", two digits at a time.
-const PAIRS: &[u8; 200] = b"\
-0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
-impl Digits {
-    fn new(n: i64) -> Digits {
-        let mut buf = [0u8; 20];
-        let mut start = buf.len();
-        let mut rest = n.unsigned_abs();
-        while rest >= 100 {
-            let pair = (rest % 100) as usize * 2;
-            rest /= 100;
-            start -= 2;
-            buf[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        }
-        if rest >= 10 {
-            let pair = rest as usize * 2;
-            start -= 2;
-            buf[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        } else {
-            start -= 1;
-            buf[start] = b'0' + rest as u8;
-        }
-        if n < 0 {
-            start -= 1;
-            buf[start] = b'-';
-        }
-        Digits { buf, start }
-    }
-
-    fn ptr(&self) -> *const c_char {
-        self.buf[self.start..].as_ptr().cast()
-    }
-
-    fn len(&self) -> usize {
-        self.buf.len() - self.start
-    }
-}
-
 impl Keys {
     pub fn new(ctx: *mut raw::RedisModuleCtx) -> Keys {
         Keys {
@@ -438,14 +317,15 @@ impl Keys {
         held.take_where(
             |_| true,
             |held| {
-                let at = Digits::new(held.at);
+                let mut digits = itoa::Buffer::new();
+                let at = digits.format(held.at);
                 unsafe {
                     api!(RedisModule_Replicate)(
                         self.ctx,
                         c(c"PEXPIREAT"),
                         c(c"sb"),
                         held.name,
-                        at.ptr(),
+                        at.as_ptr().cast::<c_char>(),
                         at.len(),
                     );
                     api!(RedisModule_FreeString)(std::ptr::null_mut(), held.name);
@@ -483,15 +363,24 @@ impl Keys {
     /// the effect is propagated.
     fn replicate_set(&self, k: &Arg, v: Value, at: i64) {
         let pxat = PXAT.load(Ordering::Relaxed);
-        let t = Digits::new(at);
+        // The time as decimal digits on the stack: Redis would otherwise make an object of it.
+        let mut digits = itoa::Buffer::new();
+        let t = digits.format(at);
         let (ctx, set, k) = (self.ctx, c(c"SET"), k.inner());
         // One call per case: a C variadic call's arguments are fixed where it is written.
         unsafe {
             let replicate = api!(RedisModule_Replicate);
             match (v, at > 0, pxat.is_null()) {
-                (Value::String(v), true, false) => {
-                    replicate(ctx, set, c(c"sssb"), k, v.inner(), pxat, t.ptr(), t.len())
-                }
+                (Value::String(v), true, false) => replicate(
+                    ctx,
+                    set,
+                    c(c"sssb"),
+                    k,
+                    v.inner(),
+                    pxat,
+                    t.as_ptr().cast::<c_char>(),
+                    t.len(),
+                ),
                 (Value::String(v), true, true) => replicate(
                     ctx,
                     set,
@@ -499,17 +388,37 @@ impl Keys {
                     k,
                     v.inner(),
                     c(c"PXAT"),
-                    t.ptr(),
+                    t.as_ptr().cast::<c_char>(),
                     t.len(),
                 ),
                 (Value::String(v), false, _) => replicate(ctx, set, c(c"ss"), k, v.inner()),
                 (Value::Bytes(v), true, false) => {
                     let (p, n) = (v.as_ptr().cast::<c_char>(), v.len());
-                    replicate(ctx, set, c(c"sbsb"), k, p, n, pxat, t.ptr(), t.len())
+                    replicate(
+                        ctx,
+                        set,
+                        c(c"sbsb"),
+                        k,
+                        p,
+                        n,
+                        pxat,
+                        t.as_ptr().cast::<c_char>(),
+                        t.len(),
+                    )
                 }
                 (Value::Bytes(v), true, true) => {
                     let (p, n) = (v.as_ptr().cast::<c_char>(), v.len());
-                    replicate(ctx, set, c(c"sbcb"), k, p, n, c(c"PXAT"), t.ptr(), t.len())
+                    replicate(
+                        ctx,
+                        set,
+                        c(c"sbcb"),
+                        k,
+                        p,
+                        n,
+                        c(c"PXAT"),
+                        t.as_ptr().cast::<c_char>(),
+                        t.len(),
+                    )
                 }
                 (Value::Bytes(v), false, _) => {
                     let (p, n) = (v.as_ptr().cast::<c_char>(), v.len());
