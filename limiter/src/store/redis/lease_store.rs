@@ -95,9 +95,13 @@ impl RedisStore {
     /// skew), the lease is renewed and that is all; nearer, the account key's life must be
     /// renewed too (about one heartbeat in twelve with its six-TTL life).
     async fn renew(&self, account_id: &str, stream: &StreamRef) -> Result<Renewal, StoreError> {
-        let timing = self.rules.load().timing;
+        let rules = self.rules.load();
+        let (timing, window) = (rules.timing, rules.renewal_window);
+        drop(rules);
         let key = lease_key(account_id, &stream.nonce);
-        let renewal = self.send_renewal(account_id, key, timing.ttl_ms).await?;
+        let renewal = self
+            .send_renewal(account_id, key, timing.ttl_ms, window)
+            .await?;
         let account_until = match renewal {
             Value::BulkString(bytes) => std::str::from_utf8(&bytes)
                 .ok()

@@ -40,7 +40,8 @@ impl RedisStore {
     }
 
     /// A lease's renewal, `GETEX key PX ttl`, as a renewal in its shard's next batch; on a shard
-    /// of a list it first waits for the renewal window (`hold.rs`), and may go inside one
+    /// of a list it first waits for `window` (the renewal window of the rules its caller read:
+    /// `hold.rs`), and may go inside one
     /// `SL.RENEW` with the batch's other renewals (`renewals.rs`). A cluster's batches mix slots,
     /// which one command may not: there it is always its own `GETEX`, sent as it comes.
     pub(super) async fn send_renewal(
@@ -48,6 +49,7 @@ impl RedisStore {
         account_id: &str,
         key: Vec<u8>,
         ttl_ms: u64,
+        window: Duration,
     ) -> Result<Value, StoreError> {
         let mut command = redis::cmd("GETEX");
         command.arg(&key).arg("PX").arg(ttl_ms);
@@ -58,7 +60,6 @@ impl RedisStore {
         };
         let shard = &shards[ring::shard_for(account_id, shards.len())];
         let renewal = Some(LeaseRenewal { key, ttl_ms });
-        let window = self.rules.load().renewal_window;
         let reply = match window.is_zero() {
             true => {
                 let until = Instant::now() + self.deadline;
