@@ -485,8 +485,10 @@ async fn browser_run(
     client.goto(&format!("{b}/accounts")).await?;
     browser::wait_for(client, Locator::Id("account_id")).await?;
     browser::click(client, Locator::Css(r#"form[action="/sign-out"] button"#)).await?;
-    let link = browser::wait_for(client, Locator::Id("provider-sign-out")).await?;
-    let href = link.attr("href").await?.unwrap_or_default();
+    browser::wait_for(client, Locator::Id("provider-sign-out")).await?;
+    let href = browser::attr_of(client, Locator::Id("provider-sign-out"), "href")
+        .await?
+        .unwrap_or_default();
     assert!(
         href.starts_with(&format!("{}/session/end", stack.provider.issuer)),
         "{href}"
@@ -513,11 +515,19 @@ async fn browser_run(
     client.delete_all_cookies().await?;
     client.goto(&format!("{a}/sign-in")).await?;
     provider_page_sign_in(client, "nora").await?;
-    let title = browser::wait_for(client, Locator::Css("h1"))
-        .await?
-        .text()
-        .await?;
-    assert_eq!(title, "No access to the support dashboard");
+    // The provider's page may still be there, or re-render, when the first h1 is found: read
+    // the heading again until the dashboard's page is in (10 s at most).
+    let expected = "No access to the support dashboard";
+    let mut title = String::new();
+    for _ in 0..50 {
+        browser::wait_for(client, Locator::Css("h1")).await?;
+        title = browser::text_of(client, Locator::Css("h1")).await?;
+        if title == expected {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(title, expected);
     browser::screenshot(client, "oidc-4-no-access").await;
     Ok(())
 }

@@ -96,8 +96,11 @@ pub async fn wait_for(client: &Client, locator: Locator<'_>) -> Result<Element, 
     client.wait().at_most(WAIT).for_element(locator).await
 }
 
+/// The element found is gone: the page replaced it between the find and the use. Chromium says
+/// so as a stale element, or, when the node went mid-command, as an inspector error.
 fn stale(error: &CmdError) -> bool {
-    error.to_string().contains("stale element")
+    let text = error.to_string();
+    text.contains("stale element") || text.contains("does not belong to the document")
 }
 
 pub async fn click(client: &Client, locator: Locator<'_>) -> Result<(), CmdError> {
@@ -120,6 +123,21 @@ pub async fn type_into(client: &Client, locator: Locator<'_>, text: &str) -> Res
         }
     }
     client.find(locator).await?.send_keys(text).await
+}
+
+/// An attribute of an element, found again when the page replaced it meanwhile.
+pub async fn attr_of(
+    client: &Client,
+    locator: Locator<'_>,
+    name: &str,
+) -> Result<Option<String>, CmdError> {
+    for _ in 0..3 {
+        match client.find(locator).await?.attr(name).await {
+            Err(error) if stale(&error) => continue,
+            done => return done,
+        }
+    }
+    client.find(locator).await?.attr(name).await
 }
 
 pub async fn text_of(client: &Client, locator: Locator<'_>) -> Result<String, CmdError> {
