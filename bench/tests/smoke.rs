@@ -198,6 +198,12 @@ async fn fleet_smoke() {
         assert!(model[key].is_number(), "projection {key}: {model}");
     }
     assert!(model["per_pair"]["expected_commands_per_batch"].is_number());
+    // The seed's own model (stops at the churn) beside the conservative one.
+    let seed = &model["seed_model"];
+    assert_eq!(seed["stops_per_sec"], 28_000.0, "seed model {seed}");
+    for key in ["redis_main_cores", "shards_needed", "limiter_cores"] {
+        assert!(seed[key].is_number(), "seed model {key}: {seed}");
+    }
     assert!(r.text.contains("Fleet projection"), "{}", r.text);
     assert!(r.invariants["no_account_above_cap"].checks > 0);
     assert!(r.invariants["live_leases_match_players"].checks > 0);

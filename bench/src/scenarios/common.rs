@@ -99,12 +99,22 @@ pub struct Common {
     /// --io-threads --redis-arg 2`; with `REDIS_SERVER_BIN=valkey-server`, Valkey's I/O threads).
     #[arg(long = "redis-arg", allow_hyphen_values = true)]
     pub redis_args: Vec<String>,
+    /// Play-starts in flight while a population loads (default: `--connections`). Fewer keep a
+    /// machine that also runs Redis and the limiter from answering the load past the store's
+    /// deadline, which fails open and leaves those leases unwritten.
+    #[arg(long)]
+    pub load_in_flight: Option<usize>,
 }
 
 impl Common {
     /// The progress period, unless progress lines are off.
     pub fn progress_every(&self) -> Option<Duration> {
         (!self.no_progress).then_some(self.progress)
+    }
+
+    /// How many play-starts a population's load keeps in flight.
+    pub fn load_workers(&self) -> usize {
+        self.load_in_flight.unwrap_or(self.connections).max(1)
     }
 }
 

@@ -68,7 +68,7 @@ pub async fn steady(
         let account = account.clone();
         Arc::new(move |i: usize| (account(i), format!("d{}-g0", i % per), "standard"))
     };
-    let ids = load(&load_api, args.leases, api.http.connections(), names).await;
+    let ids = load(&load_api, args.leases, args.common.load_workers(), names).await;
     ticker.abort();
     let load_secs = t_load.elapsed().as_secs_f64();
     let loaded = ids.iter().filter(|id| !id.is_empty()).count();

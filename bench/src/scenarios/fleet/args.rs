@@ -74,6 +74,11 @@ pub struct FleetArgs {
     /// The seed's peak play-starts per second.
     #[arg(long, default_value_t = 500_000.0)]
     pub peak_play_starts: f64,
+    /// The seed's stops per second at its peak: the steady churn (streams / average session),
+    /// not one per play-start, since the seed's play-starts are a spike and its sizing counts
+    /// no stops. The conservative model beside it counts a stop for every play-start.
+    #[arg(long, default_value_t = 28_000.0)]
+    pub peak_stops: f64,
     /// The seed's concurrent streams.
     #[arg(long, default_value_t = 100_000_000.0)]
     pub peak_streams: f64,

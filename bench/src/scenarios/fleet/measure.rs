@@ -90,7 +90,7 @@ pub(super) async fn measure(
     let ids = load(
         &phase_api(&load_rec),
         args.closed_leases,
-        api.http.connections(),
+        common.load_workers(),
         Arc::new(move |i: usize| (format!("fh-{t}-{i}"), "dev-0".to_owned(), "premium")),
     )
     .await;
@@ -171,7 +171,7 @@ pub(super) async fn measure(
     let ids = load(
         &phase_api(&load_rec),
         players,
-        api.http.connections(),
+        common.load_workers(),
         Arc::new(move |i: usize| who[i].clone()),
     )
     .await;

@@ -13,6 +13,15 @@ pub(super) fn expected_depth(window: std::time::Duration, cmds_per_sec: f64, rtt
     (1.0 + cmds_per_sec * w).max(cmds_per_sec * (w + rtt_us / 1e6))
 }
 
+/// The seed's own load model: play-starts and stops at their own rates. The open loop measures
+/// a play-start and its stop together, so each is counted at half their sum (a stop costs a
+/// shard about what a play-start does: one script or native command on the account key).
+pub(super) struct SeedModel {
+    pub(super) redis_cores: f64,
+    pub(super) shards_needed: f64,
+    pub(super) limiter_cores: f64,
+}
+
 /// The model's outputs (and the ratios to the SET baseline).
 pub(super) struct Projection {
     pub(super) shards: f64,
@@ -30,6 +39,8 @@ pub(super) struct Projection {
     pub(super) shards_needed: f64,
     pub(super) shards_needed_raw: f64,
     pub(super) limiter_cores: f64,
+    /// The seed's own model: stops at `--peak-stops`, not one per play-start.
+    pub(super) seed: SeedModel,
     pub(super) rss_mean: f64,
     pub(super) redis_ram: f64,
     pub(super) hb_ratio: f64,
@@ -91,6 +102,15 @@ impl Projection {
         let limiter_cores = (args.peak_heartbeats * hb_only.limiter_us
             + args.peak_play_starts * mixed_play.limiter_us)
             / 1e6;
+        let plays_and_stops = (args.peak_play_starts + args.peak_stops) / 2.0;
+        let seed_redis_cores = (args.peak_heartbeats * hb_cost + plays_and_stops * play_cost) / 1e6;
+        let seed = SeedModel {
+            redis_cores: seed_redis_cores,
+            shards_needed: (seed_redis_cores / args.shard_cpu_budget).ceil(),
+            limiter_cores: (args.peak_heartbeats * hb_only.limiter_us
+                + plays_and_stops * mixed_play.limiter_us)
+                / 1e6,
+        };
         let rss_mean = if rss.is_empty() {
             0.0
         } else {
@@ -128,6 +148,7 @@ impl Projection {
             shards_needed,
             shards_needed_raw,
             limiter_cores,
+            seed,
             rss_mean,
             redis_ram,
             hb_ratio,

@@ -71,6 +71,7 @@ pub(super) fn text(args: &FleetArgs, m: &Measured, c: &Costs, p: &Projection) ->
         shards_needed,
         shards_needed_raw,
         limiter_cores,
+        ref seed,
         rss_mean,
         redis_ram,
         hb_ratio,
@@ -259,10 +260,10 @@ pub(super) fn text(args: &FleetArgs, m: &Measured, c: &Costs, p: &Projection) ->
     };
     kv(
         &mut t,
-        "peak heartbeats/s, play-starts/s, streams (seed)",
+        "peak heartbeats/s, play-starts/s, stops/s, streams (seed)",
         format!(
-            "{:.0}, {:.0}, {:.0}",
-            args.peak_heartbeats, args.peak_play_starts, args.peak_streams
+            "{:.0}, {:.0}, {:.0}, {:.0}",
+            args.peak_heartbeats, args.peak_play_starts, args.peak_stops, args.peak_streams
         ),
     );
     kv(
@@ -363,11 +364,38 @@ pub(super) fn text(args: &FleetArgs, m: &Measured, c: &Costs, p: &Projection) ->
     );
     kv(
         &mut t,
-        "limiter cores at peak (P × L available)",
+        format!(
+            "limiter cores at peak, at this run's {:.0} requests/s a process (P × L available)",
+            hb_rate_proc + 2.0 * play_rate_proc
+        ),
         format!(
             "{limiter_cores:.0} ({:.0}; {:.0} % busy)",
             procs * lanes,
             100.0 * limiter_cores / (procs * lanes)
+        ),
+    );
+    kv(
+        &mut t,
+        "  (conservative model above: a stop for every play-start)",
+        String::new(),
+    );
+    kv(
+        &mut t,
+        format!(
+            "seed's model, {:.0} stops/s: Redis cores, shards at {:.0} %, limiter cores",
+            args.peak_stops,
+            args.shard_cpu_budget * 100.0
+        ),
+        format!(
+            "{:.1}, {:.0} ({}), {:.0}  (a play-start and a stop each at half their measured sum)",
+            seed.redis_cores,
+            seed.shards_needed,
+            if seed.shards_needed <= shards {
+                "fits S"
+            } else {
+                "does NOT fit S"
+            },
+            seed.limiter_cores
         ),
     );
     kv(
