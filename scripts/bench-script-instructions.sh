@@ -14,7 +14,9 @@
 # one); and release.
 #
 # Layout: the lease-key layout (lease key = account key + first 8 bytes of the nonce; acquire
-# takes 13 ARGV; no renew.lua). The script checks it and stops on anything else.
+# takes 15 ARGV, the last two the account history's bounds, which every script that may write the
+# history ends with; no renew.lua). The script checks it and stops on anything else. A denied
+# play writes its entry in the account's history (capped at 50, so the phase's lists are full).
 #
 # With MODULE=path/to/libscreenlimit_redis_module.so (a release build of redis-module/) the server
 # loads the module, and the native commands are counted beside the scripts on the same inputs:
@@ -40,7 +42,10 @@ done
 grep -q "return account_key \.\. string\.sub(nonce, 1, 8)" $LUA/fast.lua \
   || die "fast.lua's lease_key is not account key + first 8 bytes of the nonce"
 grep -q 'ARGV\[13\]' $LUA/acquire.lua || die "acquire takes no ARGV[13] (caps book)"
-if grep -q 'ARGV\[1[4-9]\]' $LUA/acquire.lua $LUA/acquire_fast.lua; then die "acquire takes more than 13 ARGV"; fi
+grep -q 'ARGV\[15\]' $LUA/acquire.lua || die "acquire takes no ARGV[15] (history retention)"
+if grep -q 'ARGV\[1[6-9]\]' $LUA/acquire.lua $LUA/acquire_fast.lua; then die "acquire takes more than 15 ARGV"; fi
+# The history bounds (the defaults: 50 entries, 7 days).
+HIST=(50 604800000)
 
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -79,8 +84,8 @@ phone=$(printf '\x28\x01\x0cMom-s iPhone\x09profile-2\x0ftitle:tt0068646')
 # command line: the tv's lease key on account X is sl:{X}tv-nonce.
 tv_nonce=tv-nonce-0000001 phone_nonce=ph-nonce-0000001
 bench() { redis-benchmark -p "$port" -q -n "$1" -c 4 -r "${RANGE:-$N}" "${@:2}" >/dev/null 2>&1; }
-play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE: a measured acquire with the limiter's 13 ARGV
-  phase "$6" 1 EVALSHA "$1" 1 "$2" "$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$3" "$5" "$4" '' '' '' ''
+play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE: a measured acquire with the limiter's 15 ARGV
+  phase "$6" 1 EVALSHA "$1" 1 "$2" "$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$3" "$5" "$4" '' '' '' '' "${HIST[@]}"
 }
 # Households, pre-filled through the acquire script in one pipe: every account of `full`
 # (sl:{full-%012d}, the form redis-benchmark gives __rand_int__; N of them) holds a tv and three
@@ -96,7 +101,7 @@ def bulk(b): return b"$%d\r\n%s\r\n" % (len(b), b)
 out = []
 def play(key, device, details, nonce):
     args = [b"EVALSHA", sha, b"1", key, ttl, keep, b"", b"0", b"premium", b"4", device, nonce, details,
-            b"", b"", b"", b""]
+            b"", b"", b"", b"", b"50", b"604800000"]
     out.append(b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args))
 for a in range(n):
     play(b"sl:{full-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
@@ -136,14 +141,14 @@ renew32=()
 for _ in $(seq 32); do renew32+=("${k}tv-nonce"); done
 phase lua_renew32 1 EVALSHA "$renew_many" 32 "${renew32[@]}" "$TTL_MS"
 phase floor 1 EVALSHA "$floor" 1 "$k" "$TTL_MS" "$KEEP_MS"
-phase heartbeat 1 EVALSHA "$heartbeat" 1 "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce"
+phase heartbeat 1 EVALSHA "$heartbeat" 1 "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce" "${HIST[@]}"
 # Plays of a new phone (a random device id; phones played on one account share a lease-key name,
 # which only an account drawn twice notices).
 play "$acquire" 'sl:{room-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_room
 play "$acquire_general" 'sl:{room_general-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_room_general
 play "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_denied
 play "$acquire_general" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_denied_general
-RANGE=$((10 * N)) phase release 1 EVALSHA "$release" 1 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce"
+RANGE=$((10 * N)) phase release 1 EVALSHA "$release" 1 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce" "${HIST[@]}"
 # A draw that hits an account twice finds its lease released already ("not held", general code).
 released=$((10 * N - $(cli EVALSHA "$count" 0 'sl:{rel-*}tv-nonce')))
 echo "release: $released of $N calls released a live lease (the others found it released already)"
@@ -152,12 +157,12 @@ if [[ -n ${MODULE:-} ]]; then
   # plays on accounts with room (room_native, filled as room), denied plays on the full ones,
   # releases on the rel accounts (the same range as the script's phase, so a few more draws find
   # a lease that phase released: the count of real releases is printed).
-  phase sl_heartbeat 1 SL.HEARTBEAT "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce"
-  phase sl_heartbeat_p8 8 SL.HEARTBEAT "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce"
+  phase sl_heartbeat 1 SL.HEARTBEAT "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce" "${HIST[@]}"
+  phase sl_heartbeat_p8 8 SL.HEARTBEAT "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce" "${HIST[@]}"
   phase sl_acquire_room 1 SL.ACQUIRE 'sl:{room_native-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
-    phone-__rand_int__ $phone_nonce "$phone" '' '' '' ''
+    phone-__rand_int__ $phone_nonce "$phone" '' '' '' '' "${HIST[@]}"
   phase sl_acquire_denied 1 SL.ACQUIRE 'sl:{full-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
-    phone-__rand_int__ $phone_nonce "$phone" '' '' '' ''
+    phone-__rand_int__ $phone_nonce "$phone" '' '' '' '' "${HIST[@]}"
   # A batch's renewals as one command (the limiter's SL.RENEW): 8 lease keys a call, so a
   # renewal costs the phase's count / 8.
   renew_keys=()
@@ -165,7 +170,7 @@ if [[ -n ${MODULE:-} ]]; then
   phase sl_renew8 1 SL.RENEW "${renew_keys[@]}" "$TTL_MS"
   phase sl_renew8_p8 8 SL.RENEW "${renew_keys[@]}" "$TTL_MS"
   phase sl_renew32 1 SL.RENEW "${renew32[@]}" "$TTL_MS"
-  RANGE=$((10 * N)) phase sl_release 1 SL.RELEASE 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce"
+  RANGE=$((10 * N)) phase sl_release 1 SL.RELEASE 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce" "${HIST[@]}"
   released_again=$((10 * N - released - $(cli EVALSHA "$count" 0 'sl:{rel-*}tv-nonce')))
   echo "SL.RELEASE: $released_again of $N calls released a live lease"
 fi

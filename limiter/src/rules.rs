@@ -1,6 +1,6 @@
 //! The part of the config a running limiter may change without a restart (`reload/` swaps
-//! it): plans, the default and fallback plans, device caps, lease timing, the heartbeat interval
-//! and the failure policy. One immutable snapshot behind an atomic pointer: the service, the
+//! it): plans, the default and fallback plans, device caps, lease timing, the heartbeat interval,
+//! the failure policy and how much account history is kept. One immutable snapshot behind an atomic pointer: the service, the
 //! plan source and both stores read the one in force (a load is a few nanoseconds, no lock), and
 //! a reload replaces it whole, so no call sees half of one config and half of another.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, Guard};
 
 use crate::config::{Config, FailurePolicy};
-use crate::model::{Plan, Timing};
+use crate::model::{HistoryLimits, Plan, Timing};
 use crate::plan_book::PlanBook;
 
 /// The rules in force.
@@ -32,6 +32,8 @@ pub struct Rules {
     pub policy: FailurePolicy,
     /// The device caps of every plan that has some, as the acquire scripts read them.
     pub caps_book: Vec<u8>,
+    /// How much of each account's recent history the stores keep.
+    pub history: HistoryLimits,
 }
 
 impl Rules {
@@ -55,6 +57,7 @@ impl Rules {
             heartbeat_interval: config.lease.heartbeat_interval,
             renewal_window: config.store.renewal_window,
             policy: config.failure_policy,
+            history: config.history.limits(),
         }
     }
 
@@ -70,6 +73,7 @@ impl Rules {
             heartbeat_interval: Duration::from_millis(timing.ttl_ms / 2),
             renewal_window: crate::config::DEFAULT_RENEWAL_WINDOW,
             policy: FailurePolicy::Open,
+            history: HistoryLimits::default(),
         }
     }
 }

@@ -11,8 +11,8 @@ use screenlimit_limiter::config::StoreConfig;
 use screenlimit_limiter::ids::{PlanTag, StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
     AcquireCmd, AcquireOutcome, AuditKind, DenyRule, Device, DeviceCaps, DeviceType, ForceStopCmd,
-    ForceStopOutcome, HeartbeatOutcome, OverrideCmd, OverrideGrant, Plan, ReleaseOutcome,
-    SessionEventCmd, Timing,
+    ForceStopOutcome, HeartbeatOutcome, HistoryDevice, HistoryEvent, OverrideCmd, OverrideGrant,
+    Plan, RefusalRule, ReleaseOutcome, SessionEventCmd, Timing,
 };
 use screenlimit_limiter::plan_book::PlanBook;
 use screenlimit_limiter::store::LeaseStore;
@@ -435,6 +435,234 @@ mod cases {
             HeartbeatOutcome::Renewed { .. }
         ));
         assert_eq!(kick(store, "acct-c", &a).await, ForceStopOutcome::Unknown);
+    }
+}
+
+mod history_cases {
+    use super::*;
+
+    /// A play from a device with a type and a display name.
+    fn play_on(account: &str, id: &str, kind: DeviceType, plan: Option<Plan>) -> AcquireCmd {
+        let mut cmd = play(account, id, plan);
+        cmd.device.kind = kind;
+        cmd.device.meta = format!("{id}'s screen");
+        cmd
+    }
+
+    async fn refused<S: LeaseStore>(store: &S, cmd: &AcquireCmd) {
+        let outcome = store.acquire(cmd).await.unwrap();
+        assert!(
+            matches!(outcome, AcquireOutcome::Denied { .. }),
+            "{} was not refused: {outcome:?}",
+            cmd.device.id
+        );
+    }
+
+    fn seen(id: &str, kind: DeviceType) -> HistoryDevice {
+        HistoryDevice {
+            device_id: id.into(),
+            device_type: kind,
+            device_meta: format!("{id}'s screen"),
+        }
+    }
+
+    /// The events, newest first, with the times a store sets (a temporary limit's end) zeroed.
+    async fn events<S: LeaseStore>(store: &S, account: &str) -> Vec<HistoryEvent> {
+        let entries = store.history(account, 50).await.unwrap();
+        assert!(
+            entries.windows(2).all(|w| w[0].at >= w[1].at),
+            "not newest first: {entries:?}"
+        );
+        entries
+            .into_iter()
+            .map(|e| match e.event {
+                HistoryEvent::LimitGranted { limit, actor, .. } => HistoryEvent::LimitGranted {
+                    limit,
+                    until: 0,
+                    actor,
+                },
+                HistoryEvent::LimitRemoved { limit, actor, .. } => HistoryEvent::LimitRemoved {
+                    limit,
+                    until: 0,
+                    actor,
+                },
+                event => event,
+            })
+            .collect()
+    }
+
+    pub async fn refusals_take_overs_revocations_stops_and_limits_are_kept_newest_first<
+        S: LeaseStore,
+    >(
+        store: &S,
+    ) {
+        use DeviceType::{Console, Mobile, Tablet, Tv, Web};
+        let a = "hist";
+        let standard = || Some(standard_one_mobile());
+        let tv = granted(store, &play_on(a, "tv", Tv, standard())).await;
+        let phone = granted(store, &play_on(a, "phone-1", Mobile, standard())).await;
+        // Two streams of two: the plan's limit refuses.
+        refused(store, &play_on(a, "tablet", Tablet, standard())).await;
+        // A third stream for a while; a second phone is still one phone too many.
+        store
+            .set_override(&change_limit(a, Some((3, 60_000))))
+            .await
+            .unwrap();
+        refused(store, &play_on(a, "phone-2", Mobile, standard())).await;
+        let tablet = granted(store, &play_on(a, "tablet", Tablet, standard())).await;
+        // Three of three: the temporary limit refuses; the laptop takes the tablet's slot.
+        refused(store, &play_on(a, "laptop", Web, standard())).await;
+        let mut take_over = play_on(a, "laptop", Web, standard());
+        take_over.replace = Some(tablet.clone());
+        let laptop = granted(store, &take_over).await;
+        // The tablet hears it twice; the history tells it once.
+        for _ in 0..2 {
+            assert_eq!(
+                store.heartbeat(a, &tablet).await.unwrap(),
+                HeartbeatOutcome::Revoked
+            );
+        }
+        assert_eq!(kick(store, a, &laptop).await, ForceStopOutcome::Stopped);
+        store.set_override(&change_limit(a, None)).await.unwrap();
+        // Nothing else writes it: renewals, stops, grants.
+        assert!(matches!(
+            store.heartbeat(a, &tv).await.unwrap(),
+            HeartbeatOutcome::Renewed { .. }
+        ));
+        assert_eq!(
+            store.release(a, &phone).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+        granted(store, &play_on(a, "console", Console, standard())).await;
+
+        let holders = vec![seen("tv", Tv), seen("phone-1", Mobile)];
+        assert_eq!(
+            events(store, a).await,
+            vec![
+                HistoryEvent::LimitRemoved {
+                    limit: 3,
+                    until: 0,
+                    actor: "bo@support".into(),
+                },
+                HistoryEvent::ForceStop {
+                    device: seen("laptop", Web),
+                    actor: "alice@support".into(),
+                },
+                HistoryEvent::Revoked {
+                    device_id: "tablet".into(),
+                },
+                HistoryEvent::TakeOver {
+                    device: seen("laptop", Web),
+                    replaced: seen("tablet", Tablet),
+                },
+                HistoryEvent::Refused {
+                    device: seen("laptop", Web),
+                    rule: RefusalRule::TemporaryLimit,
+                    limit: 3,
+                    holders: [holders.clone(), vec![seen("tablet", Tablet)]].concat(),
+                },
+                HistoryEvent::Refused {
+                    device: seen("phone-2", Mobile),
+                    rule: RefusalRule::DeviceTypeCap,
+                    limit: 1,
+                    holders: holders.clone(),
+                },
+                HistoryEvent::LimitGranted {
+                    limit: 3,
+                    until: 0,
+                    actor: "bo@support".into(),
+                },
+                HistoryEvent::Refused {
+                    device: seen("tablet", Tablet),
+                    rule: RefusalRule::PlanLimit,
+                    limit: 2,
+                    holders,
+                },
+            ]
+        );
+        // A temporary limit's end is the store's: a minute after it was granted.
+        let entries = store.history(a, 50).await.unwrap();
+        let granted_at = entries.iter().find_map(|e| match e.event {
+            HistoryEvent::LimitGranted { until, .. } => Some(until - e.at),
+            _ => None,
+        });
+        assert_eq!(granted_at, Some(60_000));
+        // The newest few, as asked; another account has none.
+        assert_eq!(store.history(a, 2).await.unwrap(), entries[..2].to_vec());
+        assert!(store.history("hist-other", 50).await.unwrap().is_empty());
+    }
+
+    pub async fn a_lease_that_ended_unstopped_is_kept_once_it_is_forgotten<S: LeaseStore>(
+        store: &S,
+    ) {
+        let a = "hist-expired";
+        let tv = play_on(a, "tv", DeviceType::Tv, None);
+        let ends = match store.acquire(&tv).await.unwrap() {
+            AcquireOutcome::Granted { expires_at, .. } => expires_at,
+            other => panic!("{other:?}"),
+        };
+        // The player goes silent: its lease ends, and a TTL later the store forgets it, which
+        // the next play on the account finds.
+        tokio::time::sleep(TTL * 2 + Duration::from_millis(300)).await;
+        granted(store, &play_on(a, "phone", DeviceType::Mobile, None)).await;
+        let entries = store.history(a, 50).await.unwrap();
+        match entries.as_slice() {
+            [entry] => match &entry.event {
+                HistoryEvent::Expired { device, ended_at } => {
+                    assert_eq!(device, &seen("tv", DeviceType::Tv));
+                    assert!(ended_at.abs_diff(ends) < 50, "{ended_at} vs {ends}");
+                    assert!(entry.at >= ends + TTL.as_millis() as u64 - 50);
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("expected one expired lease, got {other:?}"),
+        }
+    }
+
+    pub async fn the_history_keeps_the_newest_fifty<S: LeaseStore>(store: &S) {
+        let a = "hist-many";
+        granted(store, &play_on(a, "tv", DeviceType::Tv, plan("basic", 1))).await;
+        for i in 0..55 {
+            refused(
+                store,
+                &play_on(a, &format!("phone-{i}"), DeviceType::Mobile, None),
+            )
+            .await;
+        }
+        let entries = store.history(a, 100).await.unwrap();
+        let devices: Vec<String> = entries
+            .iter()
+            .map(|e| match &e.event {
+                HistoryEvent::Refused { device, .. } => device.device_id.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let newest: Vec<String> = (5..55).rev().map(|i| format!("phone-{i}")).collect();
+        assert_eq!(devices, newest);
+    }
+
+    pub async fn plays_renewals_and_stops_write_no_history<S: LeaseStore>(store: &S) {
+        let a = "hist-quiet";
+        let tv = granted(
+            store,
+            &play_on(a, "tv", DeviceType::Tv, plan("standard", 2)),
+        )
+        .await;
+        let phone = granted(store, &play_on(a, "phone", DeviceType::Mobile, None)).await;
+        for _ in 0..3 {
+            assert!(matches!(
+                store.heartbeat(a, &tv).await.unwrap(),
+                HeartbeatOutcome::Renewed { .. }
+            ));
+        }
+        // The same device again: its own earlier lease goes, no one else's.
+        granted(store, &play_on(a, "tv", DeviceType::Tv, None)).await;
+        assert_eq!(
+            store.release(a, &phone).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+        let _ = store.list(a).await.unwrap();
+        assert_eq!(store.history(a, 50).await.unwrap(), vec![]);
     }
 }
 
@@ -1276,6 +1504,15 @@ conformance_module!(
     racing_phones_naming_no_plan_get_exactly_the_mobile_cap,
     an_override_raises_the_limit_until_it_expires,
     an_override_outlives_an_idle_account_and_can_be_cleared,
+);
+
+conformance_module!(
+    history,
+    history_cases,
+    refusals_take_overs_revocations_stops_and_limits_are_kept_newest_first,
+    a_lease_that_ended_unstopped_is_kept_once_it_is_forgotten,
+    the_history_keeps_the_newest_fifty,
+    plays_renewals_and_stops_write_no_history,
 );
 
 conformance_module!(

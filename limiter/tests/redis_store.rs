@@ -1,5 +1,6 @@
 //! What only the Redis store has to show: sharding by consistent hash, one EVALSHA per operation,
-//! recovery when the server lost its scripts, keys that expire when an account goes idle.
+//! recovery when the server lost its scripts, keys that expire when an account goes idle, an
+//! account's history written only by the rare events it records, capped and expiring.
 
 mod support;
 
@@ -9,13 +10,16 @@ use std::time::Duration;
 use screenlimit_limiter::ids::{StreamIdCodec, StreamRef};
 use screenlimit_limiter::model::{
     AUDIT_PER_ACCOUNT, AcquireCmd, AcquireOutcome, AuditKind, Device, ForceStopCmd,
-    HeartbeatOutcome, OverrideCmd, OverrideGrant, Plan, Timing,
+    HeartbeatOutcome, HistoryEvent, HistoryLimits, OverrideCmd, OverrideGrant, Plan,
+    ReleaseOutcome, Timing,
 };
 use screenlimit_limiter::plan_book::PlanBook;
+use screenlimit_limiter::rules::{LiveRules, Rules};
 use screenlimit_limiter::store::LeaseStore;
 use screenlimit_limiter::store::redis::ring::shard_for;
 use screenlimit_limiter::store::redis::{
     FLEET_AUDIT_KEY, RedisOptions, RedisStore, ShardSpec, account_audit_key, account_key,
+    history_key,
 };
 use support::{LimiterProcess, RedisServer, redis_config};
 
@@ -317,11 +321,11 @@ async fn limit_changes_share_the_force_stop_audit_lists_and_their_bounds() {
     server.command("CONFIG RESETSTAT").unwrap();
     store.set_override(&change(None)).await.unwrap();
     let stats = server.command("INFO commandstats").unwrap();
-    // The account's list is written by the script that makes the change, the fleet list by a
-    // second small script (on a Redis Cluster it lives in another slot); their commands count
-    // here too.
+    // The account's list (and its history) is written by the script that makes the change, the
+    // fleet list by a second small script (on a Redis Cluster it lives in another slot); their
+    // commands count here too.
     assert!(stats.contains("cmdstat_evalsha:calls=2,"), "{stats}");
-    assert!(stats.contains("cmdstat_lpush:calls=2,"), "{stats}");
+    assert!(stats.contains("cmdstat_lpush:calls=3,"), "{stats}");
 
     let list = account_audit_key("acct-x");
     assert_eq!(list, "sl:audit:{acct-x}", "the account's hash tag");
@@ -448,4 +452,124 @@ async fn live_streams_are_estimated_per_shard_from_heartbeats() {
         metrics.contains("screenlimit_live_streams{method=\"heartbeat_rate\",shard=\"0\"}"),
         "{metrics}"
     );
+}
+
+/// A store on `server` alone that keeps `limits` of history, plans Basic (1 stream).
+fn store_keeping(server: &RedisServer, limits: HistoryLimits) -> Arc<RedisStore> {
+    let options = RedisOptions {
+        shards: ShardSpec::Urls(vec![server.url()]),
+        deadline: Duration::from_secs(2),
+        batch_window: Duration::ZERO,
+        admission: true,
+        failure_threshold: 3,
+        probe_interval: Duration::from_millis(100),
+        access: Default::default(),
+        module: true,
+    };
+    let mut rules = Rules::fixed(
+        &PlanBook::new(Plan::new("basic", 1), []),
+        Timing::from_ttl(Duration::from_secs(30)),
+    );
+    rules.history = limits;
+    RedisStore::with_rules(&options, LiveRules::new(rules)).unwrap()
+}
+
+/// Granted plays, renewals and stops leave the history alone on both paths: no history key, no
+/// list command (the scripts) and no more work; a refused play writes one entry, the list keeps
+/// the newest `max_events` and expires `retention` after the newest.
+async fn history_on(server: RedisServer, native: bool) {
+    let store = store_keeping(
+        &server,
+        HistoryLimits {
+            max_events: 3,
+            retention_ms: 2_000,
+        },
+    );
+    if native {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while store.shard_states().first().and_then(|(_, s)| s.path) != Some("native") {
+            assert!(tokio::time::Instant::now() < deadline, "never native");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let list = history_key("acct-h");
+    assert_eq!(list, "sl:history:{acct-h}", "the account's hash tag");
+    server.command("CONFIG RESETSTAT").unwrap();
+    assert!(matches!(
+        store.acquire(&play("acct-h", "tv")).await.unwrap(),
+        AcquireOutcome::Granted { .. }
+    ));
+    let again = play("acct-h", "tv");
+    let AcquireOutcome::Granted { plan, .. } = store.acquire(&again).await.unwrap() else {
+        panic!("the same device plays again")
+    };
+    let tv = StreamRef {
+        device_id: "tv".into(),
+        nonce: again.nonce,
+        plan,
+    };
+    for _ in 0..5 {
+        assert!(matches!(
+            store.heartbeat("acct-h", &tv).await.unwrap(),
+            HeartbeatOutcome::Renewed { .. }
+        ));
+    }
+    assert!(
+        !exists(&server, &list),
+        "a grant or a renewal wrote history"
+    );
+    for command in ["lpush", "ltrim", "lrange", "pexpire"] {
+        assert_eq!(server.calls(command), 0, "{command} on the grant path");
+    }
+
+    for i in 0..5 {
+        let refused = store.acquire(&play("acct-h", &format!("phone-{i}"))).await;
+        assert!(matches!(refused.unwrap(), AcquireOutcome::Denied { .. }));
+        if i == 0 && !native {
+            assert_eq!(server.calls("lpush"), 1, "one entry for one refusal");
+        }
+    }
+    assert_eq!(integer(&server, &format!("LLEN {list}")), 3);
+    let pttl = integer(&server, &format!("PTTL {list}"));
+    assert!(
+        (1..=2_000).contains(&pttl),
+        "kept 2 s past the newest: {pttl}"
+    );
+    let devices: Vec<String> = store
+        .history("acct-h", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| match e.event {
+            HistoryEvent::Refused {
+                device, holders, ..
+            } => {
+                assert_eq!(holders.len(), 1);
+                assert_eq!(holders[0].device_id, "tv");
+                device.device_id
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(devices, ["phone-4", "phone-3", "phone-2"]);
+    assert_eq!(
+        store.release("acct-h", &tv).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    assert!(
+        !exists(&server, &list),
+        "the history outlived its retention"
+    );
+    assert!(store.history("acct-h", 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn history_is_written_by_refusals_alone_capped_and_expiring_on_lua() {
+    history_on(RedisServer::start(), false).await;
+}
+
+#[tokio::test]
+async fn history_is_written_by_refusals_alone_capped_and_expiring_natively() {
+    history_on(RedisServer::start_with_module(&[]), true).await;
 }

@@ -31,6 +31,9 @@ pub struct Scan {
     pub v: Vec<u8>,
     pub h: Header,
     pub recs: Vec<Rec>,
+    /// Live records forgotten (leases that ended unstopped): start and end, for the history
+    /// once the account is saved without them.
+    pub reaped: Vec<(usize, i64)>,
 }
 
 /// What `save` puts in a record's place.
@@ -152,7 +155,7 @@ impl<'a> Account<'a> {
             return Ok(None);
         };
         let (h, mut p) = Header::read(&v)?;
-        let mut recs = Vec::new();
+        let (mut recs, mut reaped) = (Vec::new(), Vec::new());
         while p < v.len() {
             let at = RecordAt::read(&v, p)?;
             let state = at.state(&v);
@@ -166,10 +169,12 @@ impl<'a> Account<'a> {
             }
             if forget > self.now {
                 recs.push(Rec { at, state, ends });
+            } else if state == LIVE {
+                reaped.push((p, ends));
             }
             p = at.stop;
         }
-        Ok(Some(Scan { v, h, recs }))
+        Ok(Some(Scan { v, h, recs, reaped }))
     }
 
     /// Writes the header and every kept record, edited, with `extra` appended; deletes the key

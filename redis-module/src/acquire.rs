@@ -1,15 +1,17 @@
 //! `SL.ACQUIRE`: decide a play (`acquire_fast.lua`, then `acquire.lua`), step for step.
 //!
 //! SL.ACQUIRE key ttl keep plan limit default-plan default-limit device nonce details
-//!            replace-device replace-nonce caps caps-book
+//!            replace-device replace-nonce caps caps-book history-entries history-retention
 //! Answers {1, limit, active, expires, plan, plan limit} or
-//! {0, limit, rule, cap, plan, plan limit, active raw records...}.
+//! {0, limit, rule, cap, plan, plan limit, active raw records...}. A refusal, a take-over and the
+//! leases forgotten that ended unstopped go into the account's history (`history.rs`).
 
 use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, Extended, Scan, find_device};
 use crate::args::{Arg, Args};
 use crate::error::Error;
+use crate::history::{self, Bounds, History};
 use crate::keys::Keys;
 use crate::layout::{
     Header, LIVE, REVOKED, RecordAt, byte, cap_of, caps_of, key_life, kind_of_details, new_record,
@@ -30,10 +32,11 @@ struct Play<'a> {
     caps: &'a [u8],
     caps_book: &'a [u8],
     kind: u8,
+    history: Bounds,
 }
 
 pub fn acquire(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 14)?;
+    let args = Args::new(all, 16)?;
     let details = args.details(9, "details")?;
     let play = Play {
         plan: args.short(3, "plan")?,
@@ -48,6 +51,7 @@ pub fn acquire(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         caps: args.caps(12, "caps")?,
         caps_book: args.bytes(13),
         kind: kind_of_details(details),
+        history: Bounds::read(&args, 14)?,
     };
     if keys.out_of_memory() {
         return Err(Error::OutOfMemory);
@@ -194,6 +198,7 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
             text(plan_name),
             int(plan_limit),
         ]);
+        let mut entry = refusal(play, rule, limit, cap, override_left > 0);
         let mut p = first;
         while p < v.len() {
             let at = RecordAt::read(v, p)?;
@@ -205,11 +210,13 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
                     push_u48(&mut raw, rec_ends);
                     raw.extend_from_slice(&v[p + 7..at.stop]);
                     out.push(RedisValue::StringBuffer(raw));
+                    history::device(&mut entry, v, at);
                 }
             }
             p = at.stop;
         }
         key.keep()?;
+        History::of(account.keys, account.key, now, play.history).push(history::REFUSED, &entry)?;
         return Ok(Some(RedisValue::Array(out)));
     }
     if stale {
@@ -246,6 +253,19 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
         plan,
         plan_limit,
     )))
+}
+
+/// The refusal's history entry so far: the rule as the history names it (0 the plan's limit, 1 a
+/// temporary one, 2 a cap), the limit (or cap) and the device; the holders follow.
+fn refusal(play: &Play, rule: i64, limit: i64, cap: i64, temporary: bool) -> Vec<u8> {
+    let (why, at) = match rule {
+        0 => (u8::from(temporary), limit),
+        _ => (2, cap),
+    };
+    let mut body = Vec::with_capacity(128);
+    body.extend_from_slice(&[why, at as u8]); // a limit and a cap fit a byte (args.rs)
+    history::play(&mut body, play.device, play.details);
+    body
 }
 
 /// The rule a play breaks, if any: 0 the account's limit, 1 + type a device-type cap.
@@ -320,6 +340,13 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
             int(h.limit),
         ];
         crate::list::push_active(&mut out, account, v, recs, &edits);
+        let mut entry = refusal(play, rule, limit, cap, h.ovr_ends > now);
+        for (i, rec) in recs.iter().enumerate() {
+            if edits[i].is_none() && rec.state == LIVE && rec.ends > now {
+                history::device(&mut entry, v, rec.at);
+            }
+        }
+        History::of(account.keys, account.key, now, play.history).push(history::REFUSED, &entry)?;
         return Ok(RedisValue::Array(out));
     }
     let ends = now + account.ttl;
@@ -333,6 +360,17 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
     push_record(&mut new, account, play, ends);
     account.save(scan.as_ref(), &h, &edits, Some(&new))?;
     account.start_lease(play.nonce, ends)?;
+    let reaped = scan.as_ref().map_or(&[][..], |s| &s.reaped[..]);
+    if !reaped.is_empty() || target.is_some() {
+        let history = History::of(account.keys, account.key, now, play.history);
+        history.reaped(v, reaped)?;
+        if let Some(target) = target {
+            let mut entry = Vec::with_capacity(96);
+            history::play(&mut entry, play.device, play.details);
+            history::device(&mut entry, v, recs[target].at);
+            history.push(history::TAKE_OVER, &entry)?;
+        }
+    }
     Ok(granted(
         account.keys,
         limit,

@@ -2,22 +2,26 @@
 //! natively on the Lua path (`GETEX` of the lease key, then `touch.lua` when the account key's
 //! life runs short), then, when the lease key is gone, the full heartbeat (`heartbeat.lua`).
 //!
-//! SL.HEARTBEAT key ttl keep plan limit device nonce
-//! Answers {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked.
+//! SL.HEARTBEAT key ttl keep plan limit device nonce history-entries history-retention
+//! Answers {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked. A
+//! revocation told and the leases forgotten that ended unstopped go into the account's history
+//! (`history.rs`); a renewal writes none.
 
 use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, active_count, find_device};
 use crate::args::{Arg, Args};
 use crate::error::Error;
+use crate::history::{Bounds, History};
 use crate::keys::Keys;
 use crate::layout::{Header, LIVE, RELEASED, REVOKED, key_life, new_record};
 use crate::reply::int;
 
 pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 7)?;
+    let args = Args::new(all, 9)?;
     let (plan, limit) = (args.short(3, "plan")?, args.small(4, "limit")?);
     let (device, nonce) = (args.short(5, "device")?, args.nonce(6, "nonce")?);
+    let bounds = Bounds::read(&args, 7)?;
     let account = Account {
         keys,
         key: args.key(0),
@@ -35,10 +39,13 @@ pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         Some(s) => (&s.v[..], &s.recs[..]),
         None => (&[][..], &[][..]),
     };
+    let history = || History::of(keys, account.key, account.now, bounds);
+    let reaped = scan.as_ref().map_or(&[][..], |s| &s.reaped[..]);
     let i = find_device(v, recs, device);
     if let Some(i) = i {
         let rec = recs[i];
         if rec.state == REVOKED || rec.at.nonce(v) != nonce {
+            history().revoked(device)?;
             return Ok(RedisValue::Array(vec![int(4)]));
         }
         if rec.state == RELEASED {
@@ -50,6 +57,9 @@ pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
             let h = &scan.as_ref().expect("a record has an account").h;
             account.save(scan.as_ref(), h, &edits, None)?;
             account.start_lease(nonce, ends)?;
+            if !reaped.is_empty() {
+                history().reaped(v, reaped)?;
+            }
             return answer(1, ends);
         }
     }
@@ -77,6 +87,9 @@ pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         }
     }
     account.start_lease(nonce, ends)?;
+    if !reaped.is_empty() {
+        history().reaped(v, reaped)?;
+    }
     answer(2, ends)
 }
 

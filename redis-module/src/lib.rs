@@ -9,6 +9,7 @@ mod args;
 mod audit;
 mod error;
 mod heartbeat;
+mod history;
 mod keys;
 mod layout;
 mod list;

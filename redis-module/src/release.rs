@@ -1,21 +1,24 @@
 //! `SL.RELEASE`: a graceful stop frees the slot now and remembers the stream as released
 //! (`release_fast.lua`, then `release.lua`).
 //!
-//! SL.RELEASE key ttl keep device nonce
-//! Answers 1 released, 0 not held.
+//! SL.RELEASE key ttl keep device nonce history-entries history-retention
+//! Answers 1 released, 0 not held. The leases the general code forgets that ended unstopped go
+//! into the account's history (`history.rs`).
 
 use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, Extended, find_device};
 use crate::args::{Arg, Args};
 use crate::error::Error;
+use crate::history::{Bounds, History};
 use crate::keys::Keys;
 use crate::layout::{LIVE, RELEASED, RecordAt, u48_bytes};
 use crate::reply::int;
 
 pub fn release(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 5)?;
+    let args = Args::new(all, 7)?;
     let (device, nonce) = (args.short(3, "device")?, args.nonce(4, "nonce")?);
+    let bounds = Bounds::read(&args, 5)?;
     let account = Account {
         keys,
         key: args.key(0),
@@ -60,6 +63,9 @@ pub fn release(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     )));
     account.end_lease(&scan.v, &rec)?;
     account.save(Some(&scan), &scan.h, &edits, None)?;
+    if !scan.reaped.is_empty() {
+        History::of(keys, account.key, account.now, bounds).reaped(&scan.v, &scan.reaped)?;
+    }
     Ok(int(1))
 }
 

@@ -3,12 +3,15 @@
 //! the fleet list (which, on a Redis Cluster, lives in another slot: the limiter adds it there).
 //!
 //! SL.FORCE_STOP key audit-key ttl keep device nonce account-id stream-id actor reason
-//!               per-account retention
+//!               per-account retention history-entries history-retention
 //! Answers {1, entry} stopped, {2} already stopped, {0} unknown.
 //!
 //! SL.SET_OVERRIDE key audit-key ttl keep default-plan default-limit limit duration account-id
-//!                 actor reason per-account retention
+//!                 actor reason per-account retention history-entries history-retention
 //! Answers {override limit, override end} ({0, 0} cleared), with the entry logged if any.
+//!
+//! Both also record the change (with its actor) and the leases forgotten that ended unstopped in
+//! the account's history (`history.rs`).
 
 use redis_module::RedisValue;
 
@@ -16,8 +19,9 @@ use crate::account::{Account, Edit, find_device};
 use crate::args::{Arg, Args};
 use crate::audit::{self, Entry};
 use crate::error::Error;
+use crate::history::{self, Bounds, History};
 use crate::keys::Keys;
-use crate::layout::{Header, REVOKED, byte, slice};
+use crate::layout::{Header, REVOKED, byte, push_u48, slice};
 use crate::reply::{int, text};
 
 /// The audit list's cap and retention, the last two arguments of both commands.
@@ -29,9 +33,10 @@ fn audit_args(args: &Args, at: usize) -> Result<(i64, i64), Error> {
 }
 
 pub fn force_stop(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 12)?;
+    let args = Args::new(all, 14)?;
     let (device, nonce) = (args.short(4, "device")?, args.nonce(5, "nonce")?);
     let (per_account, retention) = audit_args(&args, 10)?;
+    let bounds = Bounds::read(&args, 12)?;
     let list = args.key(1);
     audit::check_list(keys, list)?;
     let account = Account {
@@ -78,6 +83,12 @@ pub fn force_stop(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         .finish();
     account.end_lease(&scan.v, &rec)?;
     account.save(Some(&scan), &scan.h, &edits, None)?;
+    let history = History::of(keys, account.key, account.now, bounds);
+    history.reaped(&scan.v, &scan.reaped)?;
+    let mut stopped = Vec::with_capacity(64);
+    history::device(&mut stopped, &scan.v, rec.at);
+    stopped.extend_from_slice(args.bytes(8));
+    history.push(history::FORCE_STOP, &stopped)?;
     audit::push(keys, list, &entry, per_account, account.now + retention)?;
     Ok(RedisValue::Array(vec![
         int(1),
@@ -86,7 +97,7 @@ pub fn force_stop(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
 }
 
 pub fn set_override(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 13)?;
+    let args = Args::new(all, 15)?;
     let (default_plan, default_limit) = (
         args.short(4, "default plan")?,
         args.small(5, "default limit")?,
@@ -96,6 +107,7 @@ pub fn set_override(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         args.ms_or_zero(7, "duration")?,
     );
     let (per_account, retention) = audit_args(&args, 11)?;
+    let bounds = Bounds::read(&args, 13)?;
     let list = args.key(1);
     audit::check_list(keys, list)?;
     let account = Account {
@@ -116,6 +128,21 @@ pub fn set_override(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     h.ovr_limit = limit;
     h.ovr_ends = if limit > 0 { now + duration } else { 0 };
     account.save(scan.as_ref(), &h, &[], None)?;
+    let history = History::of(keys, account.key, now, bounds);
+    if let Some(scan) = &scan {
+        history.reaped(&scan.v, &scan.reaped)?;
+    }
+    let change = match (limit > 0, had > 0) {
+        (true, _) => Some((history::LIMIT_GRANTED, limit, h.ovr_ends)),
+        (false, true) => Some((history::LIMIT_REMOVED, had, had_ends)),
+        (false, false) => None,
+    };
+    if let Some((kind, limit, until)) = change {
+        let mut body = vec![limit as u8]; // a limit fits a byte (args.rs)
+        push_u48(&mut body, until);
+        body.extend_from_slice(args.bytes(9));
+        history.push(kind, &body)?;
+    }
     let entry = if limit > 0 {
         Some(
             Entry::new()

@@ -61,6 +61,8 @@ fn support_args(account: &str, list: &str) -> Vec<Vec<u8>> {
         "why",
         "50",
         "60000",
+        "50",
+        "600000",
     ]
     .map(|a| a.as_bytes().to_vec())
     .to_vec()
@@ -81,6 +83,8 @@ fn a_cluster_routes_the_commands_by_the_account_slot() {
         .arg(2)
         .arg("tv")
         .arg("0123456789abcdef")
+        .arg(50)
+        .arg(600000)
         .query(&mut c)
         .unwrap();
     assert_eq!(keys, ["sl:{a}"]);
@@ -104,25 +108,31 @@ fn a_cluster_routes_the_commands_by_the_account_slot() {
     let refused = cross.query::<Value>(&mut c).unwrap_err();
     assert_eq!(refused.code(), Some("CROSSSLOT"), "{refused}");
 
-    // A play: its lease key lands in the account's slot.
-    let granted: Vec<Value> = redis::cmd("SL.ACQUIRE")
-        .arg("sl:{a}")
-        .arg(1000)
-        .arg(2000)
-        .arg("")
-        .arg(0)
-        .arg("basic")
-        .arg(2)
-        .arg("tv")
-        .arg("0123456789abcdef")
-        .arg(&[4u8, 1, 0, 0, 0][..])
-        .arg("")
-        .arg("")
-        .arg("")
-        .arg("")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(granted[0], Value::Int(1));
+    // A play: its lease key lands in the account's slot; a refused one (a plan of one stream
+    // named) its history list.
+    let play = |device: &str, plan: &str, limit: u32, c: &mut Connection| -> Vec<Value> {
+        redis::cmd("SL.ACQUIRE")
+            .arg("sl:{a}")
+            .arg(1000)
+            .arg(2000)
+            .arg(plan)
+            .arg(limit)
+            .arg("basic")
+            .arg(2)
+            .arg(device)
+            .arg(format!("{device:-<16}"))
+            .arg(&[4u8, 1, 0, 0, 0][..])
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg(50)
+            .arg(600000)
+            .query(c)
+            .unwrap()
+    };
+    assert_eq!(play("tv", "", 0, &mut c)[0], Value::Int(1));
+    assert_eq!(play("phone", "basic", 1, &mut c)[0], Value::Int(0));
     let slot = |key: &str| -> i64 {
         redis::cmd("CLUSTER")
             .arg("KEYSLOT")
@@ -138,8 +148,12 @@ fn a_cluster_routes_the_commands_by_the_account_slot() {
         .unwrap();
     assert_eq!(
         in_slot.len(),
-        2,
-        "the account key and its lease key: {in_slot:?}"
+        3,
+        "the account key, its lease key and its history: {in_slot:?}"
+    );
+    assert!(
+        in_slot.contains(&"sl:history:{a}".to_string()),
+        "{in_slot:?}"
     );
 }
 
@@ -203,7 +217,8 @@ fn two_nodes(engine: Engine) {
     }
 
     // Two plays on an account of each node, nonces of braces, one force-stopped: the account
-    // key, the other's lease key and the audit list, all in the account's slot, filed there.
+    // key, the other's lease key, the audit list and the history, all in the account's slot,
+    // filed there.
     for (n, id) in ids_on_each_node(&cluster).iter().enumerate() {
         let account = account_key(id);
         for (device, nonce) in [("tv", [b'}'; 16]), ("phone", [b'{'; 16])] {
@@ -235,9 +250,9 @@ fn two_nodes(engine: Engine) {
             .arg(slot)
             .query(&mut conns[n])
             .unwrap();
-        if count != 3 {
+        if count != 4 {
             wrong.push(format!(
-                "slot {slot} of {id} holds {count} keys, not the account key, a lease key and the audit list"
+                "slot {slot} of {id} holds {count} keys, not the account key, a lease key, the audit list and the history"
             ));
         }
     }

@@ -4,7 +4,9 @@
 //! expire runs on two real servers, one answering with the scripts as the limiter sends them
 //! (the heartbeat as `GETEX` of the lease key, `touch` and the full script), one with the
 //! module's SL.* commands. After every step both give the same answer, and the account's keys
-//! hold the same values with the same expiry times, audit entries the same fields. One play or
+//! hold the same values with the same expiry times, audit entries the same fields, history
+//! entries the same bytes (times within the tolerance). The history is kept short, so that it is
+//! trimmed often, and the run must have seen every kind of entry. One play or
 //! stop in ten on the module's server goes through the script instead, as from a limiter not yet
 //! rolled: the commands go on from what the scripts wrote. At the end a replica of the module's
 //! server, which has no module, holds exactly the same keys: effects were replicated.
@@ -18,7 +20,7 @@
 
 mod support;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -37,6 +39,17 @@ const BURSTS: u32 = 44;
 /// Override durations: half a PERIOD off its multiples (the longest outlasts the key's life).
 const OVERRIDE_MS: [i64; 2] = [1_575, 7_175];
 const TOLERANCE_MS: i64 = 20;
+/// History bounds: few entries, so that trimming happens all the time.
+const HISTORY_KEPT: usize = 4;
+const HISTORY_RETENTION_MS: i64 = 600_000;
+
+/// The history bounds every command that may write the history ends with.
+fn history_args() -> [Vec<u8>; 2] {
+    [
+        HISTORY_KEPT.to_string().into(),
+        HISTORY_RETENTION_MS.to_string().into(),
+    ]
+}
 
 thread_local! {
     /// The longest a step's two calls took so far (ms): on a machine busy enough to stall
@@ -75,6 +88,35 @@ const REASON: &str = "said \"stop\" / tab\there \\ 📺\n\u{1}";
 
 fn account_key(account: usize) -> String {
     format!("sl:{{a{account}}}")
+}
+
+fn history_key(account: usize) -> String {
+    format!("sl:history:{{a{account}}}")
+}
+
+/// Two history entries: the same bytes but for their times (the entry's, an expired lease's
+/// end, a temporary limit's end), which are close.
+fn same_history_entry(a: &[u8], b: &[u8]) -> bool {
+    let u48 = |v: &[u8], i: usize| {
+        v[i..i + 6]
+            .iter()
+            .fold(0i64, |n, &x| (n << 8) | i64::from(x))
+    };
+    if a.len() != b.len() || a.len() < 8 || a[..2] != b[..2] || !close(u48(a, 2), u48(b, 2)) {
+        return false;
+    }
+    let timed = match a[1] {
+        5 => Some(8),
+        6 | 7 => Some(9),
+        _ => None,
+    };
+    match timed {
+        Some(t) if a.len() >= t + 6 => {
+            a[8..t] == b[8..t] && close(u48(a, t), u48(b, t)) && a[t + 6..] == b[t + 6..]
+        }
+        Some(_) => false,
+        None => a[8..] == b[8..],
+    }
 }
 
 fn lease_key(account: usize, nonce: &[u8; 16]) -> Vec<u8> {
@@ -293,6 +335,7 @@ fn keys_of(c: &mut Connection, account: usize) -> HashMap<Vec<u8>, (Value, i64)>
         .query(c)
         .unwrap();
     names.push(format!("sl:audit:{{a{account}}}").into_bytes());
+    names.push(history_key(account).into_bytes());
     let mut out = HashMap::new();
     for name in names {
         let kind: String = redis::cmd("TYPE").arg(&name).query(c).unwrap();
@@ -342,8 +385,12 @@ fn compare_keys(pair: &mut Pair, account: usize) -> Result<(), String> {
                 close(n(x), n(y))
             }
             (Value::Array(x), Value::Array(y)) => {
+                let history = name == history_key(account).as_bytes();
                 x.len() == y.len()
                     && x.iter().zip(y).all(|(x, y)| match (x, y) {
+                        (Value::BulkString(x), Value::BulkString(y)) if history => {
+                            same_history_entry(x, y)
+                        }
                         (Value::BulkString(x), Value::BulkString(y)) => same_json(x, y),
                         _ => false,
                     })
@@ -389,6 +436,9 @@ struct Seen {
     touched: u32,
     /// Leases renewed by an `SL.RENEW` of several keys.
     renewed_in_one: u32,
+    /// History entries seen (kind, and a refusal's rule), and whether a list reached its cap.
+    history: BTreeSet<(u8, u8)>,
+    history_full: bool,
 }
 
 struct History {
@@ -431,6 +481,26 @@ impl History {
         if let Err(e) = compare_keys(pair, account) {
             self.log
                 .fail(format!("after step {}: {e}", self.log.0.len()));
+        }
+        self.note_history(pair, account);
+    }
+
+    /// Notes the kinds of entry the account's history holds (both servers hold the same).
+    fn note_history(&mut self, pair: &mut Pair, account: usize) {
+        let entries: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(history_key(account))
+            .arg(0)
+            .arg(-1)
+            .query(&mut pair.lua)
+            .unwrap();
+        if entries.len() > HISTORY_KEPT {
+            self.log
+                .fail(format!("a{account}'s history outgrew its cap: {entries:?}"));
+        }
+        self.seen.history_full |= entries.len() == HISTORY_KEPT;
+        for e in entries {
+            let rule = if e[1] == 1 { e[8] } else { 0 };
+            self.seen.history.insert((e[1], rule));
         }
     }
 
@@ -505,6 +575,7 @@ impl History {
             Some((_, _, caps)) => args.extend([caps.to_vec(), Vec::new()]),
             None => args.extend([Vec::new(), self.book.clone()]),
         }
+        args.extend(history_args());
         let key = account_key(account).into_bytes();
         let lua = pair.lua("acquire", std::slice::from_ref(&key), &args);
         let module = match self.rng.random_bool(0.1) {
@@ -576,7 +647,7 @@ impl History {
             }
             None => false,
         };
-        let args: Vec<Vec<u8>> = vec![
+        let mut args: Vec<Vec<u8>> = vec![
             TTL_MS.to_string().into(),
             KEEP_MS.to_string().into(),
             s.plan.0.into(),
@@ -584,6 +655,7 @@ impl History {
             DEVICES[s.device].0.into(),
             s.nonce.to_vec(),
         ];
+        args.extend(history_args());
         let lua = match renewed_natively {
             true => None,
             false => Some(pair.lua("heartbeat", std::slice::from_ref(&key), &args)),
@@ -678,12 +750,13 @@ impl History {
     fn release(&mut self, pair: &mut Pair) -> usize {
         let s = self.some_stream();
         let key = account_key(s.account).into_bytes();
-        let args: Vec<Vec<u8>> = vec![
+        let mut args: Vec<Vec<u8>> = vec![
             TTL_MS.to_string().into(),
             KEEP_MS.to_string().into(),
             DEVICES[s.device].0.into(),
             s.nonce.to_vec(),
         ];
+        args.extend(history_args());
         let lua = pair.lua("release", std::slice::from_ref(&key), &args);
         let module = match self.rng.random_bool(0.1) {
             true => pair.lua_on_module("release", &key, &args),
@@ -723,7 +796,7 @@ impl History {
             account_key(s.account).into_bytes(),
             format!("sl:audit:{{a{}}}", s.account).into_bytes(),
         ];
-        let args: Vec<Vec<u8>> = vec![
+        let mut args: Vec<Vec<u8>> = vec![
             TTL_MS.to_string().into(),
             KEEP_MS.to_string().into(),
             DEVICES[s.device].0.into(),
@@ -735,6 +808,7 @@ impl History {
             b"3".to_vec(),
             b"3600000".to_vec(),
         ];
+        args.extend(history_args());
         let lua = pair.lua("force_stop", &keys, &args);
         let module = pair.native_keys("SL.FORCE_STOP", &keys, &args);
         self.log.0.push(format!(
@@ -763,7 +837,7 @@ impl History {
         ];
         let limit = self.rng.random_range(0..=5u8);
         let duration = OVERRIDE_MS[self.rng.random_range(0..OVERRIDE_MS.len())];
-        let args: Vec<Vec<u8>> = vec![
+        let mut args: Vec<Vec<u8>> = vec![
             TTL_MS.to_string().into(),
             KEEP_MS.to_string().into(),
             DEFAULT_PLAN.0.into(),
@@ -776,6 +850,7 @@ impl History {
             b"3".to_vec(),
             b"3600000".to_vec(),
         ];
+        args.extend(history_args());
         let lua = pair.lua("set_override", &keys, &args);
         let module = pair.native_keys("SL.SET_OVERRIDE", &keys, &args);
         self.log.0.push(format!(
@@ -882,6 +957,26 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
     ] {
         assert!(n > 0, "the history never saw a play {what}: {seen:?}");
     }
+    // Every kind of history entry, on both paths alike: refusals by the plan's limit (0), a
+    // temporary limit (1) and a device-type cap (2), take-overs, force-stops, revocations told,
+    // expired leases reaped, temporary limits granted and removed; and lists trimmed to the cap.
+    for expected in [
+        (1, 0),
+        (1, 1),
+        (1, 2),
+        (2, 0),
+        (3, 0),
+        (4, 0),
+        (5, 0),
+        (6, 0),
+        (7, 0),
+    ] {
+        assert!(
+            seen.history.contains(&expected),
+            "no history entry of kind {expected:?}: {seen:?}"
+        );
+    }
+    assert!(seen.history_full, "no history ever reached its cap");
 
     // The replica, which has no module, applied the effects: the very same keys and times.
     let mut primary = module_server.connect();

@@ -83,10 +83,10 @@ fn junk_on_a_valkey_cluster_stays_in_its_slots() {
 }
 
 /// The few facts of the layout the module copies rather than shares with the limiter: the
-/// version, the nonce's length, the lease key's shape. Kept equal here.
+/// version, the nonce's length, the lease key's and the history list's shape. Kept equal here.
 #[test]
 fn the_module_speaks_the_limiters_layout() {
-    use screenlimit_limiter::store::redis::{Scripts, account_key, lease_key};
+    use screenlimit_limiter::store::redis::{Scripts, account_key, history_key, lease_key};
     let server = Server::with_module(&[]);
     let mut c = server.connect();
     let version: i64 = redis::cmd("SL.VERSION").query(&mut c).unwrap();
@@ -101,26 +101,42 @@ fn the_module_speaks_the_limiters_layout() {
     );
     let nonce = [7u8; screenlimit_limiter::ids::NONCE_LEN];
     assert_eq!(nonce.len(), 16, "the module reads 16-byte nonces");
-    // A play through the module leaves the lease key where the limiter looks for it.
+    // A play through the module leaves the lease key where the limiter looks for it, a refused
+    // one its entry in the history list the limiter reads.
     let details = [4u8, 1, 0, 0, 0];
-    let granted: Vec<Value> = redis::cmd("SL.ACQUIRE")
-        .arg(account_key("layout"))
-        .arg(1000)
-        .arg(2000)
-        .arg("")
-        .arg(0)
-        .arg("basic")
-        .arg(2)
-        .arg("tv")
-        .arg(&nonce[..])
-        .arg(&details[..])
-        .arg("")
-        .arg("")
-        .arg("")
-        .arg("")
+    let mut play = |device: &str, plan: &str, limit: u32, nonce: &[u8]| -> Vec<Value> {
+        redis::cmd("SL.ACQUIRE")
+            .arg(account_key("layout"))
+            .arg(1000)
+            .arg(2000)
+            .arg(plan)
+            .arg(limit)
+            .arg("basic")
+            .arg(2)
+            .arg(device)
+            .arg(nonce)
+            .arg(&details[..])
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg(50)
+            .arg(600_000)
+            .query(&mut c)
+            .unwrap()
+    };
+    let granted = play("tv", "", 0, &nonce[..]);
+    assert_eq!(granted[0], Value::Int(1));
+    let refused = play("phone", "basic", 1, &[8u8; 16][..]);
+    assert_eq!(refused[0], Value::Int(0));
+    let entries: i64 = redis::cmd("LLEN")
+        .arg(history_key("layout"))
         .query(&mut c)
         .unwrap();
-    assert_eq!(granted[0], Value::Int(1));
+    assert_eq!(
+        entries, 1,
+        "the module's history list is not the limiter's history_key()"
+    );
     let exists: i64 = redis::cmd("EXISTS")
         .arg(lease_key("layout", &nonce))
         .query(&mut c)

@@ -294,9 +294,9 @@ pub fn encode_details(type_code: u8, meta: &str, profile: &str, title: &str) -> 
     out
 }
 
-/// ARGV of an acquire (no take-over, no device caps) as the limiter sends it, except that the
-/// caps are `''` rather than six 0 bytes so the list also works as command-line arguments (the
-/// script reads both as "no cap").
+/// ARGV of an acquire (no take-over, no device caps, no caps book, the default history bounds)
+/// as the limiter sends it, except that the caps are `''` rather than six 0 bytes so the list
+/// also works as command-line arguments (the script reads both as "no cap").
 pub(crate) fn acquire_argv(ttl_ms: u64, device: &str, nonce: &[u8]) -> Vec<Vec<u8>> {
     vec![
         ttl_ms.to_string().into_bytes(),
@@ -311,7 +311,17 @@ pub(crate) fn acquire_argv(ttl_ms: u64, device: &str, nonce: &[u8]) -> Vec<Vec<u
         Vec::new(),
         Vec::new(),
         Vec::new(),
+        Vec::new(),
     ]
+    .into_iter()
+    .chain(history_argv())
+    .collect()
+}
+
+/// The history bounds every command that may write an account's history ends with: the
+/// defaults (50 entries, 7 days).
+pub(crate) fn history_argv() -> [Vec<u8>; 2] {
+    [b"50".to_vec(), b"604800000".to_vec()]
 }
 
 /// The median (upper of the two middle values); sorts `v`.

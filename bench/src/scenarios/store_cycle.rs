@@ -11,7 +11,7 @@ use clap::Args;
 use rand::random_range;
 use serde_json::json;
 
-use super::common::{acquire_argv, dur, round2, script_source};
+use super::common::{acquire_argv, dur, history_argv, round2, script_source};
 use crate::procs::RedisStats;
 use crate::stats::{Report, histogram, summarize};
 
@@ -101,18 +101,18 @@ pub async fn store_cycle(args: &StoreCycleArgs) -> anyhow::Result<Report> {
                     // bytes) and no caps book.
                     let mut argv = acquire_argv(90_000, &device, &nonce);
                     argv[11] = vec![0; 6];
-                    argv.push(Vec::new());
                     let granted: redis::RedisResult<Vec<redis::Value>> =
                         cycle_call(native, "SL.ACQUIRE", &acquire, &key, argv)
                             .query_async(&mut conn)
                             .await;
                     let ok = matches!(granted.as_deref(), Ok([redis::Value::Int(1), ..]));
-                    let release_argv = vec![
+                    let mut release_argv = vec![
                         b"90000".to_vec(),
                         b"180000".to_vec(),
                         device.as_bytes().to_vec(),
                         nonce.to_vec(),
                     ];
+                    release_argv.extend(history_argv());
                     let released: redis::RedisResult<i64> =
                         cycle_call(native, "SL.RELEASE", &release, &key, release_argv)
                             .query_async(&mut conn)

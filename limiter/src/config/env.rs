@@ -57,6 +57,8 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
         "store.allow_eviction (true or false)",
     ),
     ("SCREENLIMIT_STORE_MODULE", "store.module (auto or off)"),
+    ("SCREENLIMIT_HISTORY_MAX_EVENTS", "history.max_events"),
+    ("SCREENLIMIT_HISTORY_RETENTION", "history.retention"),
     ("SCREENLIMIT_DRAIN_PERIOD", "http.drain_period"),
     ("SCREENLIMIT_SHUTDOWN_TIMEOUT", "http.shutdown_timeout"),
 ];
@@ -187,6 +189,12 @@ impl Config {
         }
         parsed_env(
             &env,
+            "SCREENLIMIT_HISTORY_MAX_EVENTS",
+            "history.max_events",
+            &mut self.history.max_events,
+        )?;
+        parsed_env(
+            &env,
             "SCREENLIMIT_MAX_CONNECTIONS",
             "http.max_connections",
             &mut self.http.max_connections,
@@ -239,6 +247,11 @@ impl Config {
             "SCREENLIMIT_MAX_QUEUE_DELAY",
             "http.max_queue_delay",
             &mut self.http.max_queue_delay,
+        )?;
+        duration(
+            "SCREENLIMIT_HISTORY_RETENTION",
+            "history.retention",
+            &mut self.history.retention,
         )?;
         duration(
             "SCREENLIMIT_DRAIN_PERIOD",

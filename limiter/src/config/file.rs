@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::api_access::{self, ApiAuthConfig, Credentials};
 use super::error::{ConfigError, invalid, read_named_file};
+use super::history::HistoryConfig;
 use super::http::HttpConfig;
 use super::plans::{FailurePolicy, LeaseConfig, MAX_STREAMS_CEILING, PlanRule, PlanSourceConfig};
 use super::store::{MAX_RENEWAL_WINDOW, StoreConfig};
@@ -25,6 +26,8 @@ pub struct Config {
     pub default_plan: String,
     pub lease: LeaseConfig,
     pub store: StoreConfig,
+    /// How much of each account's recent history the store keeps.
+    pub history: HistoryConfig,
     pub failure_policy: FailurePolicy,
     /// Secret that signs stream ids, inline. Every limiter instance on one store must share it.
     pub stream_id_secret: Option<String>,
@@ -70,6 +73,7 @@ impl Default for Config {
             default_plan: "basic".into(),
             lease: LeaseConfig::default(),
             store: StoreConfig::default(),
+            history: HistoryConfig::default(),
             failure_policy: FailurePolicy::Open,
             stream_id_secret: None,
             stream_id_secret_file: None,
@@ -171,6 +175,7 @@ impl Config {
         self.store
             .validate(self.stream_id_secret.is_some() || self.stream_id_secret_file.is_some())?;
         self.validate_renewal_window()?;
+        self.history.validate()?;
         self.plan_source.validate(&self.plans)?;
         self.http.validate()?;
         if let Some(revision) = &self.revision

@@ -5,6 +5,7 @@ use super::audit::{AuditKind, LimitChange};
 use super::commands::{
     AcquireCmd, AcquireOutcome, ForceStopOutcome, HeartbeatOutcome, ReleaseOutcome,
 };
+use super::history::{HistoryDevice, HistoryEvent, RefusalRule};
 use super::lease::{DenyRule, Device, Lease, LimitOverride, Millis, Plan, Timing};
 use crate::ids::{Nonce, PlanTag, StreamRef};
 
@@ -72,6 +73,9 @@ pub struct AccountState {
     plan: Plan,
     limit_override: Option<LimitOverride>,
     records: Vec<Record>,
+    /// History events of the operation at hand, oldest first, for the store to keep
+    /// (`take_events`).
+    events: Vec<HistoryEvent>,
 }
 
 impl AccountState {
@@ -80,19 +84,41 @@ impl AccountState {
             plan,
             limit_override: None,
             records: Vec::new(),
+            events: Vec::new(),
         }
     }
 
-    /// Drops what is past remembering; the same reaping the Redis scripts do on load.
+    /// Drops what is past remembering; the same reaping the Redis scripts do on load. A live
+    /// lease forgotten here ended without a stop: an `expired` event.
     pub fn prune(&mut self, now: Millis, timing: Timing) {
-        self.records.retain(|r| r.forget_at(timing) > now);
+        let events = &mut self.events;
+        self.records.retain(|r| {
+            let kept = r.forget_at(timing) > now;
+            if !kept && r.state == RecordState::Live {
+                events.push(HistoryEvent::Expired {
+                    device: HistoryDevice::from(&r.device),
+                    ended_at: r.until,
+                });
+            }
+            kept
+        });
         self.limit_override = self.limit_override.filter(|o| o.until > now);
+    }
+
+    /// The history events since the last call, oldest first.
+    pub fn take_events(&mut self) -> Vec<HistoryEvent> {
+        std::mem::take(&mut self.events)
     }
 
     /// When the whole account may be forgotten; `None` when nothing is left.
     pub fn forget_at(&self, timing: Timing) -> Option<Millis> {
         let records = self.records.iter().map(|r| r.forget_at(timing));
         records.chain(self.limit_override.map(|o| o.until)).max()
+    }
+
+    /// Whether a temporary limit is in force at `now`.
+    fn override_active(&self, now: Millis) -> bool {
+        self.limit_override.is_some_and(|o| o.until > now)
     }
 
     /// The limit in force for `plan` at `now`: an unexpired override wins.
@@ -103,16 +129,31 @@ impl AccountState {
         }
     }
 
-    /// Sets (or with `None` clears) the account's temporary limit. Returns what changed, for
-    /// the audit log; `None` when a removal found no temporary limit in force.
+    /// Sets (or with `None` clears) the account's temporary limit, `actor`'s change. Returns
+    /// what changed, for the audit log; `None` when a removal found no temporary limit in force.
     pub fn set_override(
         &mut self,
         limit_override: Option<LimitOverride>,
+        actor: &str,
         now: Millis,
     ) -> Option<LimitChange> {
         let before = self.limit_at(&self.plan, now);
         let active = self.limit_override.filter(|o| o.until > now);
         self.limit_override = limit_override;
+        let actor = actor.to_owned();
+        self.events.extend(match (limit_override, active) {
+            (Some(granted), _) => Some(HistoryEvent::LimitGranted {
+                limit: granted.limit,
+                until: granted.until,
+                actor,
+            }),
+            (None, Some(removed)) => Some(HistoryEvent::LimitRemoved {
+                limit: removed.limit,
+                until: removed.until,
+                actor,
+            }),
+            (None, None) => None,
+        });
         match (limit_override, active) {
             (Some(granted), _) => Some(LimitChange {
                 kind: AuditKind::LimitGranted,
@@ -153,7 +194,9 @@ impl AccountState {
                 r.device.id == t.device_id && r.nonce == t.nonce && r.state == RecordState::Live
             })
         };
+        let mut replaced = None;
         if let Some(r) = records.iter_mut().find(|r| is_target(r)) {
+            replaced = Some(HistoryDevice::from(&r.device));
             r.entomb(RecordState::Revoked, now, timing);
         }
         let limit = self.limit_at(&plan, now);
@@ -169,6 +212,19 @@ impl AccountState {
                 .map(|cap| DenyRule::DeviceTypeCap { kind, cap })
         };
         if let Some(rule) = rule {
+            let (rule_of, at) = match rule {
+                DenyRule::MaxStreams if self.override_active(now) => {
+                    (RefusalRule::TemporaryLimit, limit)
+                }
+                DenyRule::MaxStreams => (RefusalRule::PlanLimit, limit),
+                DenyRule::DeviceTypeCap { cap, .. } => (RefusalRule::DeviceTypeCap, cap),
+            };
+            self.events.push(HistoryEvent::Refused {
+                device: HistoryDevice::from(&cmd.device),
+                rule: rule_of,
+                limit: at,
+                holders: live().map(|r| HistoryDevice::from(&r.device)).collect(),
+            });
             let active = live().map(Record::lease).collect();
             return AcquireOutcome::Denied {
                 plan: plan.tag(),
@@ -187,6 +243,12 @@ impl AccountState {
         });
         self.records = records;
         self.plan = plan;
+        if let Some(replaced) = replaced {
+            self.events.push(HistoryEvent::TakeOver {
+                device: HistoryDevice::from(&cmd.device),
+                replaced,
+            });
+        }
         AcquireOutcome::Granted {
             plan: self.plan.tag(),
             limit,
@@ -205,6 +267,9 @@ impl AccountState {
         if let Some(i) = found {
             let record = &mut self.records[i];
             if record.nonce != stream.nonce || record.state == RecordState::Revoked {
+                self.events.push(HistoryEvent::Revoked {
+                    device_id: stream.device_id.clone(),
+                });
                 return HeartbeatOutcome::Revoked;
             }
             if record.state == RecordState::Released {
@@ -251,9 +316,11 @@ impl AccountState {
         }
     }
 
+    /// Revokes the stream; `actor` (who stopped it) goes into the account's history.
     pub fn force_stop(
         &mut self,
         stream: &StreamRef,
+        actor: &str,
         now: Millis,
         timing: Timing,
     ) -> ForceStopOutcome {
@@ -266,7 +333,12 @@ impl AccountState {
                 ForceStopOutcome::AlreadyStopped
             }
             Some(r) => {
+                let device = HistoryDevice::from(&r.device);
                 r.entomb(RecordState::Revoked, now, timing);
+                self.events.push(HistoryEvent::ForceStop {
+                    device,
+                    actor: actor.to_owned(),
+                });
                 ForceStopOutcome::Stopped
             }
         }

@@ -13,10 +13,12 @@
 mod account;
 mod audit;
 mod commands;
+mod history;
 mod lease;
 
 pub use crate::ids::PlanTag;
 pub use account::*;
 pub use audit::*;
 pub use commands::*;
+pub use history::*;
 pub use lease::*;

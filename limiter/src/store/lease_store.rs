@@ -8,7 +8,8 @@ use super::shard_health::ShardHealth;
 use crate::ids::StreamRef;
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, SessionState,
+    HeartbeatOutcome, HistoryEntry, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
+    SessionState,
 };
 
 pub trait LeaseStore: Send + Sync + 'static {
@@ -47,6 +48,14 @@ pub trait LeaseStore: Send + Sync + 'static {
         &self,
         account_id: &str,
     ) -> impl Future<Output = Result<AccountView, StoreError>> + Send;
+
+    /// The account's newest `limit` history entries, newest first: refused plays, take-overs,
+    /// force-stops, revocations told, leases that expired, temporary limits granted or removed.
+    fn history(
+        &self,
+        account_id: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<HistoryEntry>, StoreError>> + Send;
 
     /// Gives the account a temporary limit, or clears it with `None`, and records the change
     /// (if any) in the audit log in the same step. Returns the temporary limit now in force.

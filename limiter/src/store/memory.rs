@@ -16,8 +16,9 @@ use super::shard_health::ShardHealth;
 use crate::ids::StreamRef;
 use crate::model::{
     AUDIT_RECENT, AccountState, AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind,
-    ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, LimitOverride, Millis, OverrideCmd, Plan,
-    ReleaseOutcome, SessionEventCmd, SessionState, Timing,
+    ForceStopCmd, ForceStopOutcome, HeartbeatOutcome, HistoryEntry, HistoryEvent, HistoryLimits,
+    LimitOverride, Millis, OverrideCmd, Plan, ReleaseOutcome, SessionEventCmd, SessionState,
+    Timing,
 };
 use crate::rules::{LiveRules, Rules};
 
@@ -32,6 +33,30 @@ pub struct MemoryStore {
     /// Dashboard users' session generations (only users who signed out have one; 0 otherwise)
     /// and their failed sign-ins still counted (how many, until when).
     sessions: Mutex<HashMap<String, UserSessions>>,
+    /// Each account's recent history (only accounts that have one), as the Redis list keeps it.
+    histories: Mutex<HashMap<String, AccountHistory>>,
+}
+
+/// One account's history: newest first, at most `max_events`, forgotten `retention` after the
+/// newest entry (the Redis list's `LTRIM` and `PEXPIRE`).
+#[derive(Debug, Default)]
+struct AccountHistory {
+    entries: VecDeque<HistoryEntry>,
+    until: Millis,
+}
+
+impl AccountHistory {
+    fn add(&mut self, event: HistoryEvent, now: Millis, limits: HistoryLimits) {
+        if now >= self.until {
+            self.entries.clear();
+        }
+        if event.repeats(self.entries.front().map(|e| &e.event)) {
+            return;
+        }
+        self.entries.push_front(HistoryEntry { at: now, event });
+        self.entries.truncate(limits.max_events as usize);
+        self.until = now + limits.retention_ms;
+    }
 }
 
 fn audit_entry(cmd: &ForceStopCmd, at: Millis, device_meta: String) -> AuditEntry {
@@ -70,6 +95,7 @@ impl MemoryStore {
             rules,
             audit: Mutex::new(VecDeque::new()),
             sessions: Mutex::new(HashMap::new()),
+            histories: Mutex::new(HashMap::new()),
         }
     }
 
@@ -89,18 +115,47 @@ impl MemoryStore {
         });
     }
 
-    /// Forgets every account with nothing left to remember. Returns how many were dropped.
+    /// Forgets what every account no longer remembers (a lease that ended unstopped goes into
+    /// its history), every account with nothing left, and every history past its retention.
+    /// Returns how many accounts were dropped.
     pub fn sweep(&self) -> usize {
         let now = now_ms();
-        let timing = self.rules.load().timing;
+        let rules = self.rules.load();
+        let (timing, limits) = (rules.timing, rules.history);
+        drop(rules);
         let mut dropped = 0;
         for stripe in &self.stripes {
             let mut map = stripe.lock().unwrap_or_else(|e| e.into_inner());
             let before = map.len();
-            map.retain(|_, state| state.forget_at(timing).is_some_and(|t| t > now));
+            map.retain(|account_id, state| {
+                state.prune(now, timing);
+                self.keep_history(account_id, state.take_events(), now, limits);
+                state.forget_at(timing).is_some_and(|t| t > now)
+            });
             dropped += before - map.len();
         }
+        let mut histories = self.histories.lock().unwrap_or_else(|e| e.into_inner());
+        histories.retain(|_, history| history.until > now);
         dropped
+    }
+
+    /// Keeps the account's history events of one operation, in their order. Called under the
+    /// account's stripe lock (lock order: stripe, then histories).
+    fn keep_history(
+        &self,
+        account_id: &str,
+        events: Vec<HistoryEvent>,
+        now: Millis,
+        limits: HistoryLimits,
+    ) {
+        if events.is_empty() {
+            return;
+        }
+        let mut histories = self.histories.lock().unwrap_or_else(|e| e.into_inner());
+        let history = histories.entry(account_id.to_owned()).or_default();
+        for event in events {
+            history.add(event, now, limits);
+        }
     }
 
     /// Number of accounts held, expired or not.
@@ -153,6 +208,7 @@ impl MemoryStore {
     ) -> T {
         let rules = self.rules.load();
         let (timing, fresh_plan) = (rules.timing, fresh_plan.unwrap_or(&rules.book.default));
+        let history = rules.history;
         let stripe = (xxhash_rust::xxh3::xxh3_64(account_id.as_bytes()) % STRIPES as u64) as usize;
         let mut map = self.stripes[stripe]
             .lock()
@@ -165,9 +221,11 @@ impl MemoryStore {
         let state = map.get_mut(account_id).expect("inserted above");
         state.prune(now, timing);
         let out = op(state, now, timing);
+        let events = state.take_events();
         if state.forget_at(timing).is_none() {
             map.remove(account_id);
         }
+        self.keep_history(account_id, events, now, history);
         out
     }
 }
@@ -206,7 +264,7 @@ impl LeaseStore for MemoryStore {
     async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
         Ok(self.with_account(&cmd.account_id, |state, now, timing| {
             let device_meta = state.device_meta(&cmd.stream.device_id);
-            let outcome = state.force_stop(&cmd.stream, now, timing);
+            let outcome = state.force_stop(&cmd.stream, &cmd.actor, now, timing);
             if outcome == ForceStopOutcome::Stopped {
                 self.record(audit_entry(cmd, now, device_meta));
             }
@@ -237,11 +295,26 @@ impl LeaseStore for MemoryStore {
                 limit: g.limit,
                 until: now + g.duration_ms,
             });
-            if let Some(change) = state.set_override(limit_override, now) {
+            if let Some(change) = state.set_override(limit_override, &cmd.actor, now) {
                 self.record(change.entry(cmd, now));
             }
             limit_override
         }))
+    }
+
+    async fn history(
+        &self,
+        account_id: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        let now = now_ms();
+        let histories = self.histories.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(match histories.get(account_id) {
+            Some(history) if history.until > now => {
+                history.entries.iter().take(limit).cloned().collect()
+            }
+            _ => Vec::new(),
+        })
     }
 
     async fn session_state(&self, user: &str) -> Result<SessionState, StoreError> {
@@ -313,5 +386,44 @@ impl UserSessions {
                 0
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::HistoryDevice;
+
+    fn stop(actor: &str) -> HistoryEvent {
+        HistoryEvent::ForceStop {
+            device: HistoryDevice::default(),
+            actor: actor.into(),
+        }
+    }
+
+    #[test]
+    fn an_account_history_is_capped_repeats_no_revocation_and_expires() {
+        let limits = HistoryLimits {
+            max_events: 2,
+            retention_ms: 1_000,
+        };
+        let mut history = AccountHistory::default();
+        for (at, actor) in [(10, "a"), (11, "b"), (12, "c")] {
+            history.add(stop(actor), at, limits);
+        }
+        let actors = |h: &AccountHistory| -> Vec<HistoryEvent> {
+            h.entries.iter().map(|e| e.event.clone()).collect()
+        };
+        assert_eq!(actors(&history), [stop("c"), stop("b")]);
+        let revoked = HistoryEvent::Revoked {
+            device_id: "tv".into(),
+        };
+        history.add(revoked.clone(), 13, limits);
+        history.add(revoked.clone(), 14, limits);
+        assert_eq!(actors(&history), [revoked.clone(), stop("c")]);
+        assert_eq!(history.until, 1_013, "kept a retention past the newest");
+        // Past its retention the old entries are gone before a new one is kept.
+        history.add(stop("d"), 1_013, limits);
+        assert_eq!(actors(&history), [stop("d")]);
     }
 }

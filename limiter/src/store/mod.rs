@@ -16,7 +16,8 @@ pub use self::shard_health::{ShardHealth, ShardMemory, ShardStateView};
 use crate::ids::StreamRef;
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, SessionState,
+    HeartbeatOutcome, HistoryEntry, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
+    SessionState,
 };
 
 /// The configured backend, chosen at start-up.
@@ -183,6 +184,14 @@ impl LeaseStore for AnyStore {
 
     async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
         delegate!(self, s => s.list(account_id))
+    }
+
+    async fn history(
+        &self,
+        account_id: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        delegate!(self, s => s.history(account_id, limit))
     }
 
     async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {

@@ -33,6 +33,7 @@ pub fn missing() -> Option<&'static str> {
         RedisModule_GetContextFlags,
         RedisModule_ListPush,
         RedisModule_ListPop,
+        RedisModule_ListGet,
         RedisModule_ValueLength,
         RedisModule_CreateCommand,
         RedisModule_GetCommand,

@@ -573,6 +573,22 @@ impl Keys {
         )
     }
 
+    /// The list's newest entry (`LRANGE name 0 0`): `None` when there is no list, it is empty,
+    /// or the key holds another type.
+    pub fn list_head(&self, name: &Arg) -> Option<Vec<u8>> {
+        let key = self.open(name, false);
+        if key.kind() != raw::REDISMODULE_KEYTYPE_LIST {
+            return None;
+        }
+        let element = unsafe { api!(RedisModule_ListGet)(key.ptr, 0) };
+        if element.is_null() {
+            return None;
+        }
+        let head = Arg::from_raw(element).as_slice().to_vec();
+        unsafe { api!(RedisModule_FreeString)(self.ctx, element) };
+        Some(head)
+    }
+
     /// `LPUSH name value`, then `LTRIM name 0 keep-1` when the list grew past `keep`. A key of
     /// another type is refused (`WRONGTYPE`) and nothing replicated: a replica would refuse the
     /// `LPUSH` too.
@@ -593,7 +609,7 @@ impl Keys {
             )
         });
         if !pushed {
-            return Err(Error::Refused("the audit entry's push"));
+            return Err(Error::Refused("a list entry's push"));
         }
         unsafe {
             api!(RedisModule_Replicate)(

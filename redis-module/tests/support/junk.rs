@@ -2,9 +2,10 @@
 //! arguments in every position, key names that are not the limiter's (no hash tag, an empty or
 //! open one, something after it, an audit list of another account, the account key named twice),
 //! keys of the wrong type (a list where the account string goes, a string where the audit list
-//! goes, a list where a lease key goes), account values that do not follow the layout. Every call
-//! must get an answer, a call naming a key the limiter never names must be refused, and no junk
-//! may reach a key name or an account value.
+//! goes, a list where a lease key goes, a string where the history list goes), account values
+//! that do not follow the layout, history bounds out of range. Every call must get an answer, a
+//! call naming a key the limiter never names must be refused, and no junk may reach a key name,
+//! an account value or the layout of a history entry.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -16,16 +17,16 @@ use super::cluster::Cluster;
 pub const COMMANDS: [(&str, usize); 8] = [
     ("SL.VERSION", 0),
     ("SL.RENEW", 2),
-    ("SL.ACQUIRE", 14),
-    ("SL.HEARTBEAT", 7),
-    ("SL.RELEASE", 5),
+    ("SL.ACQUIRE", 16),
+    ("SL.HEARTBEAT", 9),
+    ("SL.RELEASE", 7),
     ("SL.LIST", 4),
-    ("SL.FORCE_STOP", 12),
-    ("SL.SET_OVERRIDE", 13),
+    ("SL.FORCE_STOP", 14),
+    ("SL.SET_OVERRIDE", 15),
 ];
 
-/// Accounts the module writes freely. `ok-3`'s audit list is a string, `ok-2` has a lease key
-/// that is a list (nonce `NONCES[3]`).
+/// Accounts the module writes freely. `ok-3`'s audit list and `ok-1`'s history are strings,
+/// `ok-2` has a lease key that is a list (nonce `NONCES[3]`).
 pub const ACCOUNTS: [&str; 3] = ["ok-1", "ok-2", "ok-3"];
 
 /// Accounts whose key the test garbles itself: another type, or a value off the layout.
@@ -37,6 +38,9 @@ const NONCES: [[u8; 16]; 4] = [[1; 16], [b'}'; 16], [b'{'; 16], [7; 16]];
 /// Long enough that nothing expires while a test compares two servers.
 const TTL: &str = "60000";
 const KEEP: &str = "120000";
+/// History bounds: few entries, so that trimming happens too.
+const HISTORY_KEPT: &str = "5";
+const HISTORY_RETENTION: &str = "600000";
 
 pub fn account_key(id: &str) -> Vec<u8> {
     format!("sl:{{{id}}}").into_bytes()
@@ -44,6 +48,10 @@ pub fn account_key(id: &str) -> Vec<u8> {
 
 pub fn audit_key(id: &str) -> Vec<u8> {
     format!("sl:audit:{{{id}}}").into_bytes()
+}
+
+pub fn history_key(id: &str) -> Vec<u8> {
+    format!("sl:history:{{{id}}}").into_bytes()
 }
 
 pub fn lease_key(id: &str, nonce: &[u8]) -> Vec<u8> {
@@ -85,14 +93,49 @@ fn is_lease_key(key: &[u8]) -> bool {
     key.len() > 8 && account_id(&key[..key.len() - 8]).is_some()
 }
 
-/// Whether `key` is a name the limiter uses: an account key, a lease key, an audit list.
+/// Whether `key` is a name the limiter uses: an account key, a lease key, an audit list, a
+/// history list.
 pub fn limiter_name(key: &[u8]) -> bool {
-    let audit = key.strip_prefix(b"sl:audit:").is_some_and(|rest| {
-        let mut tagged = b"sl:".to_vec();
-        tagged.extend_from_slice(rest);
-        account_id(&tagged).is_some()
-    });
-    audit || account_id(key).is_some() || is_lease_key(key)
+    let of_an_account = |prefix: &[u8]| {
+        key.strip_prefix(prefix).is_some_and(|rest| {
+            let mut tagged = b"sl:".to_vec();
+            tagged.extend_from_slice(rest);
+            account_id(&tagged).is_some()
+        })
+    };
+    of_an_account(b"sl:audit:")
+        || of_an_account(b"sl:history:")
+        || account_id(key).is_some()
+        || is_lease_key(key)
+}
+
+/// Whether a history entry follows its layout (`limiter/src/store/redis/history.rs`) whole.
+pub fn history_parses(entry: &[u8]) -> bool {
+    fn device(e: &[u8], p: usize) -> Option<usize> {
+        let id = *e.get(p)? as usize;
+        let meta = *e.get(p + 2 + id)? as usize;
+        let end = p + 3 + id + meta;
+        (end <= e.len()).then_some(end)
+    }
+    let body = |e: &[u8]| -> Option<bool> {
+        let p = 8;
+        Some(match e.get(1)? {
+            1 => {
+                let mut p = device(e, p + 2)?;
+                while p < e.len() {
+                    p = device(e, p)?;
+                }
+                true
+            }
+            2 => device(e, device(e, p)?)? == e.len(),
+            3 => device(e, p).is_some(),
+            4 => p + 1 + *e.get(p)? as usize == e.len(),
+            5 => device(e, p + 6)? == e.len(),
+            6 | 7 => e.len() >= p + 7,
+            _ => false,
+        })
+    };
+    entry.len() >= 8 && entry[0] == 1 && body(entry) == Some(true)
 }
 
 /// Whether a call's keys are the limiter's: the account key first, a support action's audit
@@ -121,7 +164,7 @@ pub fn prepare(target: &mut impl Target) {
     let k = |id: &str| account_key(id);
     let mut cut = vec![2, 2, 5];
     cut.extend_from_slice(b"basic\0\0\0\0\0\0\0\0\0\0\0\0");
-    let writes: [(&str, Vec<Vec<u8>>); 8] = [
+    let writes: [(&str, Vec<Vec<u8>>); 9] = [
         ("HSET", vec![k("hash"), b"f".to_vec(), b"v".to_vec()]),
         ("RPUSH", vec![k("list"), b"x".to_vec()]),
         ("SET", vec![k("short"), vec![2]]),
@@ -129,6 +172,7 @@ pub fn prepare(target: &mut impl Target) {
         ("SET", vec![k("huge-len"), vec![2, 2, 255, 1]]),
         ("SET", vec![k("v9"), vec![9; 80]]),
         ("SET", vec![audit_key("ok-3"), b"a string".to_vec()]),
+        ("SET", vec![history_key("ok-1"), b"a string".to_vec()]),
         ("RPUSH", vec![lease_key("ok-2", &NONCES[3]), b"x".to_vec()]),
     ];
     for (command, args) in writes {
@@ -163,9 +207,27 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
             s(""),
             s(""),
             s(""),
+            s(HISTORY_KEPT),
+            s(HISTORY_RETENTION),
         ]),
-        "SL.HEARTBEAT" => args.extend([s(TTL), s(KEEP), s("basic"), s("2"), s(device), nonce]),
-        "SL.RELEASE" => args.extend([s(TTL), s(KEEP), s(device), nonce]),
+        "SL.HEARTBEAT" => args.extend([
+            s(TTL),
+            s(KEEP),
+            s("basic"),
+            s("2"),
+            s(device),
+            nonce,
+            s(HISTORY_KEPT),
+            s(HISTORY_RETENTION),
+        ]),
+        "SL.RELEASE" => args.extend([
+            s(TTL),
+            s(KEEP),
+            s(device),
+            nonce,
+            s(HISTORY_KEPT),
+            s(HISTORY_RETENTION),
+        ]),
         "SL.RENEW" => {
             args = (0..rng.random_range(0..4))
                 .map(|_| {
@@ -183,6 +245,7 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
                 _ => args.extend([s("basic"), s("2"), s("3"), s("60000"), s(id)]),
             }
             args.extend([s("support"), s("reason"), s("50"), s("86400000")]);
+            args.extend([s(HISTORY_KEPT), s(HISTORY_RETENTION)]);
         }
         _ => args.clear(),
     }
@@ -393,6 +456,38 @@ pub fn check_keys(conns: &mut [Connection]) -> Result<usize, String> {
                 String::from_utf8_lossy(&name[..name.len().min(40)])
             ));
         }
+    }
+    let mut histories = 0;
+    for c in conns.iter_mut() {
+        let lists: Vec<Vec<u8>> = redis::cmd("KEYS").arg("sl:history:*").query(c).unwrap();
+        for list in lists {
+            if kind(c, &list) != "list" {
+                continue;
+            }
+            histories += 1;
+            let entries: Vec<Vec<u8>> = redis::cmd("LRANGE")
+                .arg(&list)
+                .arg(0)
+                .arg(-1)
+                .query(c)
+                .unwrap();
+            if entries.len() > 5 || !entries.iter().all(|e| history_parses(e)) {
+                return Err(format!(
+                    "{}: junk reached the history (or it outgrew its cap): {entries:?}",
+                    String::from_utf8_lossy(&list)
+                ));
+            }
+        }
+    }
+    if histories == 0 {
+        return Err("no history was ever written".into());
+    }
+    // A history key of another type is left alone.
+    if !conns
+        .iter_mut()
+        .any(|c| kind(c, &history_key("ok-1")) == "string")
+    {
+        return Err("sl:history:{ok-1}, a string, was overwritten or lost".into());
     }
     let mut accounts = 0;
     for id in ACCOUNTS {

@@ -325,6 +325,8 @@ pub fn call(command: &str, account: &[u8], audit: &[u8]) -> Vec<Vec<u8>> {
             s(""),
             s(""),
             s(""),
+            s("50"),
+            s("600000"),
         ]),
         "SL.HEARTBEAT" => args.extend([
             s("60000"),
@@ -333,8 +335,17 @@ pub fn call(command: &str, account: &[u8], audit: &[u8]) -> Vec<Vec<u8>> {
             s("2"),
             s("tv"),
             NONCE.to_vec(),
+            s("50"),
+            s("600000"),
         ]),
-        "SL.RELEASE" => args.extend([s("60000"), s("120000"), s("tv"), NONCE.to_vec()]),
+        "SL.RELEASE" => args.extend([
+            s("60000"),
+            s("120000"),
+            s("tv"),
+            NONCE.to_vec(),
+            s("50"),
+            s("600000"),
+        ]),
         "SL.LIST" => args.extend([s("60000"), s("basic"), s("2")]),
         "SL.FORCE_STOP" => args.extend([
             audit.to_vec(),
@@ -348,6 +359,8 @@ pub fn call(command: &str, account: &[u8], audit: &[u8]) -> Vec<Vec<u8>> {
             s("why"),
             s("50"),
             s("86400000"),
+            s("50"),
+            s("600000"),
         ]),
         "SL.SET_OVERRIDE" => args.extend([
             audit.to_vec(),
@@ -362,6 +375,8 @@ pub fn call(command: &str, account: &[u8], audit: &[u8]) -> Vec<Vec<u8>> {
             s("why"),
             s("50"),
             s("86400000"),
+            s("50"),
+            s("600000"),
         ]),
         _ => unreachable!(),
     }

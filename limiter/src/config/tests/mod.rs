@@ -453,3 +453,74 @@ fn h2c_is_on_by_default_with_a_bounded_number_of_streams() {
     let (field, _) = Config::from_yaml("http: { max_concurrent_streams: -1 }\n").unwrap_err();
     assert_eq!(field, "http.max_concurrent_streams");
 }
+
+#[test]
+fn history_keeps_fifty_entries_for_seven_days_unless_told_otherwise() {
+    let defaults = Config::load(None, no_env).unwrap().history;
+    assert_eq!(
+        (defaults.max_events, defaults.retention),
+        (50, Duration::from_secs(7 * 24 * 3600))
+    );
+    let config = Config::from_yaml("history: { max_events: 20, retention: 36h }\n").unwrap();
+    config.validate().unwrap();
+    let limits = config.history.limits();
+    assert_eq!(
+        (limits.max_events, limits.retention_ms),
+        (20, 36 * 3600 * 1000)
+    );
+    let env = |name: &str| match name {
+        "SCREENLIMIT_HISTORY_MAX_EVENTS" => Some("7".into()),
+        "SCREENLIMIT_HISTORY_RETENTION" => Some("2h".into()),
+        _ => None,
+    };
+    let from_env = Config::load(None, env).unwrap().history;
+    assert_eq!(
+        (from_env.max_events, from_env.retention),
+        (7, Duration::from_secs(7200))
+    );
+    for (yaml, field, words) in [
+        (
+            "history: { max_events: 0 }\n",
+            "history.max_events",
+            "1 to 1000",
+        ),
+        (
+            "history: { max_events: 1001 }\n",
+            "history.max_events",
+            "1 to 1000",
+        ),
+        (
+            "history: { retention: 30s }\n",
+            "history.retention",
+            "1m to 90d",
+        ),
+        (
+            "history: { retention: 91d }\n",
+            "history.retention",
+            "1m to 90d",
+        ),
+    ] {
+        let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+        match &err {
+            ConfigError::Invalid { field: f, message } => {
+                assert_eq!(*f, field, "{yaml}");
+                assert!(message.contains(words), "{yaml}: {message}");
+            }
+            other => panic!("{yaml}: {other}"),
+        }
+    }
+    let (field, _) = Config::from_yaml("history: { max_entries: 5 }\n").unwrap_err();
+    assert_eq!(field, "history.max_entries");
+    let bad = |name: &str| (name == "SCREENLIMIT_HISTORY_MAX_EVENTS").then(|| "many".into());
+    let err = Config::load(None, bad).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConfigError::Invalid {
+                field: "history.max_events",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}

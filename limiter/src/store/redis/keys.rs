@@ -24,6 +24,12 @@ pub fn account_audit_key(account_id: &str) -> String {
     format!("sl:audit:{{{account_id}}}")
 }
 
+/// The account's recent history (`history.rs`), in the same slot as its leases. The scripts and
+/// the module name it from the account key (`history_key` in `fast.lua`): no play carries it.
+pub fn history_key(account_id: &str) -> String {
+    format!("sl:history:{{{account_id}}}")
+}
+
 /// The fleet audit list: the newest support actions and sign-in events. Each shard of a list
 /// keeps its own (beside the account or user an entry concerns) and the fleet view merges them;
 /// a Redis Cluster keeps one, in this key's slot.

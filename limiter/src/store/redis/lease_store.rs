@@ -1,6 +1,6 @@
 //! The store's operations (`LeaseStore`): each built as its script's call or the module's
 //! command, sent to its account's shard, and its reply read; the heartbeat's `GETEX` renewal; the
-//! audit lists.
+//! audit lists and the accounts' history lists.
 
 use std::time::Duration;
 
@@ -10,17 +10,18 @@ use super::batch::Priority;
 use super::call::{Call, Op};
 use super::keys::{
     AUDIT_RETENTION, FLEET_AUDIT_KEY, SESSION_GENERATION_LIFE, account_audit_key, account_key,
-    lease_key, session_key, signin_failures_key,
+    history_key, lease_key, session_key, signin_failures_key,
 };
-use super::record;
 use super::reply::{bytes, int, leases, malformed, text};
 use super::shard;
 use super::{RedisStore, Shards, Target};
+use super::{history, record};
 use crate::ids::{PlanTag, StreamRef};
 use crate::model::{
     AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
     AuditKind, DenyRule, DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome,
-    LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, SessionState, Timing,
+    HistoryEntry, HistoryLimits, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
+    SessionState, Timing,
 };
 use crate::store::error::StoreError;
 use crate::store::lease_store::LeaseStore;
@@ -132,6 +133,13 @@ impl RedisStore {
     fn timing_args(invocation: &mut Call, timing: Timing) -> &mut Call {
         invocation.arg(timing.ttl_ms).arg(timing.revocation_ms)
     }
+
+    /// The history bounds every script that may write the account's history ends with: entries
+    /// kept and retention. The scripts name the list from the account key and touch it only for
+    /// an event (`history_push` in `fast.lua`).
+    fn history_args(invocation: &mut Call, limits: HistoryLimits) -> &mut Call {
+        invocation.arg(limits.max_events).arg(limits.retention_ms)
+    }
 }
 
 /// What the `GETEX` renewal of a lease key found.
@@ -181,6 +189,7 @@ impl LeaseStore for RedisStore {
             Some(plan) => invocation.arg(&plan.device_caps.0[..]).arg(""),
             None => invocation.arg("").arg(&rules.caps_book[..]),
         };
+        Self::history_args(&mut invocation, rules.history);
         drop(rules);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         match reply.as_slice() {
@@ -257,6 +266,7 @@ impl LeaseStore for RedisStore {
             .arg(plan.limit)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
+        Self::history_args(&mut invocation, rules.history);
         drop(rules);
         let reply: Vec<Value> = self.run_as(account_id, invocation, priority).await?;
         match reply.as_slice() {
@@ -278,9 +288,12 @@ impl LeaseStore for RedisStore {
         stream: &StreamRef,
     ) -> Result<ReleaseOutcome, StoreError> {
         let mut invocation = self.lease_call(account_id, Op::Release, &[account_key(account_id)]);
-        Self::timing_args(&mut invocation, self.rules.load().timing)
+        let rules = self.rules.load();
+        Self::timing_args(&mut invocation, rules.timing)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
+        Self::history_args(&mut invocation, rules.history);
+        drop(rules);
         let code: u64 = self.run(account_id, invocation).await?;
         Ok(if code == 1 {
             ReleaseOutcome::Released
@@ -295,7 +308,8 @@ impl LeaseStore for RedisStore {
             account_audit_key(&cmd.account_id),
         ];
         let mut invocation = self.lease_call(&cmd.account_id, Op::ForceStop, &keys);
-        Self::timing_args(&mut invocation, self.rules.load().timing)
+        let rules = self.rules.load();
+        Self::timing_args(&mut invocation, rules.timing)
             .arg(&cmd.stream.device_id)
             .arg(&cmd.stream.nonce[..])
             .arg(&cmd.account_id)
@@ -303,6 +317,8 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.actor)
             .arg(&cmd.reason);
         Self::audit_args(&mut invocation);
+        Self::history_args(&mut invocation, rules.history);
+        drop(rules);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         match reply.as_slice() {
             [code, entry] if int(code)? == 1 => {
@@ -380,6 +396,31 @@ impl LeaseStore for RedisStore {
         }
     }
 
+    async fn history(
+        &self,
+        account_id: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut command = redis::cmd("LRANGE");
+        command
+            .arg(history_key(account_id))
+            .arg(0)
+            .arg(limit.saturating_sub(1) as i64);
+        let reply = self
+            .send(Target::Tag(account_id), command, Priority::Decision)
+            .await?;
+        let raw: Vec<Vec<u8>> =
+            redis::from_redis_value(reply).map_err(|e| malformed(&e.to_string()))?;
+        // An entry of another version (a limiter rolled back past it) is left out, not an error.
+        Ok(raw
+            .iter()
+            .filter_map(|entry| history::decode(entry))
+            .collect())
+    }
+
     async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
         let keys = [
             account_key(&cmd.account_id),
@@ -396,8 +437,9 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.account_id)
             .arg(&cmd.actor)
             .arg(&cmd.reason);
-        drop(rules);
         Self::audit_args(&mut invocation);
+        Self::history_args(&mut invocation, rules.history);
+        drop(rules);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         let (limit, until) = match reply.as_slice() {
             [limit, until] => (int(limit)?, int(until)?),

@@ -12,6 +12,7 @@ mod breaker;
 mod call;
 pub mod cluster;
 pub mod health;
+mod history;
 mod hold;
 mod keys;
 mod lease_store;
@@ -45,7 +46,9 @@ use crate::rules::{LiveRules, Rules};
 use crate::store::error::StoreError;
 use crate::store::shard_health::ShardStateView;
 
-pub use self::keys::{FLEET_AUDIT_KEY, account_audit_key, account_key, lease_key, session_key};
+pub use self::keys::{
+    FLEET_AUDIT_KEY, account_audit_key, account_key, history_key, lease_key, session_key,
+};
 pub use self::scripts::Scripts;
 
 pub struct RedisStore {

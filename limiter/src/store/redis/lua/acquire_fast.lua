@@ -1,7 +1,8 @@
 -- acquire, fast path: decide a play on a new account, or on a version-2 account whose plan is
 -- unchanged, with no take-over, without the shared prelude and without indexing records. An
 -- admission adds one record at the end (dropping the caller's own earlier one, as the general
--- code does); a denial writes nothing. When an admission would also have to forget records past
+-- code does); a denial writes only its entry in the account's history. When an admission would
+-- also have to forget records past
 -- their time, and in every case this path does not take, the general code after common.lua runs;
 -- it applies the same rules (model/account.rs), so both give the same answer. Runs after fast.lua.
 do
@@ -74,19 +75,43 @@ do
       end
       if rule >= 0 then -- denied: the other devices' live records, as the general code lists them
         local out = { 0, limit, rule, cap, sub(v, 4, 3 + planlen), plan_limit }
+        -- The refusal's entry in the account's history, as `history_of` in common.lua writes it
+        -- (not run yet here): the rule, the device, and the devices holding the slots.
+        local why, at = 2, cap
+        if rule == 0 then
+          why, at = 0, limit
+          if override_left > 0 then why = 1 end
+        end
+        local meta = ''
+        if #details > 2 then meta = sub(details, 4, 3 + byte(details, 3)) end
+        local entry = { char(1, 1) .. pack('>I6', now) .. char(why, at, #device) .. device
+          .. char(kind, #meta) .. meta }
         p = first
         while p <= n do
           local q = p + 30 + byte(v, p + 29)
-          local stop = q + byte(v, q)
+          local dlen = byte(v, q)
+          local stop = q + dlen
           if p ~= own and byte(v, p) == 0 then
             local a, b, c, d, e, f = byte(v, p + 1, p + 6)
             local rec_ends = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
             rec_ends = lease_end(KEYS[1], sub(v, p + 13, p + 28), rec_ends)
             if rec_ends > now then
               out[#out + 1] = char(0) .. pack('>I6', rec_ends) .. sub(v, p + 7, stop)
+              local held = '\5\0'
+              if dlen > 0 then
+                meta = ''
+                if dlen > 1 then meta = sub(v, q + 3, math.min(q + 2 + byte(v, q + 2), q + dlen)) end
+                held = char(byte(v, q + 1), #meta) .. meta
+              end
+              entry[#entry + 1] = sub(v, p + 29, q - 1) .. held
             end
           end
           p = stop + 1
+        end
+        local list = 'sl:history:' .. sub(KEYS[1], 4)
+        if type(redis.pcall('LPUSH', list, table.concat(entry))) == 'number' then
+          redis.call('LTRIM', list, 0, tonumber(ARGV[14]) - 1)
+          redis.call('PEXPIRE', list, ARGV[15])
         end
         return out
       end

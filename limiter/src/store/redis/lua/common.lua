@@ -36,8 +36,10 @@ end
 
 -- Reads the account. Returns the value (nil when there is no key), the header
 -- { plan, limit, ovr_limit, ovr_ends } (nil likewise), the records still worth remembering as a
--- flat array {start, stop, state, ends, ...} (a live record's `ends` read through its lease key)
--- and whether any record was forgotten (then the value must be rewritten rather than patched).
+-- flat array {start, stop, state, ends, ...} (a live record's `ends` read through its lease key),
+-- whether any record was forgotten (then the value must be rewritten rather than patched) and,
+-- when live ones were (leases that ended unstopped), those as {start, ends, ...}: a script that
+-- saves the account records them in its history (`history_of(...).reaped`).
 local function scan(key, now, ttl)
   local v = redis.call('GET', key)
   if not v then return nil, nil, {}, false end
@@ -49,7 +51,7 @@ local function scan(key, now, ttl)
     h.ovr_ends = u48(v, p + 1)
     p = p + 7
   end
-  local recs, n, forgot = {}, #v, false
+  local recs, n, forgot, reaped = {}, #v, false, nil
   while p <= n do
     local state, ends = byte(v, p), u48(v, p + 1)
     local q = p + 30 + byte(v, p + 29)
@@ -65,10 +67,14 @@ local function scan(key, now, ttl)
       recs[i + 1], recs[i + 2], recs[i + 3], recs[i + 4] = p, stop, state, ends
     else
       forgot = true
+      if state == LIVE then
+        reaped = reaped or {}
+        reaped[#reaped + 1], reaped[#reaped + 2] = p, ends
+      end
     end
     p = stop + 1
   end
-  return v, h, recs, forgot
+  return v, h, recs, forgot, reaped
 end
 
 -- The header a script works with when the account has no key yet.
@@ -180,4 +186,46 @@ local function push_audit(account_list, entry, per_account, retention)
   redis.call('LPUSH', account_list, entry)
   redis.call('LTRIM', account_list, 0, tonumber(per_account) - 1)
   redis.call('PEXPIRE', account_list, retention)
+end
+
+-- The account's history (limiter/src/store/redis/history.rs reads it; the byte layout is there):
+-- the events support is asked about, newest first, on 'sl:history:{<id>}', named from the account
+-- key as lease keys are, so in its slot and carried by no call. Only those events write it, each
+-- with `LPUSH`, `LTRIM` to `max` entries and `PEXPIRE` to `retention` ms; a key of another type
+-- is left alone (the history is secondary to the decision). Made only by a script that has an
+-- event to record, since every function a script defines costs each of its calls:
+--   local history = history_of(KEYS[1], now, max, retention)
+local function history_of(account_key, now, max, retention)
+  local list = 'sl:history:' .. sub(account_key, 4)
+  local history = {}
+  -- Adds an entry: version 1, `kind`, the time, then `body`.
+  function history.push(kind, body)
+    local pushed = redis.pcall('LPUSH', list, char(1, kind) .. pack('>I6', now) .. body)
+    if type(pushed) ~= 'number' then return end
+    redis.call('LTRIM', list, 0, tonumber(max) - 1)
+    redis.call('PEXPIRE', list, retention)
+  end
+  -- The device of the record at `p` in `v`: id, type and display name ('other' and none when
+  -- the record has no details).
+  function history.device(v, p)
+    local q = p + 30 + byte(v, p + 29)
+    local dlen = byte(v, q)
+    if dlen == 0 then return sub(v, p + 29, q - 1) .. '\5\0' end
+    local meta = ''
+    if dlen > 1 then meta = sub(v, q + 3, math.min(q + 2 + byte(v, q + 2), q + dlen)) end
+    return sub(v, p + 29, q - 1) .. char(byte(v, q + 1), #meta) .. meta
+  end
+  -- The device of a play: its id and its details' type and display name.
+  function history.play(device, details)
+    local meta = ''
+    if #details > 2 then meta = sub(details, 4, 3 + byte(details, 3)) end
+    return char(#device) .. device .. char(byte(details, 2) or 5, #meta) .. meta
+  end
+  -- The leases `scan` forgot that ended unstopped, once the account is saved without them.
+  function history.reaped(v, reaped)
+    for i = 1, #(reaped or {}), 2 do
+      history.push(5, pack('>I6', reaped[i + 1]) .. history.device(v, reaped[i]))
+    end
+  end
+  return history
 end

@@ -2,20 +2,30 @@
 -- live lease whose key went missing; tell a replaced or revoked stream to stop; take a lost or
 -- expired lease back when the account has room.
 -- ARGV: ttl, keep (2 TTL), the stream's plan and limit (for an account the store lost), device,
---       nonce
--- Returns {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked.
+--       nonce, history entries kept, history retention (ms)
+-- Returns {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked. A
+-- revocation told and the leases forgotten that ended unstopped go into the account's history.
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
-local v, h, recs, forgot = scan(KEYS[1], now, ttl)
+local v, h, recs, _, reaped = scan(KEYS[1], now, ttl)
 local i = v and find_device(v, recs, ARGV[5])
 local ends = now + ttl
 if i then
   local state = recs[i + 2]
-  if state == REVOKED or nonce_at(v, recs[i]) ~= ARGV[6] then return { 4 } end
+  if state == REVOKED or nonce_at(v, recs[i]) ~= ARGV[6] then
+    -- A player heartbeats on until it hears this: its late heartbeats repeat no entry.
+    local told = char(#ARGV[5]) .. ARGV[5]
+    local newest = redis.pcall('LRANGE', 'sl:history:' .. sub(KEYS[1], 4), 0, 0)[1]
+    if not (newest and byte(newest, 1) == 1 and byte(newest, 2) == 4 and sub(newest, 9) == told) then
+      history_of(KEYS[1], now, ARGV[7], ARGV[8]).push(4, told)
+    end
+    return { 4 }
+  end
   if state == RELEASED then return { 3 } end
   if recs[i + 3] > now then
     save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
     start_lease(KEYS[1], ARGV[6], ends, now, ARGV[2])
+    if reaped then history_of(KEYS[1], now, ARGV[7], ARGV[8]).reaped(v, reaped) end
     return { 1, ends }
   end
 end
@@ -27,4 +37,5 @@ else
   save(KEYS[1], v, h, recs, {}, new_record(ends, now, ARGV[6], ARGV[5], '\0'), ARGV[2], now)
 end
 start_lease(KEYS[1], ARGV[6], ends, now, ARGV[2])
+if reaped then history_of(KEYS[1], now, ARGV[7], ARGV[8]).reaped(v, reaped) end
 return { 2, ends }
