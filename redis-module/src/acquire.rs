@@ -9,7 +9,7 @@
 use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, Extended, Scan, find_device};
-use crate::args::{Arg, Args};
+use crate::args::Arg;
 use crate::error::Error;
 use crate::history::{self, Bounds, History};
 use crate::keys::Keys;
@@ -32,11 +32,11 @@ struct Play<'a> {
     caps: &'a [u8],
     caps_book: &'a [u8],
     kind: u8,
-    history: Bounds,
+    history: Option<Bounds>,
 }
 
 pub fn acquire(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 16)?;
+    let (args, bounds) = history::args(all, 14)?;
     let details = args.details(9, "details")?;
     let play = Play {
         plan: args.short(3, "plan")?,
@@ -51,7 +51,7 @@ pub fn acquire(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         caps: args.caps(12, "caps")?,
         caps_book: args.bytes(13),
         kind: kind_of_details(details),
-        history: Bounds::read(&args, 14)?,
+        history: bounds,
     };
     if keys.out_of_memory() {
         return Err(Error::OutOfMemory);

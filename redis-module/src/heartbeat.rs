@@ -10,18 +10,17 @@
 use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, active_count, find_device};
-use crate::args::{Arg, Args};
+use crate::args::Arg;
 use crate::error::Error;
-use crate::history::{Bounds, History};
+use crate::history::{self, History};
 use crate::keys::Keys;
 use crate::layout::{Header, LIVE, RELEASED, REVOKED, key_life, new_record};
 use crate::reply::int;
 
 pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 9)?;
+    let (args, bounds) = history::args(all, 7)?;
     let (plan, limit) = (args.short(3, "plan")?, args.small(4, "limit")?);
     let (device, nonce) = (args.short(5, "device")?, args.nonce(6, "nonce")?);
-    let bounds = Bounds::read(&args, 7)?;
     let account = Account {
         keys,
         key: args.key(0),

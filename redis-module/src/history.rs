@@ -25,6 +25,10 @@ pub const EXPIRED: u8 = 5;
 pub const LIMIT_GRANTED: u8 = 6;
 pub const LIMIT_REMOVED: u8 = 7;
 
+/// What `SL.VERSION history` asks: whether the module takes the history's bounds. A module
+/// that predates them refuses the argument, and the limiter keeps that shard on its scripts.
+pub const FEATURE: &[u8] = b"history";
+
 /// Entries kept and how long the list outlives its newest entry (ms): the last two arguments of
 /// every command that may write the history.
 #[derive(Clone, Copy)]
@@ -33,13 +37,19 @@ pub struct Bounds {
     retention: i64,
 }
 
-impl Bounds {
-    pub fn read(args: &Args, at: usize) -> Result<Bounds, Error> {
-        Ok(Bounds {
-            max: args.count(at, "history entries kept")?,
-            retention: args.ms(at + 1, "history retention")?,
-        })
+/// A command's arguments with or without the history's bounds after its `n` others: a limiter
+/// from before the history sends none (a shard's module may be updated before its limiters), and
+/// then the command writes no history. Any other count is refused.
+pub fn args(all: &[Arg], n: usize) -> Result<(Args<'_>, Option<Bounds>), Error> {
+    if all.len() == n + 1 {
+        return Ok((Args::new(all, n)?, None));
     }
+    let args = Args::new(all, n + 2)?;
+    let bounds = Bounds {
+        max: args.count(n, "history entries kept")?,
+        retention: args.ms(n + 1, "history retention")?,
+    };
+    Ok((args, Some(bounds)))
 }
 
 /// The history list of one account during a command that has an event to record.
@@ -47,12 +57,13 @@ pub struct History<'a> {
     keys: &'a Keys,
     list: Name,
     now: i64,
-    bounds: Bounds,
+    /// None: the caller sent no bounds, and nothing is written.
+    bounds: Option<Bounds>,
 }
 
 impl<'a> History<'a> {
     /// The history of the account `sl:{<id>}` (checked by `names.rs`): `sl:history:{<id>}`.
-    pub fn of(keys: &'a Keys, account_key: &Arg, now: i64, bounds: Bounds) -> History<'a> {
+    pub fn of(keys: &'a Keys, account_key: &Arg, now: i64, bounds: Option<Bounds>) -> History<'a> {
         let tag = account_key.as_slice().get(3..).unwrap_or(&[]);
         let list = keys.string(&[HISTORY_PREFIX, tag].concat());
         History {
@@ -65,6 +76,9 @@ impl<'a> History<'a> {
 
     /// `LPUSH` the entry, `LTRIM` to the cap, `PEXPIRE` to the retention.
     pub fn push(&self, kind: u8, body: &[u8]) -> Result<(), Error> {
+        let Some(bounds) = self.bounds else {
+            return Ok(());
+        };
         if !self.keys.is_list_or_empty(&self.list) {
             return Ok(());
         }
@@ -73,9 +87,9 @@ impl<'a> History<'a> {
         push_u48(&mut entry, self.now);
         entry.extend_from_slice(body);
         self.keys
-            .list_push_capped(&self.list, &entry, self.bounds.max as usize)?;
+            .list_push_capped(&self.list, &entry, bounds.max as usize)?;
         self.keys
-            .expire_at(&self.list, self.now + self.bounds.retention)
+            .expire_at(&self.list, self.now + bounds.retention)
             .map(drop)
     }
 

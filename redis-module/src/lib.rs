@@ -88,10 +88,17 @@ fn keyed(ctx: &Context, keys: &Keys, args: &[Arg], shape: Shape, body: Body) -> 
     Ok(body(keys, args)?)
 }
 
-/// `SL.VERSION`: the account layout version this module reads and writes. A limiter uses the
-/// module only if it speaks the same version, else the Lua scripts.
+/// `SL.VERSION [history]`: the account layout version this module reads and writes. A limiter
+/// uses the module only if it speaks the same version, else the Lua scripts. With `history` it
+/// asks too whether the commands take the account history's bounds (a module from before them
+/// refuses the argument).
 fn version(_: &Keys, args: &[Arg]) -> Result<RedisValue, Error> {
-    args::Args::new(args, 0)?;
+    if args.len() > 1 {
+        let asked = args::Args::new(args, 1)?;
+        if asked.bytes(0) != history::FEATURE {
+            return Err(Error::Arg("feature"));
+        }
+    }
     Ok(RedisValue::Integer(i64::from(layout::LAYOUT_VERSION)))
 }
 

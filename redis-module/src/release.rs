@@ -8,17 +8,16 @@
 use redis_module::RedisValue;
 
 use crate::account::{Account, Edit, Extended, find_device};
-use crate::args::{Arg, Args};
+use crate::args::Arg;
 use crate::error::Error;
-use crate::history::{Bounds, History};
+use crate::history::{self, History};
 use crate::keys::Keys;
 use crate::layout::{LIVE, RELEASED, RecordAt, u48_bytes};
 use crate::reply::int;
 
 pub fn release(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 7)?;
+    let (args, bounds) = history::args(all, 5)?;
     let (device, nonce) = (args.short(3, "device")?, args.nonce(4, "nonce")?);
-    let bounds = Bounds::read(&args, 5)?;
     let account = Account {
         keys,
         key: args.key(0),

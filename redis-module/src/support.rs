@@ -19,7 +19,7 @@ use crate::account::{Account, Edit, find_device};
 use crate::args::{Arg, Args};
 use crate::audit::{self, Entry};
 use crate::error::Error;
-use crate::history::{self, Bounds, History};
+use crate::history::{self, History};
 use crate::keys::Keys;
 use crate::layout::{Header, REVOKED, byte, push_u48, slice};
 use crate::reply::{int, text};
@@ -33,10 +33,9 @@ fn audit_args(args: &Args, at: usize) -> Result<(i64, i64), Error> {
 }
 
 pub fn force_stop(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 14)?;
+    let (args, bounds) = history::args(all, 12)?;
     let (device, nonce) = (args.short(4, "device")?, args.nonce(5, "nonce")?);
     let (per_account, retention) = audit_args(&args, 10)?;
-    let bounds = Bounds::read(&args, 12)?;
     let list = args.key(1);
     audit::check_list(keys, list)?;
     let account = Account {
@@ -97,7 +96,7 @@ pub fn force_stop(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
 }
 
 pub fn set_override(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let args = Args::new(all, 15)?;
+    let (args, bounds) = history::args(all, 13)?;
     let (default_plan, default_limit) = (
         args.short(4, "default plan")?,
         args.small(5, "default limit")?,
@@ -107,7 +106,6 @@ pub fn set_override(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         args.ms_or_zero(7, "duration")?,
     );
     let (per_account, retention) = audit_args(&args, 11)?;
-    let bounds = Bounds::read(&args, 13)?;
     let list = args.key(1);
     audit::check_list(keys, list)?;
     let account = Account {

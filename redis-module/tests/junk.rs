@@ -137,6 +137,63 @@ fn the_module_speaks_the_limiters_layout() {
         entries, 1,
         "the module's history list is not the limiter's history_key()"
     );
+    // The limiter asks whether the commands take the history's bounds; a limiter from before
+    // them sends none, and is answered as before, without history.
+    let asked: i64 = redis::cmd("SL.VERSION")
+        .arg(screenlimit_limiter::store::redis::HISTORY_FEATURE)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(asked, version);
+    assert!(
+        redis::cmd("SL.VERSION")
+            .arg("teleport")
+            .query::<i64>(&mut c)
+            .is_err()
+    );
+    let older: Vec<Value> = redis::cmd("SL.ACQUIRE")
+        .arg(account_key("older"))
+        .arg(1000)
+        .arg(2000)
+        .arg("basic")
+        .arg(1)
+        .arg("basic")
+        .arg(2)
+        .arg("tv")
+        .arg(&nonce[..])
+        .arg(&details[..])
+        .arg("")
+        .arg("")
+        .arg("")
+        .arg("")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(older[0], Value::Int(1));
+    let older: Vec<Value> = redis::cmd("SL.ACQUIRE")
+        .arg(account_key("older"))
+        .arg(1000)
+        .arg(2000)
+        .arg("basic")
+        .arg(1)
+        .arg("basic")
+        .arg(2)
+        .arg("phone")
+        .arg(&[8u8; 16][..])
+        .arg(&details[..])
+        .arg("")
+        .arg("")
+        .arg("")
+        .arg("")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(older[0], Value::Int(0));
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(history_key("older"))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        exists, 0,
+        "a call without the history's bounds wrote history"
+    );
     let exists: i64 = redis::cmd("EXISTS")
         .arg(lease_key("layout", &nonce))
         .query(&mut c)

@@ -19,6 +19,12 @@ pub const LAYOUT_VERSION: i64 = 2;
 /// The module's version command.
 pub const VERSION_COMMAND: &str = "SL.VERSION";
 
+/// What the limiter asks `SL.VERSION` about besides the layout: whether the commands take the
+/// account history's bounds (their last two arguments). A module from before them refuses the
+/// argument as a wrong number of arguments, and its shard stays on the scripts, which the
+/// limiter loads itself: the commands' arguments would not fit it.
+pub const HISTORY_FEATURE: &str = "history";
+
 /// The module's renewal of many lease keys in one command (`renewals.rs`): the `GETEX`es of a
 /// batch, merged; not an operation of its own.
 pub const RENEW_COMMAND: &str = "SL.RENEW";
@@ -59,6 +65,15 @@ pub fn verdict(reply: Option<&Value>) -> Verdict {
             None => match error.code() {
                 // Busy, loading, a failover in progress: ask again later.
                 "BUSY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" => Verdict::Unknown,
+                "ERR"
+                    if error
+                        .details()
+                        .is_some_and(|d| d.starts_with("wrong number of arguments")) =>
+                {
+                    Verdict::Lua(format!(
+                        "the module predates the account history ({VERSION_COMMAND} {HISTORY_FEATURE} refused); update it"
+                    ))
+                }
                 _ => Verdict::Lua(format!("{VERSION_COMMAND} refused: {error}")),
             },
         },

@@ -46,6 +46,12 @@ fn the_version_decides_the_path() {
         "-LOADING Redis is loading the dataset in memory\r\n",
     ));
     assert_eq!(verdict(Some(&loading)), Verdict::Unknown);
+    let before_history = Value::ServerError(server_error(
+        "-ERR wrong number of arguments for 'sl.version' command\r\n",
+    ));
+    assert!(
+        matches!(verdict(Some(&before_history)), Verdict::Lua(why) if why.contains("predates the account history"))
+    );
     assert_eq!(verdict(None), Verdict::Unknown);
     assert!(matches!(verdict(Some(&Value::Nil)), Verdict::Lua(_)));
 }
