@@ -196,6 +196,14 @@ async fn each_credential_opens_its_own_routes_and_a_player_only_its_own_account(
         ),
         (
             Method::GET,
+            "/v1/accounts/acct-1/history".into(),
+            &player,
+            None,
+            StatusCode::FORBIDDEN,
+            "support_only",
+        ),
+        (
+            Method::GET,
             "/v1/fleet".into(),
             &player,
             None,
@@ -230,6 +238,14 @@ async fn each_credential_opens_its_own_routes_and_a_player_only_its_own_account(
         (
             Method::GET,
             "/v1/audit".into(),
+            GATEWAY,
+            None,
+            StatusCode::FORBIDDEN,
+            "support_only",
+        ),
+        (
+            Method::GET,
+            "/v1/accounts/acct-1/history".into(),
             GATEWAY,
             None,
             StatusCode::FORBIDDEN,

@@ -328,6 +328,7 @@ mod tests {
             ("/v1/accounts/a/streams", Audience::Both),
             ("/v1/accounts/a/streams/s/force-stop", Audience::Support),
             ("/v1/accounts/a/limit-override", Audience::Support),
+            ("/v1/accounts/a/history", Audience::Support),
             ("/v1/audit", Audience::Support),
             ("/v1/fleet", Audience::Support),
             ("/v1/dashboard-sessions/u", Audience::Support),

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod cors;
 pub mod error;
 pub mod extract;
+pub mod history;
 pub mod limits;
 pub mod openapi;
 pub mod ops;
@@ -74,6 +75,7 @@ pub fn router(service: AppState, options: ApiOptions) -> Router {
             "/v1/accounts/{account_id}/limit-override",
             put(streams::set_override).delete(streams::clear_override),
         )
+        .route("/v1/accounts/{account_id}/history", get(history::history))
         .route("/v1/audit", get(streams::audit))
         .route("/v1/fleet", get(streams::fleet))
         .route("/v1/dashboard-sessions/{user}", get(sessions::session))

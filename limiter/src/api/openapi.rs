@@ -7,7 +7,7 @@ use utoipa::OpenApi;
 
 use super::auth::{ApiAuth, Audience, OPEN_PATHS};
 use super::types::ErrorBody;
-use super::{ops, responses, sessions, streams};
+use super::{history, ops, responses, sessions, streams};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -27,6 +27,7 @@ use super::{ops, responses, sessions, streams};
         streams::set_override,
         streams::clear_override,
         streams::audit,
+        history::history,
         streams::fleet,
         sessions::session,
         sessions::event,
@@ -213,8 +214,10 @@ fn add_links(doc: &mut Value) {
         "GrantOverride": on_account("set_override"),
         "ClearOverride": on_account("clear_override"),
         "AccountAudit": on_account("audit"),
+        "AccountHistory": on_account("history"),
     });
     play_start["409"]["links"] = json!({
+        "AccountHistory": on_account("history"),
         "TakeOver": {
             "operationId": "play_start",
             "requestBody": {
@@ -301,6 +304,7 @@ mod tests {
             &play["profile_id"],
             &play["title_id"],
             &schemas["AccountRef"]["properties"]["account_id"],
+            &schemas["HistoryDeviceInfo"]["properties"]["device_id"],
         ];
         let mut stream_ids = vec![&play["replace_stream_id"]];
         for item in doc["paths"].as_object().unwrap().values() {
@@ -316,7 +320,7 @@ mod tests {
         }
         assert_eq!(
             (ids.len(), stream_ids.len()),
-            (11, 4),
+            (13, 4),
             "every id field and parameter"
         );
         let alphabet = ['a', '.', '-', ':', '_', '/', ' ', 'é'];

@@ -91,6 +91,15 @@ pub fn override_expires_in_sec() -> Object {
     )
 }
 
+/// `limit` of a history query.
+pub fn history_limit() -> Object {
+    integer(
+        1,
+        u64::from(crate::config::MAX_HISTORY_EVENTS),
+        "How many entries, newest first (default 50)",
+    )
+}
+
 /// `limit` of an audit query.
 pub fn audit_limit() -> Object {
     integer(

@@ -50,7 +50,9 @@ impl From<&Device> for HistoryDevice {
 }
 
 /// The rule that refused a play.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RefusalRule {
     /// The account held as many streams as its plan allows.
@@ -107,7 +109,9 @@ pub enum HistoryEvent {
 }
 
 /// The kinds of history events, for filters and counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum HistoryKind {
     Refused,

@@ -11,8 +11,8 @@ use crate::live::{HeartbeatRate, LiveMethod, LiveStreams};
 use crate::metrics::{Decision, Metrics};
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
-    HeartbeatOutcome, Lease, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
-    SessionState, Timing,
+    HeartbeatOutcome, HistoryEntry, Lease, LimitOverride, OverrideCmd, ReleaseOutcome,
+    SessionEventCmd, SessionState, Timing,
 };
 use crate::plans::PlanSource;
 use crate::rules::{LiveRules, Rules};
@@ -375,6 +375,18 @@ impl StreamService {
     ) -> Result<Vec<AuditEntry>, ServiceError> {
         self.store
             .audit(account_id, kind, limit)
+            .await
+            .map_err(|e| self.unavailable(e))
+    }
+
+    /// The account's recent history, newest first (see `api::history`).
+    pub async fn history(
+        &self,
+        account_id: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, ServiceError> {
+        self.store
+            .history(account_id, limit)
             .await
             .map_err(|e| self.unavailable(e))
     }
