@@ -11,6 +11,10 @@ use screenlimit_limiter::model::AuditKind;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+mod history;
+
+pub use history::{AccountHistory, HistoryDevice, HistoryEntry};
+
 /// Why a limiter call gave no usable answer.
 #[derive(Debug, thiserror::Error)]
 pub enum LimiterError {
@@ -381,6 +385,20 @@ impl LimiterClient {
         // A limiter older than kinds ignores the filter and sends force-stops only.
         entries.retain(|e| kind.is_none_or(|k| e.kind == k.as_str()));
         Ok(entries)
+    }
+
+    /// The account's newest `limit` history entries (refusals, take-overs, stops, expiries,
+    /// temporary limits), newest first.
+    pub async fn account_history(
+        &self,
+        account_id: &str,
+        limit: usize,
+    ) -> Result<AccountHistory, LimiterError> {
+        let request = self
+            .http
+            .get(self.endpoint(&["v1", "accounts", account_id, "history"])?)
+            .query(&[("limit", limit.to_string())]);
+        self.send(request).await
     }
 
     /// `user`'s session generation (a session issued under an older one has ended) and failed

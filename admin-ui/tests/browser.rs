@@ -13,10 +13,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::browser::{
-    Client, CmdError, Locator, WAIT, assert_accessible, browser, click, screenshot, start_driver,
-    text_of, type_into, wait_for, workspace_root,
+    Client, CmdError, Locator, WAIT, assert_accessible, attr_of, browser, click, screenshot,
+    start_driver, start_driver_with, text_of, type_into, wait_for, workspace_root,
 };
-use common::{SUPPORT, heartbeat, play_title};
+use common::{SUPPORT, heartbeat, http, play, play_title};
 use screenlimit_admin_ui::config::Settings;
 use serde_json::json;
 
@@ -299,6 +299,120 @@ async fn run(
         .await?;
     assert_eq!(status, json!(400));
     assert_eq!(heartbeat(limiter, "acct-43", &other).await.0, 200);
+    Ok(())
+}
+
+/// "Why can't I watch?": the account page's Recent panel says what the customer saw, as sentences,
+/// at the agent's own local time (the browser runs in India, UTC+05:30, so the local clock cannot
+/// be the UTC one), and it refreshes with the device table, no reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recent_panel_reads_out_what_the_customer_saw_in_the_agents_time_zone() {
+    let limiter = common::limiter(None).await;
+    let mut settings = Settings::with_users(&limiter, common::users());
+    settings.refresh = Duration::from_secs(1);
+    let dashboard = common::dashboard(settings).await;
+    play(&limiter, "acct-7", "tv", "Living Room TV", "tv").await;
+    let phone = play(&limiter, "acct-7", "phone", "Mom's iPhone", "mobile").await;
+    let refused = http()
+        .post(format!("{limiter}/v1/streams"))
+        .json(
+            &json!({"account_id": "acct-7", "device_id": "tablet", "plan": "standard",
+                      "device_type": "tablet", "device_meta": "Kids Tablet"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 409);
+
+    let driver = start_driver_with(&[("TZ", "Asia/Kolkata")]).await;
+    let profile = tempfile::tempdir().unwrap();
+    let client = browser(&driver, profile.path()).await;
+    let outcome = recent_run(&client, &dashboard, &limiter, &phone).await;
+    client.close().await.ok();
+    outcome.unwrap();
+}
+
+async fn recent_run(
+    client: &Client,
+    dashboard: &str,
+    limiter: &str,
+    phone: &str,
+) -> Result<(), CmdError> {
+    client.goto(&format!("{dashboard}/accounts/acct-7")).await?;
+    wait_for(client, Locator::Id("user")).await?;
+    type_into(client, Locator::Id("user"), SUPPORT.0).await?;
+    type_into(client, Locator::Id("password"), SUPPORT.1).await?;
+    click(client, Locator::Id("sign-in")).await?;
+    let refusal = r#"#recent li[data-kind="refused"]"#;
+    wait_for(client, Locator::Css(refusal)).await?;
+    let sentence = text_of(client, Locator::Css(&format!("{refusal} .sentence"))).await?;
+    assert!(
+        sentence
+            == "Kids Tablet was refused: Standard allows 2, Living Room TV and Mom's iPhone were playing"
+            || sentence
+                == "Kids Tablet was refused: Standard allows 2, Mom's iPhone and Living Room TV were playing",
+        "{sentence}"
+    );
+
+    // The time is the agent's: UTC + 05:30, as hours and minutes.
+    let time = Locator::Css(r#"#recent li[data-kind="refused"] time"#);
+    let at = attr_of(client, time, "datetime").await?.unwrap_or_default();
+    let utc = time::OffsetDateTime::parse(&at, &time::format_description::well_known::Rfc3339)
+        .expect("an RFC 3339 time");
+    let local = utc.to_offset(time::macros::offset!(+5:30));
+    let expected = format!("{:02}:{:02}", local.hour(), local.minute());
+    eventually("the time shown in the agent's zone", || async {
+        text_of(client, time)
+            .await
+            .is_ok_and(|shown| shown == expected)
+    })
+    .await;
+    let zone = text_of(client, Locator::Id("recent-zone")).await?;
+    // ICU may name the zone by its older alias.
+    assert!(
+        zone.contains("Asia/Kolkata") || zone.contains("Asia/Calcutta"),
+        "{zone}"
+    );
+    screenshot(client, "recent-1-refused").await;
+    assert_accessible(client, "an account's page with its recent events").await;
+
+    // Support force-stops the phone elsewhere: the panel says so by itself, no reload.
+    client.execute("window.notReloaded = true", vec![]).await?;
+    let stopped = http()
+        .post(format!(
+            "{limiter}/v1/accounts/acct-7/streams/{phone}/force-stop"
+        ))
+        .json(&json!({"actor": "sam", "reason": "customer asked"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status(), 200);
+    let stop = r#"#recent li[data-kind="force_stop"] .sentence"#;
+    wait_for(client, Locator::Css(stop)).await?;
+    assert_eq!(
+        text_of(client, Locator::Css(stop)).await?,
+        "sam force-stopped Mom's iPhone"
+    );
+    assert_eq!(
+        client
+            .execute("return window.notReloaded === true", vec![])
+            .await?,
+        json!(true),
+        "the panel was refreshed in place"
+    );
+    // The refreshed panel's times are local too.
+    let first = Locator::Css("#recent li time");
+    eventually(
+        "the refreshed panel's times in the agent's zone",
+        || async {
+            text_of(client, first)
+                .await
+                .is_ok_and(|shown| shown.len() == 5 && !shown.contains("UTC"))
+        },
+    )
+    .await;
+    screenshot(client, "recent-2-force-stopped").await;
+    assert_accessible(client, "an account's page with its recent events refreshed").await;
     Ok(())
 }
 

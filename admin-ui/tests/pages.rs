@@ -222,6 +222,58 @@ async fn account_page_shows_plan_limit_and_devices_with_names_escaped() {
 }
 
 #[tokio::test]
+async fn the_recent_panel_says_why_a_play_was_refused_and_refreshes_with_the_table() {
+    let stack = stack().await;
+    play(&stack.limiter, "acct-r", "tv", "Living Room TV", "tv").await;
+    play(&stack.limiter, "acct-r", "evil", "<b>Evil</b>", "web").await;
+    let mut agent = Agent::signed_in(&stack.url, VIEWER).await;
+    let quiet = agent.get("/accounts/acct-r").await;
+    assert!(
+        quiet.body.contains(r#"id="recent-empty""#),
+        "{}",
+        quiet.body
+    );
+
+    let refused = common::http()
+        .post(format!("{}/v1/streams", stack.limiter))
+        .json(
+            &serde_json::json!({"account_id": "acct-r", "device_id": "tablet",
+            "plan": "standard", "device_type": "tablet", "device_meta": "Kids Tablet"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::CONFLICT);
+    let page = agent.get("/accounts/acct-r").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body
+            .contains(r#"<li data-kind="refused"><time datetime=""#)
+            && page.body.contains(" UTC</time>"),
+        "{}",
+        page.body
+    );
+    // A name from a play is text, never HTML, in the sentence too.
+    let sentence = "Kids Tablet was refused: Standard allows 2, ";
+    assert!(page.body.contains(sentence), "{}", page.body);
+    assert!(page.body.contains("&#60;b&#62;Evil&#60;/b&#62;") && !page.body.contains("<b>Evil"));
+    assert!(
+        !page.body.contains("hx-swap-oob"),
+        "the page holds the panel itself"
+    );
+    // The table's refresh carries the panel, to replace it in place.
+    let fragment = agent.get("/accounts/acct-r/devices").await;
+    assert!(
+        fragment
+            .body
+            .contains(r#"<section id="recent" class="card recent" aria-labelledby="recent-title" hx-swap-oob="true">"#)
+            && fragment.body.contains(sentence),
+        "{}",
+        fragment.body
+    );
+}
+
+#[tokio::test]
 async fn empty_account_says_so() {
     let stack = stack().await;
     let mut agent = Agent::signed_in(&stack.url, VIEWER).await;

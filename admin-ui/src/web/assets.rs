@@ -1,4 +1,5 @@
-//! Static files, embedded in the binary: htmx (pinned) and the stylesheet. Never a CDN.
+//! Static files, embedded in the binary: htmx (pinned), the stylesheet and the local-time script.
+//! Never a CDN.
 
 use axum::Router;
 use axum::http::header;
@@ -16,11 +17,14 @@ pub const HTMX_PATH: &str = "/static/htmx-2.0.11.min.js";
 
 pub static HTMX_JS: &[u8] = include_bytes!("../../static/htmx-2.0.11.min.js");
 static APP_CSS: &str = include_str!("../../static/app.css");
+/// Shows times in the agent's own time zone (the pages write them in UTC).
+static LOCAL_TIME_JS: &str = include_str!("../../static/local-time.js");
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route(HTMX_PATH, get(htmx))
         .route("/static/app.css", get(css))
+        .route("/static/local-time.js", get(local_time))
 }
 
 async fn htmx() -> impl IntoResponse {
@@ -30,6 +34,16 @@ async fn htmx() -> impl IntoResponse {
             (header::CACHE_CONTROL, "public, max-age=31536000, immutable"),
         ],
         HTMX_JS,
+    )
+}
+
+async fn local_time() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        LOCAL_TIME_JS,
     )
 }
 

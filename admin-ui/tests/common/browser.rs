@@ -27,6 +27,11 @@ pub struct Driver {
 }
 
 pub async fn start_driver() -> Driver {
+    start_driver_with(&[]).await
+}
+
+/// chromedriver, and the Chromium it starts, with `env` set (e.g. `TZ`, the browser's time zone).
+pub async fn start_driver_with(env: &[(&str, &str)]) -> Driver {
     for tool in [CHROMIUM, CHROMEDRIVER] {
         assert!(
             Path::new(tool).exists(),
@@ -39,6 +44,7 @@ pub async fn start_driver() -> Driver {
     let child = tokio::process::Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
         .arg(format!("--log-path={}", log.display()))
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)

@@ -1,5 +1,5 @@
 //! The account page: search, plan and limit (and a temporary override), the live device table,
-//! force-stop, granting and removing a temporary limit. One file per job; this one routes.
+//! the account's recent history, force-stop, granting and removing a temporary limit. One file per job; this one routes.
 
 use axum::Router;
 use axum::routing::get;
@@ -11,6 +11,7 @@ mod limits_form;
 mod overrides;
 mod page;
 mod reason;
+mod recent;
 #[cfg(test)]
 mod tests;
 mod views;

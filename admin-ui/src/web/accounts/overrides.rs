@@ -9,7 +9,7 @@ use super::super::ctx::Ctx;
 use super::super::error::PageError;
 use super::super::state::AppState;
 use super::limits_form::{LimitsForm, OverrideForm, RemoveForm, parse_override};
-use super::page::{account_page, bad_account, malformed};
+use super::page::{account_page, bad_account, malformed, recent_view};
 use super::reason::{MAX_REASON_BYTES, clean_reason};
 use crate::limiter::{AccountStreams, LimiterError};
 
@@ -96,7 +96,8 @@ async fn refused_limits(
         .await
         .map_err(|e| PageError::limiter(&e).with_nav(ctx.nav("accounts")))?;
     let limits = form(&streams);
-    let page = account_page(state, ctx, account_id, &streams, None, Some(limits));
+    let recent = recent_view(state, account_id, &streams.plan).await;
+    let page = account_page(state, ctx, account_id, &streams, None, Some(limits), recent);
     Ok((StatusCode::UNPROCESSABLE_ENTITY, page).into_response())
 }
 

@@ -13,6 +13,7 @@ use super::super::error::PageError;
 use super::super::nav::Nav;
 use super::super::state::AppState;
 use super::limits_form::LimitsForm;
+use super::recent::{RECENT_EVENTS, RecentView};
 use super::views::{DevicesView, OverrideView};
 use crate::ids;
 use crate::limiter::{AccountStreams, LimiterError};
@@ -25,14 +26,27 @@ pub struct AccountPage {
     error: Option<String>,
     notice: Option<String>,
     devices: Option<DevicesView>,
+    /// The account's recent history, beside its devices.
+    recent: Option<RecentView>,
     /// Only for the support role.
     limits: Option<LimitsForm>,
 }
 
+/// The device table's refresh, and with it the "Recent" panel (swapped in out of band).
 #[derive(Template, WebTemplate)]
-#[template(path = "partials/devices.html")]
+#[template(path = "partials/devices_refresh.html")]
 struct DevicesPartial {
     devices: DevicesView,
+    recent: Option<RecentView>,
+}
+
+/// The account's "Recent" panel, from the limiter's history of it.
+pub async fn recent_view(state: &AppState, account_id: &str, plan: &str) -> RecentView {
+    let history = state
+        .limiter
+        .account_history(account_id, RECENT_EVENTS)
+        .await;
+    RecentView::new(history, plan, OffsetDateTime::now_utc())
 }
 
 /// Why an account id from the address cannot be looked up, in words; `None` when it is fine.
@@ -52,6 +66,7 @@ pub fn bad_account(ctx: &Ctx, account_id: &str, message: String) -> Response {
             error: Some(message),
             notice: None,
             devices: None,
+            recent: None,
             limits: None,
         },
     )
@@ -72,6 +87,7 @@ pub async fn search(ctx: Ctx, Query(query): Query<SearchQuery>) -> Response {
             error: None,
             notice: None,
             devices: None,
+            recent: None,
             limits: None,
         }
         .into_response();
@@ -138,7 +154,8 @@ pub async fn account(
         (None, None, Some(what)) => limit_notice(&what, &streams),
         _ => None,
     };
-    Ok(account_page(&state, &ctx, &account_id, &streams, notice, None).into_response())
+    let recent = recent_view(&state, &account_id, &streams.plan).await;
+    Ok(account_page(&state, &ctx, &account_id, &streams, notice, None, recent).into_response())
 }
 
 /// The account page for `streams`; `limits` replaces the support role's fresh form.
@@ -149,6 +166,7 @@ pub fn account_page(
     streams: &AccountStreams,
     notice: Option<String>,
     limits: Option<LimitsForm>,
+    recent: RecentView,
 ) -> AccountPage {
     let limits = ctx
         .user
@@ -160,6 +178,7 @@ pub fn account_page(
         error: None,
         notice,
         devices: Some(DevicesView::new(state, ctx, account_id).fill(streams)),
+        recent: Some(recent),
         limits,
     }
 }
@@ -174,14 +193,26 @@ pub async fn devices(
         return StatusCode::BAD_REQUEST.into_response();
     }
     let view = DevicesView::new(&state, &ctx, &account_id);
-    let view = match state.limiter.account_streams(&account_id).await {
-        Ok(streams) => view.fill(&streams),
-        Err(error) => DevicesView {
-            error: Some(limiter_sentence(&error)),
-            ..view
-        },
+    let (view, recent) = match state.limiter.account_streams(&account_id).await {
+        Ok(streams) => {
+            let mut recent = recent_view(&state, &account_id, &streams.plan).await;
+            recent.out_of_band = true;
+            (view.fill(&streams), Some(recent))
+        }
+        // The panel keeps what it showed: the device table says the data is paused.
+        Err(error) => (
+            DevicesView {
+                error: Some(limiter_sentence(&error)),
+                ..view
+            },
+            None,
+        ),
     };
-    DevicesPartial { devices: view }.into_response()
+    DevicesPartial {
+        devices: view,
+        recent,
+    }
+    .into_response()
 }
 
 fn limiter_sentence(error: &LimiterError) -> String {

@@ -1,0 +1,245 @@
+//! The account page's "Recent" panel: the account's history (what the customer saw) as sentences
+//! a support agent can read out, newest first.
+
+use time::OffsetDateTime;
+
+use crate::limiter::{AccountHistory, HistoryDevice, HistoryEntry, LimiterError};
+use crate::view;
+
+/// How many events the panel shows: what an account keeps by default.
+pub const RECENT_EVENTS: usize = 50;
+
+/// The panel: its lines, or why there are none.
+pub struct RecentView {
+    pub lines: Vec<RecentLine>,
+    pub error: Option<String>,
+    /// Sent with the device table's refresh, to replace the panel in place (htmx out of band).
+    pub out_of_band: bool,
+}
+
+/// One event: when (UTC, made local by the page's script) and what, in words.
+pub struct RecentLine {
+    /// RFC 3339, for `<time datetime>`.
+    pub at: String,
+    /// `20:14 UTC`, or with the date when it is not today: what shows without the script.
+    pub at_utc: String,
+    pub kind: String,
+    pub sentence: String,
+}
+
+impl RecentView {
+    pub fn new(
+        history: Result<AccountHistory, LimiterError>,
+        plan: &str,
+        now: OffsetDateTime,
+    ) -> RecentView {
+        match history {
+            Ok(history) => RecentView {
+                lines: history
+                    .entries
+                    .iter()
+                    .map(|entry| RecentLine {
+                        at: entry.at.clone(),
+                        at_utc: view::clock_short(now, &entry.at),
+                        kind: entry.kind.clone(),
+                        sentence: sentence(entry, plan),
+                    })
+                    .collect(),
+                error: None,
+                out_of_band: false,
+            },
+            Err(error) => RecentView {
+                lines: Vec::new(),
+                error: Some(format!(
+                    "The account's history cannot be shown now: {error}."
+                )),
+                out_of_band: false,
+            },
+        }
+    }
+}
+
+/// "Kids Tablet was refused: Standard allows 2, Living Room TV and Mom's iPhone were playing".
+pub fn sentence(entry: &HistoryEntry, plan: &str) -> String {
+    let device = entry
+        .device
+        .as_ref()
+        .map_or("A device", HistoryDevice::name);
+    let actor = entry.actor.as_deref().unwrap_or("support");
+    let limit = entry.limit.unwrap_or(0);
+    match entry.kind.as_str() {
+        "refused" => {
+            let allows = match entry.rule.as_deref() {
+                Some("temporary_limit") => format!("the temporary limit allows {limit}"),
+                Some("device_type_cap") => {
+                    let kind = entry
+                        .device
+                        .as_ref()
+                        .and_then(|d| d.device_type.as_deref())
+                        .map_or("of this type", |k| view::device_type_label(k));
+                    format!("{} allows {limit} {kind} at once", plan_name(plan))
+                }
+                _ => format!("{} allows {limit}", plan_name(plan)),
+            };
+            match entry.holders.as_slice() {
+                [] => format!("{device} was refused: {allows}"),
+                [one] => format!("{device} was refused: {allows}, {} was playing", one.name()),
+                many => format!(
+                    "{device} was refused: {allows}, {} were playing",
+                    names(many)
+                ),
+            }
+        }
+        "take_over" => {
+            let replaced = entry
+                .replaced
+                .as_ref()
+                .map_or("another device", HistoryDevice::name);
+            format!("{device} took over from {replaced}, which was told to stop")
+        }
+        "force_stop" => format!("{actor} force-stopped {device}"),
+        "revoked" => format!("{device} was told its stream had ended and stopped playing"),
+        "expired" => format!(
+            "{device} stopped sending heartbeats (the app closed, crashed or lost its \
+             connection); its screen was freed"
+        ),
+        "limit_granted" => format!(
+            "{actor} granted a temporary limit of {limit} screen{}",
+            if limit == 1 { "" } else { "s" }
+        ),
+        "limit_removed" => format!(
+            "{actor} removed the temporary limit of {limit} screen{}",
+            if limit == 1 { "" } else { "s" }
+        ),
+        other => format!("{device}: {other}"),
+    }
+}
+
+/// `standard` → `Standard`; no plan → `The plan`.
+fn plan_name(plan: &str) -> String {
+    let mut chars = plan.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => "The plan".to_owned(),
+    }
+}
+
+/// "A", "A and B", "A, B and C".
+fn names(devices: &[HistoryDevice]) -> String {
+    match devices {
+        [] => String::new(),
+        [one] => one.name().to_owned(),
+        [rest @ .., last] => {
+            let rest: Vec<&str> = rest.iter().map(HistoryDevice::name).collect();
+            format!("{} and {}", rest.join(", "), last.name())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(id: &str, meta: &str, kind: &str) -> HistoryDevice {
+        HistoryDevice {
+            device_id: id.into(),
+            device_type: Some(kind.into()),
+            device_meta: meta.into(),
+        }
+    }
+
+    fn entry(kind: &str) -> HistoryEntry {
+        HistoryEntry {
+            at: "2026-12-05T20:14:00Z".into(),
+            kind: kind.into(),
+            device: Some(device("tablet-1", "Kids Tablet", "tablet")),
+            rule: None,
+            limit: None,
+            holders: Vec::new(),
+            replaced: None,
+            actor: None,
+            ended_at: None,
+            until: None,
+        }
+    }
+
+    #[test]
+    fn a_refusal_reads_as_the_customer_lived_it() {
+        let refused = HistoryEntry {
+            rule: Some("plan_limit".into()),
+            limit: Some(2),
+            holders: vec![
+                device("tv-1", "Living Room TV", "tv"),
+                device("phone-1", "Mom's iPhone", "mobile"),
+            ],
+            ..entry("refused")
+        };
+        assert_eq!(
+            sentence(&refused, "standard"),
+            "Kids Tablet was refused: Standard allows 2, Living Room TV and Mom's iPhone were playing"
+        );
+        let capped = HistoryEntry {
+            rule: Some("device_type_cap".into()),
+            limit: Some(1),
+            holders: vec![device("tab-2", "", "tablet")],
+            ..entry("refused")
+        };
+        assert_eq!(
+            sentence(&capped, "premium"),
+            "Kids Tablet was refused: Premium allows 1 Tablet at once, tab-2 was playing"
+        );
+        let temporary = HistoryEntry {
+            rule: Some("temporary_limit".into()),
+            limit: Some(3),
+            holders: vec![
+                device("a", "A", "tv"),
+                device("b", "B", "tv"),
+                device("c", "C", "tv"),
+            ],
+            ..entry("refused")
+        };
+        assert_eq!(
+            sentence(&temporary, ""),
+            "Kids Tablet was refused: the temporary limit allows 3, A, B and C were playing"
+        );
+    }
+
+    #[test]
+    fn every_kind_names_who_and_what() {
+        let took = HistoryEntry {
+            replaced: Some(device("tv-1", "Living Room TV", "tv")),
+            ..entry("take_over")
+        };
+        assert_eq!(
+            sentence(&took, "standard"),
+            "Kids Tablet took over from Living Room TV, which was told to stop"
+        );
+        let stopped = HistoryEntry {
+            actor: Some("sam".into()),
+            ..entry("force_stop")
+        };
+        assert_eq!(sentence(&stopped, "basic"), "sam force-stopped Kids Tablet");
+        let revoked = HistoryEntry {
+            device: Some(HistoryDevice {
+                device_id: "tablet-1".into(),
+                device_type: None,
+                device_meta: String::new(),
+            }),
+            ..entry("revoked")
+        };
+        assert!(sentence(&revoked, "basic").starts_with("tablet-1 was told"));
+        assert!(sentence(&entry("expired"), "basic").starts_with("Kids Tablet stopped sending"));
+        let granted = HistoryEntry {
+            device: None,
+            actor: Some("sam".into()),
+            limit: Some(3),
+            ..entry("limit_granted")
+        };
+        assert_eq!(
+            sentence(&granted, "basic"),
+            "sam granted a temporary limit of 3 screens"
+        );
+        // A kind a newer limiter adds still shows.
+        assert_eq!(sentence(&entry("paused"), "basic"), "Kids Tablet: paused");
+    }
+}
