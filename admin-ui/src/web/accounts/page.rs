@@ -40,7 +40,8 @@ struct DevicesPartial {
     recent: Option<RecentView>,
 }
 
-/// The account's "Recent" panel, from the limiter's history of it.
+/// The account's "Recent" panel, from the limiter's history of it (asked on its own: the
+/// page's own handlers ask for it beside the account's streams).
 pub async fn recent_view(state: &AppState, account_id: &str, plan: &str) -> RecentView {
     let history = state
         .limiter
@@ -140,11 +141,11 @@ pub async fn account(
     if let Some(message) = malformed(&account_id) {
         return Ok(bad_account(&ctx, &account_id, message));
     }
-    let streams = state
-        .limiter
-        .account_streams(&account_id)
-        .await
-        .map_err(|e| PageError::limiter(&e).with_nav(ctx.nav("accounts")))?;
+    let (streams, history) = tokio::join!(
+        state.limiter.account_streams(&account_id),
+        state.limiter.account_history(&account_id, RECENT_EVENTS),
+    );
+    let streams = streams.map_err(|e| PageError::limiter(&e).with_nav(ctx.nav("accounts")))?;
     let notice = match (notice.stopped, notice.gone, notice.limit) {
         (Some(device), _, _) => Some(format!(
             "Force-stopped “{device}”. Its slot is free now and its player is told to stop at its \
@@ -154,7 +155,7 @@ pub async fn account(
         (None, None, Some(what)) => limit_notice(&what, &streams),
         _ => None,
     };
-    let recent = recent_view(&state, &account_id, &streams.plan).await;
+    let recent = RecentView::new(history, &streams.plan, OffsetDateTime::now_utc());
     Ok(account_page(&state, &ctx, &account_id, &streams, notice, None, recent).into_response())
 }
 
@@ -193,9 +194,13 @@ pub async fn devices(
         return StatusCode::BAD_REQUEST.into_response();
     }
     let view = DevicesView::new(&state, &ctx, &account_id);
-    let (view, recent) = match state.limiter.account_streams(&account_id).await {
+    let (streams, history) = tokio::join!(
+        state.limiter.account_streams(&account_id),
+        state.limiter.account_history(&account_id, RECENT_EVENTS),
+    );
+    let (view, recent) = match streams {
         Ok(streams) => {
-            let mut recent = recent_view(&state, &account_id, &streams.plan).await;
+            let mut recent = RecentView::new(history, &streams.plan, OffsetDateTime::now_utc());
             recent.out_of_band = true;
             (view.fill(&streams), Some(recent))
         }
