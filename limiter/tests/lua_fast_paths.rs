@@ -23,8 +23,8 @@ const DEVICES: [&str; 6] = ["tv", "phone-1", "phone-2", "tablet", "laptop", "con
 const PLANS: [(&str, u8); 3] = [("basic", 1), ("standard", 2), ("premium", 4)];
 
 /// History bounds every call ends with: more entries than a run writes, so none is trimmed.
-fn history_args() -> [Vec<u8>; 2] {
-    [b"100000".to_vec(), b"600000".to_vec()]
+fn history_args() -> [Vec<u8>; 1] {
+    [b"100000:600000".to_vec()]
 }
 
 /// A twin's history without its expired leases and revocations (see above), newest first.

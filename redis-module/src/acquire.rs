@@ -1,7 +1,7 @@
 //! `SL.ACQUIRE`: decide a play (`acquire_fast.lua`, then `acquire.lua`), step for step.
 //!
 //! SL.ACQUIRE key ttl keep plan limit default-plan default-limit device nonce details
-//!            replace-device replace-nonce caps caps-book history-entries history-retention
+//!            replace-device replace-nonce caps caps-book history-bounds
 //! Answers {1, limit, active, expires, plan, plan limit} or
 //! {0, limit, rule, cap, plan, plan limit, active raw records...}. A refusal, a take-over and the
 //! leases forgotten that ended unstopped go into the account's history (`history.rs`).
@@ -11,7 +11,7 @@ use redis_module::RedisValue;
 use crate::account::{Account, Edit, Extended, Scan, find_device};
 use crate::args::Arg;
 use crate::error::Error;
-use crate::history::{self, Bounds, History};
+use crate::history::{self, History};
 use crate::keys::Keys;
 use crate::layout::{
     Header, LIVE, REVOKED, RecordAt, byte, cap_of, caps_of, key_life, kind_of_details, new_record,
@@ -32,7 +32,8 @@ struct Play<'a> {
     caps: &'a [u8],
     caps_book: &'a [u8],
     kind: u8,
-    history: Option<Bounds>,
+    /// The history's bounds as sent, read only for an entry (`History::of`).
+    history: Option<&'a [u8]>,
 }
 
 pub fn acquire(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
@@ -198,6 +199,7 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
             text(plan_name),
             int(plan_limit),
         ]);
+        let history = History::of(account.keys, account.key, now, play.history)?;
         let mut entry = refusal(play, rule, limit, cap, override_left > 0);
         let mut p = first;
         while p < v.len() {
@@ -216,7 +218,7 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
             p = at.stop;
         }
         key.keep()?;
-        History::of(account.keys, account.key, now, play.history).push(history::REFUSED, &entry)?;
+        history.push(history::REFUSED, &entry)?;
         return Ok(Some(RedisValue::Array(out)));
     }
     if stale {
@@ -339,6 +341,7 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
             text(&h.plan),
             int(h.limit),
         ];
+        let history = History::of(account.keys, account.key, now, play.history)?;
         crate::list::push_active(&mut out, account, v, recs, &edits);
         let mut entry = refusal(play, rule, limit, cap, h.ovr_ends > now);
         for (i, rec) in recs.iter().enumerate() {
@@ -346,9 +349,14 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
                 history::device(&mut entry, v, rec.at);
             }
         }
-        History::of(account.keys, account.key, now, play.history).push(history::REFUSED, &entry)?;
+        history.push(history::REFUSED, &entry)?;
         return Ok(RedisValue::Array(out));
     }
+    let reaped = scan.as_ref().map_or(&[][..], |s| &s.reaped[..]);
+    let history = match reaped.is_empty() && target.is_none() {
+        true => None,
+        false => Some(History::of(account.keys, account.key, now, play.history)?),
+    };
     let ends = now + account.ttl;
     if let Some(own) = own {
         account.end_lease(v, &recs[own])?;
@@ -360,9 +368,7 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
     push_record(&mut new, account, play, ends);
     account.save(scan.as_ref(), &h, &edits, Some(&new))?;
     account.start_lease(play.nonce, ends)?;
-    let reaped = scan.as_ref().map_or(&[][..], |s| &s.reaped[..]);
-    if !reaped.is_empty() || target.is_some() {
-        let history = History::of(account.keys, account.key, now, play.history);
+    if let Some(history) = history {
         history.reaped(v, reaped)?;
         if let Some(target) = target {
             let mut entry = Vec::with_capacity(96);

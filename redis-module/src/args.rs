@@ -12,7 +12,10 @@ pub struct Args<'a>(&'a [Arg]);
 
 /// The longest a time argument (a TTL, a duration) may be: about 3 years in ms; keeps every sum
 /// of times inside 48 bits and far from overflow.
-const MAX_MS: i64 = 100_000_000_000;
+pub const MAX_MS: i64 = 100_000_000_000;
+
+/// The most entries a list may be told to keep.
+pub const MAX_COUNT: i64 = 1_000_000;
 
 impl<'a> Args<'a> {
     pub fn new(all: &'a [Arg], n: usize) -> Result<Args<'a>, Error> {
@@ -62,7 +65,7 @@ impl<'a> Args<'a> {
 
     /// A positive count (entries kept in a list).
     pub fn count(&self, i: usize, name: &'static str) -> Result<i64, Error> {
-        self.int(i, name, 1, 1_000_000)
+        self.int(i, name, 1, MAX_COUNT)
     }
 
     /// A count that the layout keeps in one byte (a limit).

@@ -2,7 +2,7 @@
 //! natively on the Lua path (`GETEX` of the lease key, then `touch.lua` when the account key's
 //! life runs short), then, when the lease key is gone, the full heartbeat (`heartbeat.lua`).
 //!
-//! SL.HEARTBEAT key ttl keep plan limit device nonce history-entries history-retention
+//! SL.HEARTBEAT key ttl keep plan limit device nonce history-bounds
 //! Answers {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked. A
 //! revocation told and the leases forgotten that ended unstopped go into the account's history
 //! (`history.rs`); a renewal writes none.
@@ -40,11 +40,16 @@ pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     };
     let history = || History::of(keys, account.key, account.now, bounds);
     let reaped = scan.as_ref().map_or(&[][..], |s| &s.reaped[..]);
+    // The history of a save that forgets leases ended unstopped, read before the save.
+    let reaped_into = || match reaped.is_empty() {
+        true => Ok(None),
+        false => history().map(Some),
+    };
     let i = find_device(v, recs, device);
     if let Some(i) = i {
         let rec = recs[i];
         if rec.state == REVOKED || rec.at.nonce(v) != nonce {
-            history().revoked(device)?;
+            history()?.revoked(device)?;
             return Ok(RedisValue::Array(vec![int(4)]));
         }
         if rec.state == RELEASED {
@@ -54,10 +59,11 @@ pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
             let mut edits = vec![None; recs.len()];
             edits[i] = Some(Edit::With(rec.at.restamp(v, LIVE, ends)));
             let h = &scan.as_ref().expect("a record has an account").h;
+            let reaped_into = reaped_into()?;
             account.save(scan.as_ref(), h, &edits, None)?;
             account.start_lease(nonce, ends)?;
-            if !reaped.is_empty() {
-                history().reaped(v, reaped)?;
+            if let Some(history) = reaped_into {
+                history.reaped(v, reaped)?;
             }
             return answer(1, ends);
         }
@@ -73,6 +79,7 @@ pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     if keys.out_of_memory() {
         return Err(Error::OutOfMemory);
     }
+    let reaped_into = reaped_into()?;
     match i {
         Some(i) => {
             let mut edits = vec![None; recs.len()];
@@ -86,8 +93,8 @@ pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         }
     }
     account.start_lease(nonce, ends)?;
-    if !reaped.is_empty() {
-        history().reaped(v, reaped)?;
+    if let Some(history) = reaped_into {
+        history.reaped(v, reaped)?;
     }
     answer(2, ends)
 }

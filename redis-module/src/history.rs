@@ -9,7 +9,7 @@
 //! A key of another type under that name is left alone, as the scripts leave it (their `LPUSH`
 //! is a `pcall`): the history is secondary to the command's own answer.
 
-use crate::args::{Arg, Args};
+use crate::args::{Arg, Args, MAX_COUNT, MAX_MS, decimal};
 use crate::error::Error;
 use crate::keys::{Keys, Name};
 use crate::layout::{OTHER_KIND, RecordAt, push_u48};
@@ -29,27 +29,49 @@ pub const LIMIT_REMOVED: u8 = 7;
 /// that predates them refuses the argument, and the limiter keeps that shard on its scripts.
 pub const FEATURE: &[u8] = b"history";
 
-/// Entries kept and how long the list outlives its newest entry (ms): the last two arguments of
-/// every command that may write the history.
+/// Entries kept and how long the list outlives its newest entry (ms).
 #[derive(Clone, Copy)]
-pub struct Bounds {
+struct Bounds {
     max: i64,
     retention: i64,
 }
 
-/// A command's arguments with or without the history's bounds after its `n` others: a limiter
-/// from before the history sends none (a shard's module may be updated before its limiters), and
-/// then the command writes no history. Any other count is refused.
-pub fn args(all: &[Arg], n: usize) -> Result<(Args<'_>, Option<Bounds>), Error> {
+impl Bounds {
+    /// The history's bounds as the limiter sends them, one argument: `<entries kept>:<retention
+    /// ms>` in decimal digits (`50:604800000`), entries 1 to 1,000,000 and a retention a time
+    /// argument may be (`args.rs`). Anything else is refused.
+    fn parse(sent: &[u8]) -> Result<Bounds, Error> {
+        let junk = || Error::Arg("history bounds");
+        let colon = sent.iter().position(|&b| b == b':').ok_or_else(junk)?;
+        let number = |text: &[u8], max: i64| {
+            let digits = !text.is_empty() && text.iter().all(u8::is_ascii_digit);
+            digits
+                .then(|| decimal(text))
+                .flatten()
+                .filter(|n| (1..=max).contains(n))
+        };
+        match (
+            number(&sent[..colon], MAX_COUNT),
+            number(&sent[colon + 1..], MAX_MS),
+        ) {
+            (Some(max), Some(retention)) => Ok(Bounds { max, retention }),
+            _ => Err(junk()),
+        }
+    }
+}
+
+/// A command's arguments with or without the history's bounds after its `n` others, and the
+/// bounds' bytes, not read yet: only a command that has an entry to write reads them
+/// (`History::of`), so a granted play or a renewal never parses them. A limiter from before the
+/// history sends none (a shard's module may be updated before its limiters), and then the
+/// command writes no history. Any other count is refused.
+pub fn args(all: &[Arg], n: usize) -> Result<(Args<'_>, Option<&[u8]>), Error> {
     if all.len() == n + 1 {
         return Ok((Args::new(all, n)?, None));
     }
-    let args = Args::new(all, n + 2)?;
-    let bounds = Bounds {
-        max: args.count(n, "history entries kept")?,
-        retention: args.ms(n + 1, "history retention")?,
-    };
-    Ok((args, Some(bounds)))
+    let args = Args::new(all, n + 1)?;
+    let sent = args.bytes(n);
+    Ok((args, Some(sent)))
 }
 
 /// The history list of one account during a command that has an event to record.
@@ -62,16 +84,25 @@ pub struct History<'a> {
 }
 
 impl<'a> History<'a> {
-    /// The history of the account `sl:{<id>}` (checked by `names.rs`): `sl:history:{<id>}`.
-    pub fn of(keys: &'a Keys, account_key: &Arg, now: i64, bounds: Option<Bounds>) -> History<'a> {
+    /// The history of the account `sl:{<id>}` (checked by `names.rs`): `sl:history:{<id>}`,
+    /// bounded by what the caller `sent` (`args`), read here: a command calls this once it knows
+    /// it has an entry to write, and before its first write where it can, so that junk bounds
+    /// are refused with nothing written.
+    pub fn of(
+        keys: &'a Keys,
+        account_key: &Arg,
+        now: i64,
+        sent: Option<&[u8]>,
+    ) -> Result<History<'a>, Error> {
+        let bounds = sent.map(Bounds::parse).transpose()?;
         let tag = account_key.as_slice().get(3..).unwrap_or(&[]);
         let list = keys.string(&[HISTORY_PREFIX, tag].concat());
-        History {
+        Ok(History {
             keys,
             list,
             now,
             bounds,
-        }
+        })
     }
 
     /// `LPUSH` the entry, `LTRIM` to the cap, `PEXPIRE` to the retention.

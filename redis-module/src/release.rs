@@ -1,7 +1,7 @@
 //! `SL.RELEASE`: a graceful stop frees the slot now and remembers the stream as released
 //! (`release_fast.lua`, then `release.lua`).
 //!
-//! SL.RELEASE key ttl keep device nonce history-entries history-retention
+//! SL.RELEASE key ttl keep device nonce history-bounds
 //! Answers 1 released, 0 not held. The leases the general code forgets that ended unstopped go
 //! into the account's history (`history.rs`).
 
@@ -60,10 +60,14 @@ pub fn release(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         RELEASED,
         account.now + account.keep,
     )));
+    let reaped_into = match scan.reaped.is_empty() {
+        true => None,
+        false => Some(History::of(keys, account.key, account.now, bounds)?),
+    };
     account.end_lease(&scan.v, &rec)?;
     account.save(Some(&scan), &scan.h, &edits, None)?;
-    if !scan.reaped.is_empty() {
-        History::of(keys, account.key, account.now, bounds).reaped(&scan.v, &scan.reaped)?;
+    if let Some(history) = reaped_into {
+        history.reaped(&scan.v, &scan.reaped)?;
     }
     Ok(int(1))
 }

@@ -3,11 +3,11 @@
 //! the fleet list (which, on a Redis Cluster, lives in another slot: the limiter adds it there).
 //!
 //! SL.FORCE_STOP key audit-key ttl keep device nonce account-id stream-id actor reason
-//!               per-account retention history-entries history-retention
+//!               per-account retention history-bounds
 //! Answers {1, entry} stopped, {2} already stopped, {0} unknown.
 //!
 //! SL.SET_OVERRIDE key audit-key ttl keep default-plan default-limit limit duration account-id
-//!                 actor reason per-account retention history-entries history-retention
+//!                 actor reason per-account retention history-bounds
 //! Answers {override limit, override end} ({0, 0} cleared), with the entry logged if any.
 //!
 //! Both also record the change (with its actor) and the leases forgotten that ended unstopped in
@@ -80,9 +80,9 @@ pub fn force_stop(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         .text("actor", args.bytes(8))
         .text("reason", args.bytes(9))
         .finish();
+    let history = History::of(keys, account.key, account.now, bounds)?;
     account.end_lease(&scan.v, &rec)?;
     account.save(Some(&scan), &scan.h, &edits, None)?;
-    let history = History::of(keys, account.key, account.now, bounds);
     history.reaped(&scan.v, &scan.reaped)?;
     let mut stopped = Vec::with_capacity(64);
     history::device(&mut stopped, &scan.v, rec.at);
@@ -125,8 +125,8 @@ pub fn set_override(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
     let had = if h.ovr_ends > now { h.ovr_limit } else { 0 };
     h.ovr_limit = limit;
     h.ovr_ends = if limit > 0 { now + duration } else { 0 };
+    let history = History::of(keys, account.key, now, bounds)?;
     account.save(scan.as_ref(), &h, &[], None)?;
-    let history = History::of(keys, account.key, now, bounds);
     if let Some(scan) = &scan {
         history.reaped(&scan.v, &scan.reaped)?;
     }

@@ -61,8 +61,7 @@ fn support_args(account: &str, list: &str) -> Vec<Vec<u8>> {
         "why",
         "50",
         "60000",
-        "50",
-        "600000",
+        "50:600000",
     ]
     .map(|a| a.as_bytes().to_vec())
     .to_vec()
@@ -83,8 +82,7 @@ fn a_cluster_routes_the_commands_by_the_account_slot() {
         .arg(2)
         .arg("tv")
         .arg("0123456789abcdef")
-        .arg(50)
-        .arg(600000)
+        .arg("50:600000")
         .query(&mut c)
         .unwrap();
     assert_eq!(keys, ["sl:{a}"]);
@@ -126,8 +124,7 @@ fn a_cluster_routes_the_commands_by_the_account_slot() {
             .arg("")
             .arg("")
             .arg("")
-            .arg(50)
-            .arg(600000)
+            .arg("50:600000")
             .query(c)
             .unwrap()
     };

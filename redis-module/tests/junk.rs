@@ -120,8 +120,7 @@ fn the_module_speaks_the_limiters_layout() {
             .arg("")
             .arg("")
             .arg("")
-            .arg(50)
-            .arg(600_000)
+            .arg("50:600000")
             .query(&mut c)
             .unwrap()
     };
@@ -202,4 +201,144 @@ fn the_module_speaks_the_limiters_layout() {
         exists, 1,
         "the module's lease key is not the limiter's lease_key()"
     );
+}
+
+/// The history's bounds, one argument (`<entries kept>:<retention ms>`), are read only by a call
+/// that has an entry to write: a granted play carrying junk bounds is served as any other, and
+/// a refusal, a revocation told, a force-stop or a temporary limit carrying them is refused with
+/// a typed error before it writes anything, on every engine present.
+#[test]
+fn junk_history_bounds_are_read_only_for_an_entry_and_then_refused() {
+    use screenlimit_limiter::store::redis::{account_key, history_key};
+    for engine in Engine::present("junk history bounds") {
+        let server = Server::with_module_on(engine, &[]);
+        let mut c = server.connect();
+        let details = [4u8, 1, 0, 0, 0];
+        let acquire = |c: &mut redis::Connection, device: &str, nonce: [u8; 16], bounds: &[u8]| {
+            redis::cmd("SL.ACQUIRE")
+                .arg(account_key("bounds"))
+                .arg(60_000)
+                .arg(120_000)
+                .arg("basic")
+                .arg(1)
+                .arg("basic")
+                .arg(1)
+                .arg(device)
+                .arg(&nonce[..])
+                .arg(&details[..])
+                .arg("")
+                .arg("")
+                .arg("")
+                .arg("")
+                .arg(bounds)
+                .query::<Value>(c)
+        };
+        let support = |command: &str, middle: &[&[u8]], bounds: &[u8]| {
+            let mut cmd = redis::cmd(command);
+            cmd.arg(account_key("bounds"))
+                .arg("sl:audit:{bounds}")
+                .arg(60_000)
+                .arg(120_000);
+            for arg in middle {
+                cmd.arg(*arg);
+            }
+            cmd.arg("support")
+                .arg("why")
+                .arg(50)
+                .arg(600_000)
+                .arg(bounds);
+            cmd
+        };
+        let state = |c: &mut redis::Connection| -> (Option<Vec<u8>>, i64) {
+            let value = redis::cmd("GET")
+                .arg(account_key("bounds"))
+                .query(c)
+                .unwrap();
+            let history = redis::cmd("EXISTS")
+                .arg(history_key("bounds"))
+                .query(c)
+                .unwrap();
+            (value, history)
+        };
+        let refused = |answer: redis::RedisResult<Value>, what: &str| {
+            let e = answer.expect_err(what);
+            assert!(
+                e.to_string().contains("bad argument history bounds"),
+                "{engine:?}: {what}: {e}"
+            );
+        };
+        // Read by nobody: a granted play.
+        let granted = acquire(&mut c, "tv", [1; 16], b"junk").unwrap();
+        assert!(
+            matches!(&granted, Value::Array(a) if a[0] == Value::Int(1)),
+            "{granted:?}"
+        );
+        for bad in junk::BAD_HISTORY_BOUNDS {
+            let before = state(&mut c);
+            refused(
+                acquire(&mut c, "phone", [2; 16], bad.as_bytes()),
+                &format!("a refusal with bounds {bad:?}"),
+            );
+            let heartbeat = redis::cmd("SL.HEARTBEAT")
+                .arg(account_key("bounds"))
+                .arg(60_000)
+                .arg(120_000)
+                .arg("basic")
+                .arg(1)
+                .arg("tv")
+                .arg(&[3u8; 16][..])
+                .arg(bad)
+                .query::<Value>(&mut c);
+            refused(heartbeat, &format!("a revocation told with bounds {bad:?}"));
+            let stop = support(
+                "SL.FORCE_STOP",
+                &[b"tv", &[1u8; 16], b"bounds", b"stream"],
+                bad.as_bytes(),
+            )
+            .query::<Value>(&mut c);
+            refused(stop, &format!("a force-stop with bounds {bad:?}"));
+            let limit = support(
+                "SL.SET_OVERRIDE",
+                &[b"basic", b"1", b"3", b"60000", b"bounds"],
+                bad.as_bytes(),
+            )
+            .query::<Value>(&mut c);
+            refused(limit, &format!("a temporary limit with bounds {bad:?}"));
+            assert_eq!(
+                state(&mut c),
+                before,
+                "{engine:?}: bounds {bad:?} refused after a write"
+            );
+        }
+        // The same calls with bounds the module reads write their entries.
+        let refusal = acquire(&mut c, "phone", [2; 16], b"5:600000").unwrap();
+        assert!(
+            matches!(&refusal, Value::Array(a) if a[0] == Value::Int(0)),
+            "{refusal:?}"
+        );
+        let stop = support(
+            "SL.FORCE_STOP",
+            &[b"tv", &[1u8; 16], b"bounds", b"stream"],
+            b"5:600000",
+        )
+        .query::<Value>(&mut c)
+        .unwrap();
+        assert!(
+            matches!(&stop, Value::Array(a) if a[0] == Value::Int(1)),
+            "{stop:?}"
+        );
+        let entries: i64 = redis::cmd("LLEN")
+            .arg(history_key("bounds"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(entries, 2, "{engine:?}: a refusal and a force-stop");
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(history_key("bounds"))
+            .query(&mut c)
+            .unwrap();
+        assert!(
+            (590_000..=600_000).contains(&ttl),
+            "{engine:?}: retention {ttl}"
+        );
+    }
 }

@@ -17,12 +17,12 @@ use super::cluster::Cluster;
 pub const COMMANDS: [(&str, usize); 8] = [
     ("SL.VERSION", 0),
     ("SL.RENEW", 2),
-    ("SL.ACQUIRE", 16),
-    ("SL.HEARTBEAT", 9),
-    ("SL.RELEASE", 7),
+    ("SL.ACQUIRE", 15),
+    ("SL.HEARTBEAT", 8),
+    ("SL.RELEASE", 6),
     ("SL.LIST", 4),
-    ("SL.FORCE_STOP", 14),
-    ("SL.SET_OVERRIDE", 15),
+    ("SL.FORCE_STOP", 13),
+    ("SL.SET_OVERRIDE", 14),
 ];
 
 /// Accounts the module writes freely. `ok-3`'s audit list and `ok-1`'s history are strings,
@@ -38,9 +38,27 @@ const NONCES: [[u8; 16]; 4] = [[1; 16], [b'}'; 16], [b'{'; 16], [7; 16]];
 /// Long enough that nothing expires while a test compares two servers.
 const TTL: &str = "60000";
 const KEEP: &str = "120000";
-/// History bounds: few entries, so that trimming happens too.
-const HISTORY_KEPT: &str = "5";
-const HISTORY_RETENTION: &str = "600000";
+/// History bounds (`<entries kept>:<retention ms>`): few entries, so that trimming happens too.
+const HISTORY_BOUNDS: &str = "5:600000";
+
+/// History bounds the module must refuse: out of range, signed, spaced, cut, doubled, not
+/// decimal, past `i64`.
+pub const BAD_HISTORY_BOUNDS: [&str; 14] = [
+    "",
+    ":",
+    "5",
+    "5:",
+    ":600000",
+    "0:600000",
+    "5:0",
+    "-5:600000",
+    "+5:600000",
+    "5 :600000",
+    "5:600000:1",
+    "1000001:600000",
+    "5:100000000001",
+    "5:99999999999999999999999",
+];
 
 pub fn account_key(id: &str) -> Vec<u8> {
     format!("sl:{{{id}}}").into_bytes()
@@ -207,8 +225,7 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
             s(""),
             s(""),
             s(""),
-            s(HISTORY_KEPT),
-            s(HISTORY_RETENTION),
+            s(HISTORY_BOUNDS),
         ]),
         "SL.HEARTBEAT" => args.extend([
             s(TTL),
@@ -217,17 +234,9 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
             s("2"),
             s(device),
             nonce,
-            s(HISTORY_KEPT),
-            s(HISTORY_RETENTION),
+            s(HISTORY_BOUNDS),
         ]),
-        "SL.RELEASE" => args.extend([
-            s(TTL),
-            s(KEEP),
-            s(device),
-            nonce,
-            s(HISTORY_KEPT),
-            s(HISTORY_RETENTION),
-        ]),
+        "SL.RELEASE" => args.extend([s(TTL), s(KEEP), s(device), nonce, s(HISTORY_BOUNDS)]),
         "SL.RENEW" => {
             args = (0..rng.random_range(0..4))
                 .map(|_| {
@@ -245,16 +254,17 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
                 _ => args.extend([s("basic"), s("2"), s("3"), s("60000"), s(id)]),
             }
             args.extend([s("support"), s("reason"), s("50"), s("86400000")]);
-            args.extend([s(HISTORY_KEPT), s(HISTORY_RETENTION)]);
+            args.push(s(HISTORY_BOUNDS));
         }
         _ => args.clear(),
     }
     args
 }
 
-/// One junk argument: empty, binary, huge, a number out of every range, or text.
+/// One junk argument: empty, binary, huge, a number out of every range, history bounds the
+/// module refuses, or text.
 fn junk(rng: &mut StdRng) -> Vec<u8> {
-    match rng.random_range(0..8) {
+    match rng.random_range(0..9) {
         0 => Vec::new(),
         1 => (0..rng.random_range(1..64)).map(|_| rng.random()).collect(),
         2 => vec![rng.random(); 1 << 20], // 1 MiB
@@ -262,6 +272,9 @@ fn junk(rng: &mut StdRng) -> Vec<u8> {
         4 => b"99999999999999999999999".to_vec(),
         5 => b"256".to_vec(),
         6 => b"1e3".to_vec(),
+        7 => BAD_HISTORY_BOUNDS[rng.random_range(0..BAD_HISTORY_BOUNDS.len())]
+            .as_bytes()
+            .to_vec(),
         _ => vec![b'\0'; 300],
     }
 }

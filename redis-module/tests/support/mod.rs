@@ -325,8 +325,7 @@ pub fn call(command: &str, account: &[u8], audit: &[u8]) -> Vec<Vec<u8>> {
             s(""),
             s(""),
             s(""),
-            s("50"),
-            s("600000"),
+            s("50:600000"),
         ]),
         "SL.HEARTBEAT" => args.extend([
             s("60000"),
@@ -335,16 +334,14 @@ pub fn call(command: &str, account: &[u8], audit: &[u8]) -> Vec<Vec<u8>> {
             s("2"),
             s("tv"),
             NONCE.to_vec(),
-            s("50"),
-            s("600000"),
+            s("50:600000"),
         ]),
         "SL.RELEASE" => args.extend([
             s("60000"),
             s("120000"),
             s("tv"),
             NONCE.to_vec(),
-            s("50"),
-            s("600000"),
+            s("50:600000"),
         ]),
         "SL.LIST" => args.extend([s("60000"), s("basic"), s("2")]),
         "SL.FORCE_STOP" => args.extend([
@@ -359,8 +356,7 @@ pub fn call(command: &str, account: &[u8], audit: &[u8]) -> Vec<Vec<u8>> {
             s("why"),
             s("50"),
             s("86400000"),
-            s("50"),
-            s("600000"),
+            s("50:600000"),
         ]),
         "SL.SET_OVERRIDE" => args.extend([
             audit.to_vec(),
@@ -375,8 +371,7 @@ pub fn call(command: &str, account: &[u8], audit: &[u8]) -> Vec<Vec<u8>> {
             s("why"),
             s("50"),
             s("86400000"),
-            s("50"),
-            s("600000"),
+            s("50:600000"),
         ]),
         _ => unreachable!(),
     }

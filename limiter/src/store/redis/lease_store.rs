@@ -2,6 +2,7 @@
 //! command, sent to its account's shard, and its reply read; the heartbeat's `GETEX` renewal; the
 //! audit lists and the accounts' history lists.
 
+use std::io::Write;
 use std::time::Duration;
 
 use redis::Value;
@@ -134,11 +135,18 @@ impl RedisStore {
         invocation.arg(timing.ttl_ms).arg(timing.revocation_ms)
     }
 
-    /// The history bounds every script that may write the account's history ends with: entries
-    /// kept and retention. The scripts name the list from the account key and touch it only for
-    /// an event (`history_push` in `fast.lua`).
+    /// The history's bounds every script that may write the account's history ends with, one
+    /// argument: `<max_events>:<retention_ms>` (`50:604800000`). One, not two: a call that writes
+    /// no history (a granted play, a renewal) still carries it, and Redis pays for each argument
+    /// of every call. The scripts name the list from the account key, and read the bounds and
+    /// touch the list only for an event (`history_of` in `common.lua`).
     fn history_args(invocation: &mut Call, limits: HistoryLimits) -> &mut Call {
-        invocation.arg(limits.max_events).arg(limits.retention_ms)
+        let mut wire = [0u8; 32];
+        let mut rest = &mut wire[..];
+        // At most 10 digits, a colon and 20 digits.
+        write!(rest, "{}:{}", limits.max_events, limits.retention_ms).expect("31 bytes at most");
+        let len = 32 - rest.len();
+        invocation.arg(&wire[..len])
     }
 }
 

@@ -20,7 +20,7 @@ pub const LAYOUT_VERSION: i64 = 2;
 pub const VERSION_COMMAND: &str = "SL.VERSION";
 
 /// What the limiter asks `SL.VERSION` about besides the layout: whether the commands take the
-/// account history's bounds (their last two arguments). A module from before them refuses the
+/// account history's bounds (their last argument). A module from before them refuses the
 /// argument as a wrong number of arguments, and its shard stays on the scripts, which the
 /// limiter loads itself: the commands' arguments would not fit it.
 pub const HISTORY_FEATURE: &str = "history";

@@ -2,8 +2,8 @@
 -- ARGV: ttl, keep (2 TTL: tombstone life and key PX), plan ('' = keep the account's), limit,
 --       default plan, default limit, device, nonce, details, replace device, replace nonce,
 --       the named plan's device caps (6 bytes, one per device type code, 0 = no cap),
---       the plan book's caps when no plan is named (see caps_of in fast.lua), history entries
---       kept, history retention (ms)
+--       the plan book's caps when no plan is named (see caps_of in fast.lua), the history's
+--       bounds ('<entries kept>:<retention ms>', read only for an entry: `history_of`)
 -- Returns {1, limit, active_count, expires_at, plan, plan limit} or
 -- {0, limit, rule, cap, plan, plan limit, active raw records...} where rule is 0 (max streams)
 -- or 1 + the capped device type. A refusal, a take-over and the leases forgotten that ended
@@ -46,8 +46,8 @@ elseif cap > 0 and same_kind >= cap then
   rule = 1 + kind
 end
 if rule >= 0 then
+  local history = history_of(KEYS[1], now, ARGV[14])
   local out = push_active({ 0, limit, rule, cap, h.plan, h.limit }, KEYS[1], v, recs, now, edits)
-  local history = history_of(KEYS[1], now, ARGV[14], ARGV[15])
   -- The rule as the history names it: the plan's limit (0), a temporary one (1), a cap (2).
   local why, at = 2, cap
   if rule == 0 then
@@ -63,13 +63,13 @@ if rule >= 0 then
   history.push(1, char(why, at) .. history.play(ARGV[7], details) .. table.concat(held))
   return out
 end
+local history = (reaped or target) and history_of(KEYS[1], now, ARGV[14])
 local ends = now + ttl
 if own then end_lease(KEYS[1], v, recs, own) end
 if target then end_lease(KEYS[1], v, recs, target) end
 save(KEYS[1], v, h, recs, edits, new_record(ends, now, ARGV[8], ARGV[7], details), ARGV[2], now)
 start_lease(KEYS[1], ARGV[8], ends, now, ARGV[2])
-if reaped or target then
-  local history = history_of(KEYS[1], now, ARGV[14], ARGV[15])
+if history then
   history.reaped(v, reaped)
   if target then history.push(2, history.play(ARGV[7], details) .. history.device(v, recs[target])) end
 end

@@ -76,7 +76,10 @@ do
       if rule >= 0 then -- denied: the other devices' live records, as the general code lists them
         local out = { 0, limit, rule, cap, sub(v, 4, 3 + planlen), plan_limit }
         -- The refusal's entry in the account's history, as `history_of` in common.lua writes it
-        -- (not run yet here): the rule, the device, and the devices holding the slots.
+        -- (not run yet here): the rule, the device, and the devices holding the slots; bounded
+        -- by the last argument, '<entries kept>:<retention ms>', read only here.
+        local max, retention = string.match(ARGV[14], '^(%d+):(%d+)$')
+        if not max then error('screenlimit: bad argument history bounds') end
         local why, at = 2, cap
         if rule == 0 then
           why, at = 0, limit
@@ -110,8 +113,8 @@ do
         end
         local list = 'sl:history:' .. sub(KEYS[1], 4)
         if type(redis.pcall('LPUSH', list, table.concat(entry))) == 'number' then
-          redis.call('LTRIM', list, 0, tonumber(ARGV[14]) - 1)
-          redis.call('PEXPIRE', list, ARGV[15])
+          redis.call('LTRIM', list, 0, tonumber(max) - 1)
+          redis.call('PEXPIRE', list, retention)
         end
         return out
       end

@@ -192,10 +192,14 @@ end
 -- the events support is asked about, newest first, on 'sl:history:{<id>}', named from the account
 -- key as lease keys are, so in its slot and carried by no call. Only those events write it, each
 -- with `LPUSH`, `LTRIM` to `max` entries and `PEXPIRE` to `retention` ms; a key of another type
--- is left alone (the history is secondary to the decision). Made only by a script that has an
--- event to record, since every function a script defines costs each of its calls:
---   local history = history_of(KEYS[1], now, max, retention)
-local function history_of(account_key, now, max, retention)
+-- is left alone (the history is secondary to the decision). The bounds come as the script's last
+-- argument, '<max>:<retention ms>' ('50:604800000'), read only here. Made only by a script that
+-- has an event to record, since every function a script defines costs each of its calls (and
+-- before the script's first write where it can, so that bounds it cannot read write nothing):
+--   local history = history_of(KEYS[1], now, bounds)
+local function history_of(account_key, now, bounds)
+  local max, retention = string.match(bounds, '^(%d+):(%d+)$')
+  if not max then error('screenlimit: bad argument history bounds') end
   local list = 'sl:history:' .. sub(account_key, 4)
   local history = {}
   -- Adds an entry: version 1, `kind`, the time, then `body`.

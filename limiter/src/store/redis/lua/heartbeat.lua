@@ -2,7 +2,7 @@
 -- live lease whose key went missing; tell a replaced or revoked stream to stop; take a lost or
 -- expired lease back when the account has room.
 -- ARGV: ttl, keep (2 TTL), the stream's plan and limit (for an account the store lost), device,
---       nonce, history entries kept, history retention (ms)
+--       nonce, the history's bounds ('<entries kept>:<retention ms>', read only for an entry)
 -- Returns {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked. A
 -- revocation told and the leases forgotten that ended unstopped go into the account's history.
 local ttl = tonumber(ARGV[1])
@@ -17,25 +17,27 @@ if i then
     local told = char(#ARGV[5]) .. ARGV[5]
     local newest = redis.pcall('LRANGE', 'sl:history:' .. sub(KEYS[1], 4), 0, 0)[1]
     if not (newest and byte(newest, 1) == 1 and byte(newest, 2) == 4 and sub(newest, 9) == told) then
-      history_of(KEYS[1], now, ARGV[7], ARGV[8]).push(4, told)
+      history_of(KEYS[1], now, ARGV[7]).push(4, told)
     end
     return { 4 }
   end
   if state == RELEASED then return { 3 } end
   if recs[i + 3] > now then
+    local history = reaped and history_of(KEYS[1], now, ARGV[7])
     save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
     start_lease(KEYS[1], ARGV[6], ends, now, ARGV[2])
-    if reaped then history_of(KEYS[1], now, ARGV[7], ARGV[8]).reaped(v, reaped) end
+    if history then history.reaped(v, reaped) end
     return { 1, ends }
   end
 end
 h = h or fresh_header(ARGV[3], ARGV[4])
 if active_count(recs, now) >= limit_of(h, now) then return { 3 } end
+local history = reaped and history_of(KEYS[1], now, ARGV[7])
 if i then
   save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
 else
   save(KEYS[1], v, h, recs, {}, new_record(ends, now, ARGV[6], ARGV[5], '\0'), ARGV[2], now)
 end
 start_lease(KEYS[1], ARGV[6], ends, now, ARGV[2])
-if reaped then history_of(KEYS[1], now, ARGV[7], ARGV[8]).reaped(v, reaped) end
+if history then history.reaped(v, reaped) end
 return { 2, ends }

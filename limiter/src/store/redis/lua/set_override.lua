@@ -3,8 +3,8 @@
 -- logs nothing). Mirrors AccountState::set_override in model/account.rs.
 -- KEYS: account, the account's audit list
 -- ARGV: ttl, keep (2 TTL), default plan, default limit, override limit (0 = clear), duration (ms),
---       account id, actor, reason, entries kept per account, audit retention (ms), history
---       entries kept, history retention (ms)
+--       account id, actor, reason, entries kept per account, audit retention (ms), the
+--       history's bounds ('<entries kept>:<retention ms>')
 -- Returns {override limit, override end} ({0, 0} when cleared), and the entry logged, if any, for
 -- the fleet list. The change (with its actor) and the leases forgotten that ended unstopped go
 -- into the account's history.
@@ -17,8 +17,8 @@ if h.ovr_ends > now then had = h.ovr_limit end
 h.ovr_limit = tonumber(ARGV[5])
 h.ovr_ends = 0
 if h.ovr_limit > 0 then h.ovr_ends = now + tonumber(ARGV[6]) end
+local history = history_of(KEYS[1], now, ARGV[12])
 save(KEYS[1], v, h, recs, {}, nil, ARGV[2], now)
-local history = history_of(KEYS[1], now, ARGV[12], ARGV[13])
 history.reaped(v, reaped)
 if h.ovr_limit > 0 then
   history.push(6, char(h.ovr_limit) .. pack('>I6', h.ovr_ends) .. ARGV[8])
