@@ -43,12 +43,9 @@ const TOLERANCE_MS: i64 = 20;
 const HISTORY_KEPT: usize = 4;
 const HISTORY_RETENTION_MS: i64 = 600_000;
 
-/// The history bounds every command that may write the history ends with.
-fn history_args() -> [Vec<u8>; 2] {
-    [
-        HISTORY_KEPT.to_string().into(),
-        HISTORY_RETENTION_MS.to_string().into(),
-    ]
+/// The history's bounds every command that may write the history ends with, one argument.
+fn history_args() -> [Vec<u8>; 1] {
+    [format!("{HISTORY_KEPT}:{HISTORY_RETENTION_MS}").into()]
 }
 
 thread_local! {
@@ -478,6 +475,11 @@ impl History {
             92..96 => self.force_stop(pair),
             _ => self.set_override(pair),
         });
+        self.after_step(pair, account);
+    }
+
+    /// Both servers' keys of the account compared, and its history's kinds noted.
+    fn after_step(&mut self, pair: &mut Pair, account: usize) {
         if let Err(e) = compare_keys(pair, account) {
             self.log
                 .fail(format!("after step {}: {e}", self.log.0.len()));
@@ -554,6 +556,20 @@ impl History {
             true => Some(self.some_stream()),
             false => None,
         };
+        self.play(pair, account, device, nonce, plan, replace)
+    }
+
+    /// A play of `device` on `account` with this nonce, naming `plan` (or none) and taking over
+    /// `replace` (or nothing).
+    fn play(
+        &mut self,
+        pair: &mut Pair,
+        account: usize,
+        device: usize,
+        nonce: [u8; 16],
+        plan: Option<(&'static str, u8, [u8; 6])>,
+        replace: Option<Stream>,
+    ) -> usize {
         let (id, kind) = DEVICES[device];
         let mut args: Vec<Vec<u8>> = vec![TTL_MS.to_string().into(), KEEP_MS.to_string().into()];
         match plan {
@@ -831,12 +847,23 @@ impl History {
 
     fn set_override(&mut self, pair: &mut Pair) -> usize {
         let account = self.rng.random_range(1..ACCOUNTS);
+        let limit = self.rng.random_range(0..=5u8);
+        let duration = OVERRIDE_MS[self.rng.random_range(0..OVERRIDE_MS.len())];
+        self.set_override_on(pair, account, limit, duration)
+    }
+
+    /// A temporary limit of `limit` for `duration` ms on `account` (0: the one in force removed).
+    fn set_override_on(
+        &mut self,
+        pair: &mut Pair,
+        account: usize,
+        limit: u8,
+        duration: i64,
+    ) -> usize {
         let keys = [
             account_key(account).into_bytes(),
             format!("sl:audit:{{a{account}}}").into_bytes(),
         ];
-        let limit = self.rng.random_range(0..=5u8);
-        let duration = OVERRIDE_MS[self.rng.random_range(0..OVERRIDE_MS.len())];
         let mut args: Vec<Vec<u8>> = vec![
             TTL_MS.to_string().into(),
             KEEP_MS.to_string().into(),
@@ -931,6 +958,25 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
         while at.elapsed() < BURST {
             history.step(&mut pair);
         }
+    }
+    // The rarest kinds of entry on a run's schedule, when it missed them (a take-over needs a
+    // live stream to take over from, a removal a temporary limit in force): once each, on a
+    // fresh account, both paths compared as in any step.
+    let fresh = ACCOUNTS;
+    if !history.seen.history.contains(&(2, 0)) {
+        let taken = history.play(&mut pair, fresh, 0, [1; 16], None, None);
+        let target = history
+            .streams
+            .last()
+            .cloned()
+            .filter(|s| s.account == taken);
+        history.play(&mut pair, fresh, 1, [2; 16], None, target);
+        history.after_step(&mut pair, fresh);
+    }
+    if !history.seen.history.contains(&(7, 0)) {
+        history.set_override_on(&mut pair, fresh, 2, OVERRIDE_MS[1]);
+        history.set_override_on(&mut pair, fresh, 0, OVERRIDE_MS[1]);
+        history.after_step(&mut pair, fresh);
     }
     let seen = &history.seen;
     eprintln!(
