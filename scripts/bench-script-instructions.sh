@@ -14,8 +14,8 @@
 # one); and release.
 #
 # Layout: the lease-key layout (lease key = account key + first 8 bytes of the nonce; acquire
-# takes 15 ARGV, the last two the account history's bounds, which every script that may write the
-# history ends with; no renew.lua). The script checks it and stops on anything else. A denied
+# takes 14 ARGV, the last the account history's bounds ('<entries kept>:<retention ms>'), which
+# every script that may write the history ends with; no renew.lua). The script checks it and stops on anything else. A denied
 # play writes its entry in the account's history (capped at 50, so the phase's lists are full).
 #
 # With MODULE=path/to/libscreenlimit_redis_module.so (a release build of redis-module/) the server
@@ -42,10 +42,10 @@ done
 grep -q "return account_key \.\. string\.sub(nonce, 1, 8)" $LUA/fast.lua \
   || die "fast.lua's lease_key is not account key + first 8 bytes of the nonce"
 grep -q 'ARGV\[13\]' $LUA/acquire.lua || die "acquire takes no ARGV[13] (caps book)"
-grep -q 'ARGV\[15\]' $LUA/acquire.lua || die "acquire takes no ARGV[15] (history retention)"
-if grep -q 'ARGV\[1[6-9]\]' $LUA/acquire.lua $LUA/acquire_fast.lua; then die "acquire takes more than 15 ARGV"; fi
-# The history bounds (the defaults: 50 entries, 7 days).
-HIST=(50 604800000)
+grep -q 'ARGV\[14\]' $LUA/acquire.lua || die "acquire takes no ARGV[14] (history bounds)"
+if grep -q 'ARGV\[1[5-9]\]' $LUA/acquire.lua $LUA/acquire_fast.lua; then die "acquire takes more than 14 ARGV"; fi
+# The history's bounds, one argument (the defaults: 50 entries, 7 days).
+HIST=(50:604800000)
 
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -84,32 +84,33 @@ phone=$(printf '\x28\x01\x0cMom-s iPhone\x09profile-2\x0ftitle:tt0068646')
 # command line: the tv's lease key on account X is sl:{X}tv-nonce.
 tv_nonce=tv-nonce-0000001 phone_nonce=ph-nonce-0000001
 bench() { redis-benchmark -p "$port" -q -n "$1" -c 4 -r "${RANGE:-$N}" "${@:2}" >/dev/null 2>&1; }
-play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE: a measured acquire with the limiter's 15 ARGV
+play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE: a measured acquire with the limiter's 14 ARGV
   phase "$6" 1 EVALSHA "$1" 1 "$2" "$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$3" "$5" "$4" '' '' '' '' "${HIST[@]}"
 }
 # Households, pre-filled through the acquire script in one pipe: every account of `full`
 # (sl:{full-%012d}, the form redis-benchmark gives __rand_int__; N of them) holds a tv and three
 # phones, premium's limit of 4; every account of `room`, `room_general` and `room_native` (the
-# module's phase) only a tv, so the
-# measured plays there are granted; `rel` (10 x N accounts, a tv each) is released, so that few
-# draws hit an account twice.
+# module's phase) only a tv, under a default plan of 16 streams (the measured plays name no plan,
+# so they keep it), so the measured plays there are granted, all of them: N draws over N accounts
+# hit a few accounts 4 or 5 times, which a limit of 4 would refuse (and a refusal writes history);
+# `rel` (10 x N accounts, a tv each) is released, so that few draws hit an account twice.
 python3 - "$acquire" "$N" "$TTL_MS" "$KEEP_MS" "$tv" "$phone" <<'PY' | cli --pipe >"$work/pipe.out"
 import sys
 sha, n, ttl, keep = sys.argv[1].encode(), int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4].encode()
 tv, phone = sys.argv[5].encode(), sys.argv[6].encode()
 def bulk(b): return b"$%d\r\n%s\r\n" % (len(b), b)
 out = []
-def play(key, device, details, nonce):
-    args = [b"EVALSHA", sha, b"1", key, ttl, keep, b"", b"0", b"premium", b"4", device, nonce, details,
-            b"", b"", b"", b"", b"50", b"604800000"]
+def play(key, device, details, nonce, limit=b"4"):
+    args = [b"EVALSHA", sha, b"1", key, ttl, keep, b"", b"0", b"premium", limit, device, nonce, details,
+            b"", b"", b"", b"", b"50:604800000"]
     out.append(b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args))
 for a in range(n):
     play(b"sl:{full-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
     for j in range(3):
         play(b"sl:{full-%012d}" % a, b"phone-%d-%d" % (a, j), phone, b"p%d-nonce-0000001" % j)
-    play(b"sl:{room-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
-    play(b"sl:{room_general-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
-    play(b"sl:{room_native-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
+    play(b"sl:{room-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001", b"16")
+    play(b"sl:{room_general-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001", b"16")
+    play(b"sl:{room_native-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001", b"16")
 for a in range(10 * n):
     play(b"sl:{rel-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
 sys.stdout.buffer.write(b"".join(out))
@@ -146,6 +147,8 @@ phase heartbeat 1 EVALSHA "$heartbeat" 1 "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d
 # which only an account drawn twice notices).
 play "$acquire" 'sl:{room-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_room
 play "$acquire_general" 'sl:{room_general-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_room_general
+# Every measured play on an account with room was granted: none wrote history.
+(($(cli EVALSHA "$count" 0 'sl:history:{room*') == 0)) || die "a play on an account with room was refused"
 play "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_denied
 play "$acquire_general" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_denied_general
 RANGE=$((10 * N)) phase release 1 EVALSHA "$release" 1 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce" "${HIST[@]}"
@@ -161,6 +164,7 @@ if [[ -n ${MODULE:-} ]]; then
   phase sl_heartbeat_p8 8 SL.HEARTBEAT "$k" "$TTL_MS" "$KEEP_MS" premium 4 "$d" "$tv_nonce" "${HIST[@]}"
   phase sl_acquire_room 1 SL.ACQUIRE 'sl:{room_native-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
     phone-__rand_int__ $phone_nonce "$phone" '' '' '' '' "${HIST[@]}"
+  (($(cli EVALSHA "$count" 0 'sl:history:{room*') == 0)) || die "SL.ACQUIRE refused a play on an account with room"
   phase sl_acquire_denied 1 SL.ACQUIRE 'sl:{full-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
     phone-__rand_int__ $phone_nonce "$phone" '' '' '' '' "${HIST[@]}"
   # A batch's renewals as one command (the limiter's SL.RENEW): 8 lease keys a call, so a
