@@ -355,8 +355,21 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             ),
         ));
     }
+    // The limiter's own bounds (`history`): 1 to 1000 events, a retention of 1 minute to 90 days
+    // (whole hours here).
+    let history = &spec.limiter.history;
     let http = &spec.limiter.http;
     for (field, value, range) in [
+        (
+            "spec.limiter.history.maxEvents",
+            history.max_events,
+            1..=1_000,
+        ),
+        (
+            "spec.limiter.history.retentionHours",
+            history.retention_hours,
+            1..=2_160,
+        ),
         (
             "spec.limiter.http.headerReadTimeoutMillis",
             http.header_read_timeout_millis,

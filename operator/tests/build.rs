@@ -359,6 +359,37 @@ fn a_plan_change_reaches_the_pods_live_and_a_store_change_rolls_them() {
     assert_eq!(rolled.config_revision, live.config_revision);
 }
 
+/// The limiter takes new history bounds from its mounted file without a restart; their coming
+/// left the pod template as it was (they are not in the part that rolls the pods).
+#[test]
+fn a_history_change_reaches_the_pods_live() {
+    let mut sl = fixture("managed.yaml");
+    let before = build(&sl).unwrap();
+    assert!(
+        !screenlimit_operator::build::limiter_config::restart_part(
+            &sl,
+            &screenlimit_operator::names::Names::new(&sl.name_any()),
+            "video"
+        )
+        .contains("history"),
+        "the history's bounds are in the part that rolls the pods"
+    );
+    sl.spec.limiter.history.max_events = 100;
+    let live = build(&sl).unwrap();
+    assert_eq!(live.config_hash, before.config_hash);
+    assert_eq!(pod_annotation(&live), pod_annotation(&before));
+    assert_ne!(live.config_revision, before.config_revision);
+    sl.spec.limiter.history.retention_hours = 24;
+    let again = build(&sl).unwrap();
+    assert_eq!(again.config_hash, before.config_hash);
+    assert_ne!(again.config_revision, live.config_revision);
+    assert!(
+        limiter_yaml(&again).contains("history:\n  max_events: 100\n  retention: 24h"),
+        "{}",
+        limiter_yaml(&again)
+    );
+}
+
 /// The limiter takes a new `store.renewal_window` from its mounted file without a restart.
 #[test]
 fn a_renewal_window_change_reaches_the_pods_live() {

@@ -285,6 +285,16 @@ fn limiter_http_bounds_are_in_the_schema() {
     assert_eq!(renewal["minimum"], 0.0);
     assert_eq!(renewal["maximum"], 1000.0);
     assert_eq!(renewal["default"], 20);
+    let history = &limiter["history"];
+    assert_eq!(history["default"]["maxEvents"], 50);
+    assert_eq!(history["default"]["retentionHours"], 168);
+    let history = &history["properties"];
+    assert_eq!(history["maxEvents"]["minimum"], 1.0);
+    assert_eq!(history["maxEvents"]["maximum"], 1000.0);
+    assert_eq!(history["maxEvents"]["default"], 50);
+    assert_eq!(history["retentionHours"]["minimum"], 1.0);
+    assert_eq!(history["retentionHours"]["maximum"], 2160.0);
+    assert_eq!(history["retentionHours"]["default"], 168);
 }
 
 /// A postgres plan source without `secretRef` does not even parse: the schema requires it (the

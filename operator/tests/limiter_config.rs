@@ -83,6 +83,7 @@ fn the_file_has_exactly_the_expected_keys() {
             "auth_token_file",
             "max_body_bytes",
             "http",
+            "history",
             "revision"
         ]
     );
@@ -122,6 +123,7 @@ fn the_file_has_exactly_the_expected_keys() {
     assert_eq!(config.store.timeout, Duration::from_millis(40));
     assert_eq!(config.store.batch_window, Duration::ZERO);
     assert_eq!(config.store.renewal_window, Duration::from_millis(20));
+    assert_eq!(keys_of(&value["history"]), ["max_events", "retention"]);
 }
 
 #[test]
@@ -353,6 +355,63 @@ fn the_renewal_window_reaches_the_limiter_in_milliseconds() {
     let (config, _) = config_of(&sl);
     config.validate().unwrap();
     assert_eq!(config.store.renewal_window, Duration::from_secs(1));
+}
+
+#[test]
+fn the_history_bounds_reach_the_limiter_in_hours() {
+    use screenlimit_limiter::config::HistoryConfig;
+    let config_of = |sl: &screenlimit_operator::crd::StreamLimiter| {
+        let text = build(sl).unwrap().limiter_config;
+        let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        (config, text)
+    };
+    let mut sl = fixture("managed.yaml");
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap();
+    assert_eq!(
+        config.history,
+        HistoryConfig::default(),
+        "the spec's defaults are the limiter's"
+    );
+    assert!(
+        text.contains("history:\n  max_events: 50\n  retention: 168h"),
+        "{text}"
+    );
+    sl.spec.limiter.history.max_events = 200;
+    sl.spec.limiter.history.retention_hours = 24;
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap();
+    assert!(text.contains("retention: 24h"), "{text}");
+    assert_eq!(config.history.max_events, 200);
+    assert_eq!(config.history.retention, Duration::from_secs(24 * 3600));
+    // At the ends of the range the operator and the limiter agree: both take them, and both
+    // refuse a step beyond.
+    for (events, hours, fits) in [
+        (1, 1, true),
+        (1_000, 2_160, true),
+        (0, 168, false),
+        (1_001, 168, false),
+        (50, 0, false),
+        (50, 2_161, false),
+    ] {
+        sl.spec.limiter.history.max_events = events;
+        sl.spec.limiter.history.retention_hours = hours;
+        let operator = screenlimit_operator::validate::validate(&sl);
+        assert_eq!(
+            operator.is_ok(),
+            fits,
+            "the operator, {events} events, {hours} h: {operator:?}"
+        );
+        if events < 0 || hours < 0 {
+            continue;
+        }
+        let (config, text) = config_of(&sl);
+        assert_eq!(
+            config.validate().is_ok(),
+            fits,
+            "the limiter, {events} events, {hours} h:\n{text}"
+        );
+    }
 }
 
 /// Managed Redis: the limiter logs in as its ACL user with the password file from the

@@ -182,6 +182,28 @@ fn a_renewal_window_that_does_not_fit_the_leases_spare_time_is_refused() {
 }
 
 #[test]
+fn history_bounds_outside_the_limiters_range_are_refused() {
+    let mut sl = fixture("managed.yaml");
+    assert_eq!(sl.spec.limiter.history.max_events, 50, "the default");
+    assert_eq!(sl.spec.limiter.history.retention_hours, 168, "the default");
+    for events in [0, -1, 1_001] {
+        sl.spec.limiter.history.max_events = events;
+        assert_eq!(fields(validate(&sl)), ["spec.limiter.history.maxEvents"]);
+    }
+    sl.spec.limiter.history.max_events = 1_000;
+    for hours in [0, 2_161] {
+        sl.spec.limiter.history.retention_hours = hours;
+        let errors = validate(&sl).unwrap_err();
+        assert_eq!(
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["spec.limiter.history.retentionHours: must be 1 to 2160"]
+        );
+    }
+    sl.spec.limiter.history.retention_hours = 2_160;
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new());
+}
+
+#[test]
 fn network_peers_need_a_selector() {
     let mut sl = fixture("secure.yaml");
     sl.spec.network_policies.limiter_clients[1].namespace_labels = None;

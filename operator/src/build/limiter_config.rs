@@ -53,6 +53,10 @@ struct LimiterConfigFile<'a> {
     auth: Option<ApiAuth>,
     max_body_bytes: u32,
     http: Http,
+    /// Live: part of the revision, not of what rolls the pods (left out of the restart part, so
+    /// that its coming changed no pod template).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    history: Option<History>,
     /// The hash of the live part (`live_part`): the limiter reports the revision it runs, so
     /// the status can tell when every pod runs this file.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -61,7 +65,8 @@ struct LimiterConfigFile<'a> {
 
 /// What the limiter changes without a restart when the mounted file changes (its `rules.rs`):
 /// plans with their device caps, the default and fallback plans, the lease timing, the failure
-/// policy, the renewal window. Everything else in the file rolls the pods.
+/// policy, the renewal window, the account history's bounds. Everything else in the file rolls
+/// the pods.
 #[derive(Serialize, Debug)]
 struct LivePart<'a> {
     plans: &'a BTreeMap<&'a str, PlanRule>,
@@ -70,6 +75,7 @@ struct LivePart<'a> {
     failure_policy: &'static str,
     fallback_plan: Option<&'a str>,
     renewal_window: &'a str,
+    history: Option<&'a History>,
 }
 
 impl<'a> LimiterConfigFile<'a> {
@@ -81,6 +87,7 @@ impl<'a> LimiterConfigFile<'a> {
             failure_policy: self.failure_policy,
             fallback_plan: self.plan_source.fallback_plan,
             renewal_window: &self.store.renewal_window,
+            history: self.history.as_ref(),
         }
     }
 
@@ -95,6 +102,7 @@ impl<'a> LimiterConfigFile<'a> {
         self.failure_policy = "";
         self.plan_source.fallback_plan = None;
         self.store.renewal_window = String::new();
+        self.history = None;
         self.revision = None;
         serde_yaml_ng::to_string(&self).expect("the limiter config always serializes")
     }
@@ -223,6 +231,13 @@ struct PlanSource<'a> {
     unknown_account: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     fallback_plan: Option<&'a str>,
+}
+
+/// The limiter's `history`: events kept per account and how long after the newest.
+#[derive(Serialize, Debug)]
+struct History {
+    max_events: i32,
+    retention: String,
 }
 
 #[derive(Serialize, Debug)]
@@ -489,6 +504,10 @@ fn file<'a>(sl: &'a StreamLimiter, names: &Names, namespace: &str) -> LimiterCon
                 }),
             }
         },
+        history: Some(History {
+            max_events: spec.limiter.history.max_events,
+            retention: format!("{}h", spec.limiter.history.retention_hours),
+        }),
         revision: None,
     }
 }

@@ -111,8 +111,9 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
         hash_inputs.push(format!("redis-tls:{tls}"));
     }
     let refs: Vec<&str> = hash_inputs.iter().map(String::as_str).collect();
-    // Plans, caps, lease timing, the failure policy and the renewal window change live in the
-    // running pods (the limiter watches its mounted file): only the rest rolls them.
+    // Plans, caps, lease timing, the failure policy, the renewal window and the history's bounds
+    // change live in the running pods (the limiter watches its mounted file): only the rest
+    // rolls them.
     let restart_part = limiter_config::restart_part(sl, &names, &ns);
     let config_hash = limiter_config::config_hash(&restart_part, &refs);
 

@@ -102,6 +102,11 @@ pub struct LimiterSpec {
     #[serde(default = "default_renewal_window")]
     #[schemars(range(min = 0, max = 1000))]
     pub renewal_window_millis: i32,
+    /// How much of each account's recent history (refused plays, take-overs, force-stops,
+    /// revocations, expired leases, temporary limits) the store keeps (the limiter's
+    /// `history`). Reaches running pods without a restart.
+    #[serde(default)]
+    pub history: HistorySpec,
     /// Deadlines on every connection and the bounds of one limiter pod (the limiter's `http`
     /// config). Beyond `maxInFlight` a pod sheds requests at once by the failure policy.
     #[serde(default)]
@@ -110,6 +115,40 @@ pub struct LimiterSpec {
     /// While enabled it owns the replica count and `replicas` is ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSpec>,
+}
+
+/// An account's recent history in the store: its newest events kept, and how long the history
+/// outlives its newest event. Each account's history is its own Redis list (a few dozen bytes an
+/// event, more for a refused play naming the devices that held the slots): see "Sizing Redis" in
+/// the Redis guide before raising either.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HistorySpec {
+    /// The newest events kept per account; older ones are dropped as new ones arrive.
+    #[serde(default = "default_history_max_events")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_events: i32,
+    /// Hours an account's history is kept after its newest event (1 hour to 90 days).
+    #[serde(default = "default_history_retention_hours")]
+    #[schemars(range(min = 1, max = 2160))]
+    pub retention_hours: i32,
+}
+
+impl Default for HistorySpec {
+    fn default() -> Self {
+        HistorySpec {
+            max_events: default_history_max_events(),
+            retention_hours: default_history_retention_hours(),
+        }
+    }
+}
+
+/// The limiter's own defaults (`history`: 50 events, 7 days).
+fn default_history_max_events() -> i32 {
+    50
+}
+fn default_history_retention_hours() -> i32 {
+    168
 }
 
 /// The limiter's connection deadlines and per-pod bounds; the defaults fit a pod behind a load
@@ -251,6 +290,7 @@ impl Default for LimiterSpec {
             cors: None,
             batch_window_micros: 0,
             renewal_window_millis: default_renewal_window(),
+            history: HistorySpec::default(),
             http: LimiterHttpSpec::default(),
             autoscaling: None,
         }
