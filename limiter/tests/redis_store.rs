@@ -280,7 +280,7 @@ async fn an_idle_account_key_expires_by_itself() {
     // The lease key goes with the lease; the account key six TTLs after its last write.
     tokio::time::sleep(ttl + Duration::from_millis(100)).await;
     assert_eq!(
-        integer(&server, "DBSIZE"),
+        keys_served(&server),
         1,
         "the lease key expired with the lease"
     );
@@ -292,6 +292,17 @@ async fn an_idle_account_key_expires_by_itself() {
 }
 
 /// A reply of `server.command` as an integer (`:42`).
+/// The keys the server still serves: `KEYS *` leaves out a key past its expiry, which `DBSIZE`
+/// counts until the server reclaims it (Valkey 8 does so later than Redis).
+fn keys_served(server: &RedisServer) -> i64 {
+    let reply = server.command("KEYS *").unwrap();
+    reply
+        .strip_prefix('*')
+        .and_then(|rest| rest.split("\r\n").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("KEYS *: {reply}"))
+}
+
 fn integer(server: &RedisServer, command: &str) -> i64 {
     let reply = server.command(command).unwrap();
     reply
