@@ -6,7 +6,7 @@
 //! deadline. Play-starts, stops and the heartbeat's full script never wait here: they go to the
 //! shard's queue as they come (`batch.rs`), under `store.batch_window` alone.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use super::batch::{Job, MAX_BATCH};
 
@@ -36,8 +36,15 @@ pub enum Holding {
 }
 
 impl RenewalHold {
+    /// The held renewals. Every change under the lock leaves them whole (a push or a take), so a
+    /// panic elsewhere while it was held poisons nothing they depend on: go on with them rather
+    /// than fail every later heartbeat of the shard.
+    fn state(&self) -> MutexGuard<'_, Held> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn hold(&self, job: Job) -> Holding {
-        let mut state = self.state.lock().expect("renewal hold poisoned");
+        let mut state = self.state();
         state.jobs.push(job);
         if state.jobs.len() >= MAX_BATCH {
             return Holding::Full(std::mem::take(&mut state.jobs));
@@ -50,14 +57,14 @@ impl RenewalHold {
 
     /// At the end of a window: what was held, and the window is closed.
     pub fn release(&self) -> Vec<Job> {
-        let mut state = self.state.lock().expect("renewal hold poisoned");
+        let mut state = self.state();
         state.window_open = false;
         std::mem::take(&mut state.jobs)
     }
 
     /// Renewals held now.
     pub fn held(&self) -> usize {
-        self.state.lock().expect("renewal hold poisoned").jobs.len()
+        self.state().jobs.len()
     }
 }
 
