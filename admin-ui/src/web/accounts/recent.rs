@@ -19,12 +19,28 @@ pub struct RecentView {
 
 /// One event: when (UTC, made local by the page's script) and what, in words.
 pub struct RecentLine {
+    pub at: Moment,
+    pub kind: String,
+    pub sentence: String,
+    /// A temporary limit granted: when it ends, shown after the sentence.
+    pub until: Option<Moment>,
+}
+
+/// A time as the panel shows it.
+pub struct Moment {
     /// RFC 3339, for `<time datetime>`.
     pub at: String,
     /// `20:14 UTC`, or with the date when it is not today: what shows without the script.
-    pub at_utc: String,
-    pub kind: String,
-    pub sentence: String,
+    pub utc: String,
+}
+
+impl Moment {
+    fn new(now: OffsetDateTime, at: &str) -> Moment {
+        Moment {
+            at: at.to_owned(),
+            utc: view::clock_short(now, at),
+        }
+    }
 }
 
 impl RecentView {
@@ -39,10 +55,14 @@ impl RecentView {
                     .entries
                     .iter()
                     .map(|entry| RecentLine {
-                        at: entry.at.clone(),
-                        at_utc: view::clock_short(now, &entry.at),
+                        at: Moment::new(now, &entry.at),
                         kind: entry.kind.clone(),
                         sentence: sentence(entry, plan),
+                        until: entry
+                            .until
+                            .as_deref()
+                            .filter(|_| entry.kind == "limit_granted")
+                            .map(|until| Moment::new(now, until)),
                     })
                     .collect(),
                 error: None,
@@ -241,5 +261,29 @@ mod tests {
         );
         // A kind a newer limiter adds still shows.
         assert_eq!(sentence(&entry("paused"), "basic"), "Kids Tablet: paused");
+    }
+
+    #[test]
+    fn a_granted_limit_shows_when_it_ends_and_times_fall_back_to_utc() {
+        let now = view::parse_time("2026-12-05T21:00:00Z").unwrap();
+        let granted = HistoryEntry {
+            until: Some("2026-12-06T20:14:00Z".into()),
+            ..entry("limit_granted")
+        };
+        let removed = HistoryEntry {
+            until: Some("2026-12-06T20:14:00Z".into()),
+            ..entry("limit_removed")
+        };
+        let history = AccountHistory {
+            account_id: "acct-1".into(),
+            entries: vec![granted, removed],
+        };
+        let view = RecentView::new(Ok(history), "basic", now);
+        let granted = &view.lines[0];
+        assert_eq!(granted.at.utc, "20:14 UTC");
+        let until = granted.until.as_ref().expect("the end of the limit");
+        assert_eq!(until.utc, "2026-12-06 20:14 UTC");
+        assert_eq!(until.at, "2026-12-06T20:14:00Z");
+        assert!(view.lines[1].until.is_none(), "a removed limit ends now");
     }
 }
