@@ -32,11 +32,30 @@ pub struct Rules {
     pub policy: FailurePolicy,
     /// The device caps of every plan that has some, as the acquire scripts read them.
     pub caps_book: Vec<u8>,
-    /// How much of each account's recent history the stores keep.
-    pub history: HistoryLimits,
+    /// How much of each account's recent history the stores keep (`set_history`).
+    history: HistoryLimits,
+    /// The same, as the scripts and the module read them, formatted once per snapshot rather
+    /// than on every play, stop and heartbeat script (`HistoryLimits::bounds_arg`).
+    history_bounds: Vec<u8>,
 }
 
 impl Rules {
+    /// How much of each account's recent history the stores keep.
+    pub fn history(&self) -> HistoryLimits {
+        self.history
+    }
+
+    /// The history's bounds as one argument of the scripts and the module.
+    pub fn history_bounds(&self) -> &[u8] {
+        &self.history_bounds
+    }
+
+    /// Keeps `limits` of history from now on (the bounds' argument with them).
+    pub fn set_history(&mut self, limits: HistoryLimits) {
+        self.history = limits;
+        self.history_bounds = limits.bounds_arg();
+    }
+
     /// The rules of a validated config.
     pub fn from_config(config: &Config, generation: u64) -> Rules {
         let book = PlanBook::from_config(config);
@@ -58,6 +77,7 @@ impl Rules {
             renewal_window: config.store.renewal_window,
             policy: config.failure_policy,
             history: config.history.limits(),
+            history_bounds: config.history.limits().bounds_arg(),
         }
     }
 
@@ -74,6 +94,7 @@ impl Rules {
             renewal_window: crate::config::DEFAULT_RENEWAL_WINDOW,
             policy: FailurePolicy::Open,
             history: HistoryLimits::default(),
+            history_bounds: HistoryLimits::default().bounds_arg(),
         }
     }
 }

@@ -481,7 +481,7 @@ fn store_keeping(server: &RedisServer, limits: HistoryLimits) -> Arc<RedisStore>
         &PlanBook::new(Plan::new("basic", 1), []),
         Timing::from_ttl(Duration::from_secs(30)),
     );
-    rules.history = limits;
+    rules.set_history(limits);
     RedisStore::with_rules(&options, LiveRules::new(rules)).unwrap()
 }
 

@@ -319,9 +319,9 @@ pub(crate) fn acquire_argv(ttl_ms: u64, device: &str, nonce: &[u8]) -> Vec<Vec<u
 }
 
 /// The history's bounds every command that may write an account's history ends with, one
-/// argument (`HistoryLimits::wire`): the defaults (50 entries, 7 days).
+/// argument (`HistoryLimits::bounds_arg`): the defaults (50 entries, 7 days).
 pub(crate) fn history_argv() -> [Vec<u8>; 1] {
-    [b"50:604800000".to_vec()]
+    [screenlimit_limiter::model::HistoryLimits::default().bounds_arg()]
 }
 
 /// The median (upper of the two middle values); sorts `v`.

@@ -13,6 +13,14 @@ pub struct HistoryLimits {
     pub retention_ms: Millis,
 }
 
+impl HistoryLimits {
+    /// The bounds as the scripts and the module read them, one argument:
+    /// `<max_events>:<retention_ms>` (`50:604800000`).
+    pub fn bounds_arg(&self) -> Vec<u8> {
+        format!("{}:{}", self.max_events, self.retention_ms).into_bytes()
+    }
+}
+
 impl Default for HistoryLimits {
     fn default() -> Self {
         HistoryLimits {
@@ -147,6 +155,16 @@ impl HistoryEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bounds_go_as_one_argument_of_digits() {
+        assert_eq!(HistoryLimits::default().bounds_arg(), b"50:604800000");
+        let limits = HistoryLimits {
+            max_events: 1000,
+            retention_ms: 7_776_000_000,
+        };
+        assert_eq!(limits.bounds_arg(), b"1000:7776000000");
+    }
 
     #[test]
     fn entries_serialize_flat_with_a_snake_case_kind() {

@@ -121,7 +121,7 @@ impl MemoryStore {
     pub fn sweep(&self) -> usize {
         let now = now_ms();
         let rules = self.rules.load();
-        let (timing, limits) = (rules.timing, rules.history);
+        let (timing, limits) = (rules.timing, rules.history());
         drop(rules);
         let mut dropped = 0;
         for stripe in &self.stripes {
@@ -208,7 +208,7 @@ impl MemoryStore {
     ) -> T {
         let rules = self.rules.load();
         let (timing, fresh_plan) = (rules.timing, fresh_plan.unwrap_or(&rules.book.default));
-        let history = rules.history;
+        let history = rules.history();
         let stripe = (xxhash_rust::xxh3::xxh3_64(account_id.as_bytes()) % STRIPES as u64) as usize;
         let mut map = self.stripes[stripe]
             .lock()

@@ -2,7 +2,6 @@
 //! command, sent to its account's shard, and its reply read; the heartbeat's `GETEX` renewal; the
 //! audit lists and the accounts' history lists.
 
-use std::io::Write;
 use std::time::Duration;
 
 use redis::Value;
@@ -21,8 +20,8 @@ use crate::ids::{PlanTag, StreamRef};
 use crate::model::{
     AUDIT_PER_ACCOUNT, AUDIT_RECENT, AccountView, AcquireCmd, AcquireOutcome, AuditEntry,
     AuditKind, DenyRule, DeviceType, ForceStopCmd, ForceStopOutcome, HeartbeatOutcome,
-    HistoryEntry, HistoryLimits, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
-    SessionState, Timing,
+    HistoryEntry, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd, SessionState,
+    Timing,
 };
 use crate::store::error::StoreError;
 use crate::store::lease_store::LeaseStore;
@@ -136,17 +135,13 @@ impl RedisStore {
     }
 
     /// The history's bounds every script that may write the account's history ends with, one
-    /// argument: `<max_events>:<retention_ms>` (`50:604800000`). One, not two: a call that writes
-    /// no history (a granted play, a renewal) still carries it, and Redis pays for each argument
-    /// of every call. The scripts name the list from the account key, and read the bounds and
-    /// touch the list only for an event (`history_of` in `common.lua`).
-    fn history_args(invocation: &mut Call, limits: HistoryLimits) -> &mut Call {
-        let mut wire = [0u8; 32];
-        let mut rest = &mut wire[..];
-        // At most 10 digits, a colon and 20 digits.
-        write!(rest, "{}:{}", limits.max_events, limits.retention_ms).expect("31 bytes at most");
-        let len = 32 - rest.len();
-        invocation.arg(&wire[..len])
+    /// argument: `<max_events>:<retention_ms>` (`50:604800000`), formatted once per rules snapshot
+    /// (`Rules::history_bounds`). One, not two: a call that writes no history (a granted play, a
+    /// renewal) still carries it, and Redis pays for each argument of every call. The scripts name
+    /// the list from the account key, and read the bounds and touch the list only for an event
+    /// (`history_of` in `common.lua`).
+    fn history_args<'a>(invocation: &'a mut Call, bounds: &[u8]) -> &'a mut Call {
+        invocation.arg(bounds)
     }
 }
 
@@ -197,7 +192,7 @@ impl LeaseStore for RedisStore {
             Some(plan) => invocation.arg(&plan.device_caps.0[..]).arg(""),
             None => invocation.arg("").arg(&rules.caps_book[..]),
         };
-        Self::history_args(&mut invocation, rules.history);
+        Self::history_args(&mut invocation, rules.history_bounds());
         drop(rules);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         match reply.as_slice() {
@@ -274,7 +269,7 @@ impl LeaseStore for RedisStore {
             .arg(plan.limit)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
-        Self::history_args(&mut invocation, rules.history);
+        Self::history_args(&mut invocation, rules.history_bounds());
         drop(rules);
         let reply: Vec<Value> = self.run_as(account_id, invocation, priority).await?;
         match reply.as_slice() {
@@ -300,7 +295,7 @@ impl LeaseStore for RedisStore {
         Self::timing_args(&mut invocation, rules.timing)
             .arg(&stream.device_id)
             .arg(&stream.nonce[..]);
-        Self::history_args(&mut invocation, rules.history);
+        Self::history_args(&mut invocation, rules.history_bounds());
         drop(rules);
         let code: u64 = self.run(account_id, invocation).await?;
         Ok(if code == 1 {
@@ -325,7 +320,7 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.actor)
             .arg(&cmd.reason);
         Self::audit_args(&mut invocation);
-        Self::history_args(&mut invocation, rules.history);
+        Self::history_args(&mut invocation, rules.history_bounds());
         drop(rules);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         match reply.as_slice() {
@@ -446,7 +441,7 @@ impl LeaseStore for RedisStore {
             .arg(&cmd.actor)
             .arg(&cmd.reason);
         Self::audit_args(&mut invocation);
-        Self::history_args(&mut invocation, rules.history);
+        Self::history_args(&mut invocation, rules.history_bounds());
         drop(rules);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
         let (limit, until) = match reply.as_slice() {
