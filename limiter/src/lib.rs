@@ -17,6 +17,7 @@
 
 pub mod api;
 pub mod config;
+pub mod enforcement;
 pub mod ids;
 pub mod lifecycle;
 pub mod live;

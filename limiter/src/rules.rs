@@ -1,6 +1,6 @@
 //! The part of the config a running limiter may change without a restart (`reload/` swaps
 //! it): plans, the default and fallback plans, device caps, lease timing, the heartbeat interval,
-//! the failure policy and how much account history is kept. One immutable snapshot behind an atomic pointer: the service, the
+//! the failure policy, the enforcement (who is refused, who is in shadow) and how much account history is kept. One immutable snapshot behind an atomic pointer: the service, the
 //! plan source and both stores read the one in force (a load is a few nanoseconds, no lock), and
 //! a reload replaces it whole, so no call sees half of one config and half of another.
 
@@ -10,6 +10,7 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, Guard};
 
 use crate::config::{Config, FailurePolicy};
+use crate::enforcement::EnforcementBook;
 use crate::model::{HistoryLimits, Plan, Timing};
 use crate::plan_book::PlanBook;
 
@@ -30,6 +31,8 @@ pub struct Rules {
     /// How long a lease's renewal waits on its shard for company (`store.renewal_window`).
     pub renewal_window: Duration,
     pub policy: FailurePolicy,
+    /// Which accounts' plays over a limit are refused, and which only counted (shadow).
+    pub enforcement: EnforcementBook,
     /// The device caps of every plan that has some, as the acquire scripts read them.
     pub caps_book: Vec<u8>,
     /// How much of each account's recent history the stores keep (`set_history`).
@@ -76,6 +79,16 @@ impl Rules {
             heartbeat_interval: config.lease.heartbeat_interval,
             renewal_window: config.store.renewal_window,
             policy: config.failure_policy,
+            enforcement: EnforcementBook {
+                default: config.enforcement.enforcement(),
+                plans: config
+                    .plans
+                    .iter()
+                    .filter_map(|(name, rule)| {
+                        Some((name.clone(), rule.enforcement()?.enforcement()))
+                    })
+                    .collect(),
+            },
             history: config.history.limits(),
             history_bounds: config.history.limits().bounds_arg(),
         }
@@ -93,6 +106,7 @@ impl Rules {
             heartbeat_interval: Duration::from_millis(timing.ttl_ms / 2),
             renewal_window: crate::config::DEFAULT_RENEWAL_WINDOW,
             policy: FailurePolicy::Open,
+            enforcement: EnforcementBook::default(),
             history: HistoryLimits::default(),
             history_bounds: HistoryLimits::default().bounds_arg(),
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::api_access::{self, ApiAuthConfig, Credentials};
+use super::enforcement::EnforcementConfig;
 use super::error::{ConfigError, invalid, read_named_file};
 use super::history::HistoryConfig;
 use super::http::HttpConfig;
@@ -28,6 +29,9 @@ pub struct Config {
     pub store: StoreConfig,
     /// How much of each account's recent history the store keeps.
     pub history: HistoryConfig,
+    /// Whether plays over a limit are refused, for every account or a share, or only counted
+    /// (shadow); a plan's own block (`plans.<name>.enforcement`) wins for its accounts.
+    pub enforcement: EnforcementConfig,
     pub failure_policy: FailurePolicy,
     /// Secret that signs stream ids, inline. Every limiter instance on one store must share it.
     pub stream_id_secret: Option<String>,
@@ -74,6 +78,7 @@ impl Default for Config {
             lease: LeaseConfig::default(),
             store: StoreConfig::default(),
             history: HistoryConfig::default(),
+            enforcement: EnforcementConfig::default(),
             failure_policy: FailurePolicy::Open,
             stream_id_secret: None,
             stream_id_secret_file: None,
@@ -133,6 +138,9 @@ impl Config {
                     format!("plan {name:?} allows {max} streams; use 1 to {MAX_STREAMS_CEILING}"),
                 ));
             }
+            if let Some(enforcement) = rule.enforcement() {
+                enforcement.validate("plans", &format!("plan {name:?}: "))?;
+            }
             for (kind, &cap) in rule.device_caps() {
                 if !(1..=max).contains(&cap) {
                     return Err(invalid(
@@ -176,6 +184,7 @@ impl Config {
             .validate(self.stream_id_secret.is_some() || self.stream_id_secret_file.is_some())?;
         self.validate_renewal_window()?;
         self.history.validate()?;
+        self.enforcement.validate("enforcement", "")?;
         self.plan_source.validate(&self.plans)?;
         self.http.validate()?;
         if let Some(revision) = &self.revision

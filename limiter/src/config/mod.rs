@@ -3,6 +3,7 @@
 
 pub mod api_access;
 mod cert_version;
+mod enforcement;
 mod env;
 pub mod error;
 mod file;
@@ -16,6 +17,7 @@ pub mod store_access;
 mod tests;
 
 pub use api_access::{ApiAuthConfig, CorsConfig, Credentials, PlayerTokenConfig};
+pub use enforcement::{EnforcementConfig, EnforcementMode};
 pub use env::ENV_OVERRIDES;
 pub use error::ConfigError;
 pub use file::{Config, MAX_THREADS};

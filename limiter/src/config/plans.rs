@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::enforcement::EnforcementConfig;
 use super::error::{ConfigError, invalid};
 use crate::model::{DeviceCaps, DeviceType, Plan};
 
@@ -129,7 +130,7 @@ impl<'de> Deserialize<'de> for PlanRule {
 
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str(
-                    "a number of streams (`basic: 1`) or `{ max_streams: 2, device_caps: { mobile: 1 } }`",
+                    "a number of streams (`basic: 1`) or `{ max_streams: 2, device_caps: { mobile: 1 }, enforcement: { mode: shadow } }`",
                 )
             }
 
@@ -162,6 +163,9 @@ pub struct PlanDetail {
     /// At most this many of the plan's streams on one kind of device.
     #[serde(default)]
     pub device_caps: BTreeMap<DeviceType, u32>,
+    /// This plan's own enforcement, in place of the top-level `enforcement` for its accounts.
+    #[serde(default)]
+    pub enforcement: Option<EnforcementConfig>,
 }
 
 static NO_CAPS: BTreeMap<DeviceType, u32> = BTreeMap::new();
@@ -171,6 +175,14 @@ impl PlanRule {
         match self {
             PlanRule::Streams(n) => *n,
             PlanRule::Detailed(d) => d.max_streams,
+        }
+    }
+
+    /// The plan's own enforcement, if it has one.
+    pub fn enforcement(&self) -> Option<&EnforcementConfig> {
+        match self {
+            PlanRule::Streams(_) => None,
+            PlanRule::Detailed(d) => d.enforcement.as_ref(),
         }
     }
 

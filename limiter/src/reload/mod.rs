@@ -138,6 +138,7 @@ fn live_fields(old: &Config, new: &Config) -> Vec<&'static str> {
     differs("default_plan", &old.default_plan, &new.default_plan);
     differs("lease", &old.lease, &new.lease);
     differs("history", &old.history, &new.history);
+    differs("enforcement", &old.enforcement, &new.enforcement);
     differs("failure_policy", &old.failure_policy, &new.failure_policy);
     differs(
         "store.renewal_window",

@@ -524,3 +524,60 @@ fn history_keeps_fifty_entries_for_seven_days_unless_told_otherwise() {
         "{err}"
     );
 }
+
+#[test]
+fn enforcement_enforces_every_account_unless_told_otherwise() {
+    use crate::enforcement::Enforcement;
+    use crate::rules::Rules;
+
+    let config = Config::load(None, no_env).unwrap();
+    let rules = Rules::from_config(&config, 1);
+    assert_eq!(rules.enforcement.default, Enforcement::ENFORCE);
+    assert!(!rules.enforcement.any_shadow());
+
+    let yaml = "enforcement: { mode: enforce, enforce_percent: 30 }\n\
+                plans:\n  basic: 1\n  standard: { max_streams: 2, enforcement: { mode: shadow } }\n";
+    let config = Config::from_yaml(yaml).unwrap();
+    config.validate().unwrap();
+    let rules = Rules::from_config(&config, 1);
+    assert_eq!(rules.enforcement.default, Enforcement::percent(30));
+    assert_eq!(
+        rules.enforcement.of_plan(Some("standard")),
+        Enforcement::SHADOW
+    );
+    assert_eq!(
+        rules.enforcement.of_plan(Some("basic")),
+        Enforcement::percent(30)
+    );
+
+    for (yaml, field, words) in [
+        (
+            "enforcement: { enforce_percent: 101 }\n",
+            "enforcement",
+            "use 0 to 100",
+        ),
+        (
+            "enforcement: { mode: shadow, enforce_percent: 50 }\n",
+            "enforcement",
+            "applies to mode: enforce",
+        ),
+        (
+            "plans: { basic: { max_streams: 1, enforcement: { enforce_percent: 200 } } }\n",
+            "plans",
+            "plan \"basic\": enforce_percent is 200",
+        ),
+    ] {
+        let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+        match &err {
+            ConfigError::Invalid { field: f, message } => {
+                assert_eq!(*f, field, "{yaml}");
+                assert!(message.contains(words), "{yaml}: {message}");
+            }
+            other => panic!("{yaml}: {other}"),
+        }
+    }
+    let (field, message) = Config::from_yaml("enforcement: { mode: lenient }\n").unwrap_err();
+    assert_eq!(field, "enforcement.mode", "{message}");
+    let (field, _) = Config::from_yaml("enforcement: { percent: 5 }\n").unwrap_err();
+    assert_eq!(field, "enforcement.percent");
+}
