@@ -112,6 +112,7 @@ fn memory_store(c: &mut Criterion) {
             nonce: [i as u8; 16],
             plan: Some(premium.clone()),
             replace: None,
+            shadow: false,
         };
         match block_on(store.acquire(&cmd)).unwrap() {
             AcquireOutcome::Granted { .. } => {}
@@ -139,6 +140,7 @@ fn memory_store(c: &mut Criterion) {
                         nonce: [9; 16],
                         plan: Some(premium.clone()),
                         replace: None,
+                        shadow: false,
                     }
                 },
                 |cmd| black_box(block_on(store.acquire(&cmd)).unwrap()),

@@ -633,6 +633,7 @@ async fn on_a_migrating_slot_a_native_command_stops_before_any_write_as_the_scri
         nonce: StreamIdCodec::new_nonce(),
         plan: None,
         replace: None,
+        shadow: false,
     };
     assert!(matches!(
         store.acquire(&play).await.unwrap(),

@@ -58,6 +58,7 @@ fn play(account: &str, device: &str, plan: Option<Plan>) -> AcquireCmd {
         nonce: StreamIdCodec::new_nonce(),
         plan,
         replace: None,
+        shadow: false,
     }
 }
 

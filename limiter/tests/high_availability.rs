@@ -331,6 +331,7 @@ async fn ten_thousand_crashed_clients_free_every_slot_within_the_ttl() {
             nonce: StreamIdCodec::new_nonce(),
             plan: None,
             replace: None,
+            shadow: false,
         })
         .collect();
     let started = Instant::now();

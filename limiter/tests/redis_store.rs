@@ -56,6 +56,7 @@ fn play(account: &str, device: &str) -> AcquireCmd {
         nonce: StreamIdCodec::new_nonce(),
         plan: None,
         replace: None,
+        shadow: false,
     }
 }
 

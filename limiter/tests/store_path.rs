@@ -66,6 +66,7 @@ fn play(device: &str) -> AcquireCmd {
         nonce: StreamIdCodec::new_nonce(),
         plan: None,
         replace: None,
+        shadow: false,
     }
 }
 

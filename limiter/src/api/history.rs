@@ -105,12 +105,13 @@ pub struct HistoryEntryInfo {
     /// The device the event is about: refused, the one that took over, force-stopped, told it
     /// was revoked, gone silent. Null for temporary limits.
     pub device: Option<HistoryDeviceInfo>,
-    /// `refused`: the rule that refused the play.
+    /// `refused`: the rule that refused the play (`shadow_refused`: that would have refused it;
+    /// the account was in shadow and the play was let through).
     pub rule: Option<RefusalRule>,
-    /// `refused`: the limit the rule allows (for `device_type_cap`, of the refused device's
-    /// type); `limit_granted` / `limit_removed`: the temporary limit.
+    /// `refused`, `shadow_refused`: the limit the rule allows (for `device_type_cap`, of the
+    /// device's type); `limit_granted` / `limit_removed`: the temporary limit.
     pub limit: Option<u32>,
-    /// `refused`: the devices that held the slots at that moment.
+    /// `refused`, `shadow_refused`: the devices that held the slots at that moment.
     pub holders: Vec<HistoryDeviceInfo>,
     /// `take_over`: the device whose stream was stopped.
     pub replaced: Option<HistoryDeviceInfo>,
@@ -138,6 +139,12 @@ impl From<HistoryEntry> for HistoryEntryInfo {
         };
         match entry.event {
             HistoryEvent::Refused {
+                device,
+                rule,
+                limit,
+                holders,
+            }
+            | HistoryEvent::ShadowRefused {
                 device,
                 rule,
                 limit,

@@ -219,19 +219,31 @@ impl AccountState {
                 DenyRule::MaxStreams => (RefusalRule::PlanLimit, limit),
                 DenyRule::DeviceTypeCap { cap, .. } => (RefusalRule::DeviceTypeCap, cap),
             };
-            self.events.push(HistoryEvent::Refused {
-                device: HistoryDevice::from(&cmd.device),
-                rule: rule_of,
-                limit: at,
-                holders: live().map(|r| HistoryDevice::from(&r.device)).collect(),
-            });
-            let active = live().map(Record::lease).collect();
-            return AcquireOutcome::Denied {
-                plan: plan.tag(),
-                limit,
-                rule,
-                active,
-            };
+            let device = HistoryDevice::from(&cmd.device);
+            let holders = live().map(|r| HistoryDevice::from(&r.device)).collect();
+            if cmd.shadow {
+                // Let through as any other play: the store holds the truth, over the limit.
+                self.events.push(HistoryEvent::ShadowRefused {
+                    device,
+                    rule: rule_of,
+                    limit: at,
+                    holders,
+                });
+            } else {
+                self.events.push(HistoryEvent::Refused {
+                    device,
+                    rule: rule_of,
+                    limit: at,
+                    holders,
+                });
+                let active = live().map(Record::lease).collect();
+                return AcquireOutcome::Denied {
+                    plan: plan.tag(),
+                    limit,
+                    rule,
+                    active,
+                };
+            }
         }
         let expires_at = now + timing.ttl_ms;
         records.push(Record {
@@ -254,6 +266,7 @@ impl AccountState {
             limit,
             active_count: active + 1,
             expires_at,
+            would_refuse: rule,
         }
     }
 

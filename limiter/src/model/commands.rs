@@ -13,6 +13,9 @@ pub struct AcquireCmd {
     pub plan: Option<Plan>,
     /// A stream to stop so the caller takes its slot.
     pub replace: Option<StreamRef>,
+    /// The account is in shadow (`enforcement`): a play the limits would refuse is granted as
+    /// any other, and the refusal it would have been is answered and recorded instead.
+    pub shadow: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +26,9 @@ pub enum AcquireOutcome {
         limit: u32,
         active_count: u32,
         expires_at: Millis,
+        /// In shadow: the rule that would have refused this play (the account now holds more
+        /// than its limit, or than a device-type cap).
+        would_refuse: Option<DenyRule>,
     },
     Denied {
         plan: PlanTag,

@@ -83,6 +83,14 @@ pub enum HistoryEvent {
         limit: u32,
         holders: Vec<HistoryDevice>,
     },
+    /// A play the limits would have refused (as `Refused`) was let through: its account was
+    /// in shadow (`enforcement`).
+    ShadowRefused {
+        device: HistoryDevice,
+        rule: RefusalRule,
+        limit: u32,
+        holders: Vec<HistoryDevice>,
+    },
     /// A play took the slot of another device's stream, which was stopped.
     TakeOver {
         device: HistoryDevice,
@@ -123,6 +131,7 @@ pub enum HistoryEvent {
 #[serde(rename_all = "snake_case")]
 pub enum HistoryKind {
     Refused,
+    ShadowRefused,
     TakeOver,
     ForceStop,
     Revoked,
@@ -135,6 +144,7 @@ impl HistoryEvent {
     pub fn kind(&self) -> HistoryKind {
         match self {
             HistoryEvent::Refused { .. } => HistoryKind::Refused,
+            HistoryEvent::ShadowRefused { .. } => HistoryKind::ShadowRefused,
             HistoryEvent::TakeOver { .. } => HistoryKind::TakeOver,
             HistoryEvent::ForceStop { .. } => HistoryKind::ForceStop,
             HistoryEvent::Revoked { .. } => HistoryKind::Revoked,

@@ -163,12 +163,17 @@ impl StreamService {
             Some(id) => Some(self.verify(&request.account_id, id)?),
             None => None,
         };
+        let shadow = !self.rules.load().enforcement.enforces(
+            &request.account_id,
+            resolved.plan.as_ref().map(|p| p.name.as_str()),
+        );
         let cmd = AcquireCmd {
             account_id: request.account_id,
             device: request.device,
             nonce: StreamIdCodec::new_nonce(),
             plan: resolved.plan,
             replace,
+            shadow,
         };
         let stored = unless_shed(load, self.store.acquire(&cmd)).await;
         let (outcome, degraded) = match stored {

@@ -13,6 +13,7 @@
 //!   5 expired        I6 the lease's end (ms), device
 //!   6 limit granted  B limit, I6 until (ms), then the actor, to the end
 //!   7 limit removed  B the limit removed, I6 when it would have ended (ms), then the actor
+//!   8 shadow-refused as refused: a play the limits would have refused, let through in shadow
 //! device: B id length, id, B type code, B display name length, display name
 
 use crate::model::{DeviceType, HistoryDevice, HistoryEntry, HistoryEvent, Millis, RefusalRule};
@@ -83,7 +84,7 @@ pub fn decode(raw: &[u8]) -> Option<HistoryEntry> {
     let kind = r.byte()?;
     let at = r.u48()?;
     let event = match kind {
-        1 => {
+        1 | 8 => {
             let rule = match r.byte()? {
                 0 => RefusalRule::PlanLimit,
                 1 => RefusalRule::TemporaryLimit,
@@ -96,11 +97,19 @@ pub fn decode(raw: &[u8]) -> Option<HistoryEntry> {
             while !r.done() {
                 holders.push(r.device()?);
             }
-            HistoryEvent::Refused {
-                device,
-                rule,
-                limit,
-                holders,
+            match kind {
+                1 => HistoryEvent::Refused {
+                    device,
+                    rule,
+                    limit,
+                    holders,
+                },
+                _ => HistoryEvent::ShadowRefused {
+                    device,
+                    rule,
+                    limit,
+                    holders,
+                },
             }
         }
         2 => HistoryEvent::TakeOver {

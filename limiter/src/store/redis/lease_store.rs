@@ -145,6 +145,11 @@ impl RedisStore {
     }
 }
 
+/// The acquire script's last argument for an account in shadow (`AcquireCmd::shadow`): a play
+/// the limits would refuse is granted, answered `{2, …, rule, cap}`, and recorded as a refusal
+/// that would have been. Absent for an enforced account.
+pub const SHADOW_ARG: &str = "shadow";
+
 /// What the `GETEX` renewal of a lease key found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Renewal {
@@ -193,10 +198,37 @@ impl LeaseStore for RedisStore {
             None => invocation.arg("").arg(&rules.caps_book[..]),
         };
         Self::history_args(&mut invocation, rules.history_bounds());
+        // In shadow, one more argument: an enforced play's call is as it was before shadows.
+        if cmd.shadow {
+            invocation.arg(SHADOW_ARG);
+        }
         drop(rules);
         let reply: Vec<Value> = self.run(&cmd.account_id, invocation).await?;
+        // The rule as the scripts answer it: 0 the account's limit, else 1 + the capped type.
+        let deny_rule = |rule: &Value, cap: &Value| -> Result<DenyRule, StoreError> {
+            Ok(match int(rule)? {
+                0 => DenyRule::MaxStreams,
+                kind => DenyRule::DeviceTypeCap {
+                    kind: DeviceType::from_code(kind as u8 - 1),
+                    cap: int(cap)? as u32,
+                },
+            })
+        };
         match reply.as_slice() {
-            [granted, limit, count, expires, plan, plan_limit] if int(granted)? == 1 => {
+            [
+                granted,
+                limit,
+                count,
+                expires,
+                plan,
+                plan_limit,
+                shadow @ ..,
+            ] if matches!(int(granted)?, 1 | 2) => {
+                let would_refuse = match shadow {
+                    [] => None,
+                    [rule, cap] => Some(deny_rule(rule, cap)?),
+                    _ => return Err(malformed("acquire")),
+                };
                 Ok(AcquireOutcome::Granted {
                     plan: PlanTag {
                         name: text(plan)?,
@@ -205,16 +237,11 @@ impl LeaseStore for RedisStore {
                     limit: int(limit)? as u32,
                     active_count: int(count)? as u32,
                     expires_at: int(expires)?,
+                    would_refuse,
                 })
             }
             [denied, limit, rule, cap, plan, plan_limit, active @ ..] if int(denied)? == 0 => {
-                let rule = match int(rule)? {
-                    0 => DenyRule::MaxStreams,
-                    kind => DenyRule::DeviceTypeCap {
-                        kind: DeviceType::from_code(kind as u8 - 1),
-                        cap: int(cap)? as u32,
-                    },
-                };
+                let rule = deny_rule(rule, cap)?;
                 Ok(AcquireOutcome::Denied {
                     plan: PlanTag {
                         name: text(plan)?,

@@ -3,7 +3,8 @@
 -- admission adds one record at the end (dropping the caller's own earlier one, as the general
 -- code does); a denial writes only its entry in the account's history. When an admission would
 -- also have to forget records past
--- their time, and in every case this path does not take, the general code after common.lua runs;
+-- their time, in shadow when the play would be refused, and in every case this path does not
+-- take, the general code after common.lua runs;
 -- it applies the same rules (model/account.rs), so both give the same answer. Runs after fast.lua.
 do
   local byte, find, sub, char, pack = string.byte, string.find, string.sub, string.char, struct.pack
@@ -11,6 +12,10 @@ do
   local ttl, device, details, plan = tonumber(ARGV[1]), ARGV[7], ARGV[9], ARGV[3]
   local kind = 5
   if #details > 1 then kind = byte(details, 2) end
+  -- In shadow (one more argument), a play the limits would refuse is let through: the general
+  -- code below grants it and records the refusal it would have been.
+  local shadow = ARGV[15]
+  if shadow ~= nil and shadow ~= 'shadow' then error('screenlimit: bad argument enforcement') end
   local ends = now + ttl
   -- Reading the key also extends its lifetime, so that a write need not set it again.
   local v, first, override_left = read_extending(KEYS[1], ARGV[2], now)
@@ -73,7 +78,7 @@ do
       elseif cap > 0 and same_kind >= cap then
         rule = 1 + kind
       end
-      if rule >= 0 then -- denied: the other devices' live records, as the general code lists them
+      if rule >= 0 and not shadow then -- denied: the other devices' live records, as the general code lists them
         local out = { 0, limit, rule, cap, sub(v, 4, 3 + planlen), plan_limit }
         -- The refusal's entry in the account's history, as `history_of` in common.lua writes it
         -- (not run yet here): the rule, the device, and the devices holding the slots; bounded
@@ -118,7 +123,7 @@ do
         end
         return out
       end
-      if not stale then
+      if rule < 0 and not stale then
         local plan_name = sub(v, 4, 3 + planlen)
         local record = char(0) .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device
           .. details
