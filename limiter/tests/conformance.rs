@@ -439,6 +439,202 @@ mod cases {
     }
 }
 
+/// Accounts in shadow (`AcquireCmd::shadow`): a play the limits would refuse is granted as a normal
+/// lease, answered with the rule that would have refused it, and kept in the account's history as
+/// a refusal that would have been; the switch back to enforcing cuts nothing that plays.
+mod shadow_cases {
+    use super::*;
+
+    fn shadow(mut cmd: AcquireCmd) -> AcquireCmd {
+        cmd.shadow = true;
+        cmd
+    }
+
+    fn on(account: &str, id: &str, kind: DeviceType, plan: Option<Plan>) -> AcquireCmd {
+        let mut cmd = play(account, id, plan);
+        cmd.device.kind = kind;
+        cmd.device.meta = format!("{id}'s screen");
+        cmd
+    }
+
+    fn seen(id: &str, kind: DeviceType) -> HistoryDevice {
+        HistoryDevice {
+            device_id: id.into(),
+            device_type: kind,
+            device_meta: format!("{id}'s screen"),
+        }
+    }
+
+    /// Grants `cmd`, which the limits would refuse by `rule`; returns its stream and the count.
+    async fn let_through<S: LeaseStore>(
+        store: &S,
+        cmd: &AcquireCmd,
+        rule: DenyRule,
+    ) -> (StreamRef, u32) {
+        match store.acquire(cmd).await.unwrap() {
+            AcquireOutcome::Granted {
+                plan,
+                active_count,
+                would_refuse,
+                ..
+            } => {
+                assert_eq!(would_refuse, Some(rule), "{}", cmd.device.id);
+                let stream = StreamRef {
+                    device_id: cmd.device.id.clone(),
+                    nonce: cmd.nonce,
+                    plan,
+                };
+                (stream, active_count)
+            }
+            other => panic!("{} was not let through: {other:?}", cmd.device.id),
+        }
+    }
+
+    async fn events<S: LeaseStore>(store: &S, account: &str) -> Vec<HistoryEvent> {
+        let entries = store.history(account, 50).await.unwrap();
+        entries.into_iter().map(|e| e.event).collect()
+    }
+
+    pub async fn a_play_over_the_limit_is_let_through_and_recorded<S: LeaseStore>(store: &S) {
+        use DeviceType::{Tablet, Tv, Web};
+        let a = "shadow-limit";
+        let standard = || plan("standard", 2);
+        let tv = granted(store, &shadow(on(a, "tv", Tv, standard()))).await;
+        let web = granted(store, &shadow(on(a, "web", Web, standard()))).await;
+        // Under the limit a play in shadow is an ordinary grant: no entry.
+        assert!(events(store, a).await.is_empty());
+        let (tablet, count) = let_through(
+            store,
+            &shadow(on(a, "tablet", Tablet, standard())),
+            DenyRule::MaxStreams,
+        )
+        .await;
+        assert_eq!(
+            count, 3,
+            "the store holds the truth: three streams on a plan of two"
+        );
+        assert_eq!(active_devices(store, a).await, ["tablet", "tv", "web"]);
+        assert_eq!(
+            events(store, a).await,
+            vec![HistoryEvent::ShadowRefused {
+                device: seen("tablet", Tablet),
+                rule: RefusalRule::PlanLimit,
+                limit: 2,
+                holders: vec![seen("tv", Tv), seen("web", Web)],
+            }]
+        );
+        // Enforcing again cuts none of them: each renews, and a new play sees the limit.
+        for stream in [&tv, &web, &tablet] {
+            assert!(matches!(
+                store.heartbeat(a, stream).await.unwrap(),
+                HeartbeatOutcome::Renewed { .. }
+            ));
+        }
+        match store
+            .acquire(&on(a, "phone", DeviceType::Mobile, standard()))
+            .await
+            .unwrap()
+        {
+            AcquireOutcome::Denied { rule, active, .. } => {
+                assert_eq!(rule, DenyRule::MaxStreams);
+                assert_eq!(active.len(), 3);
+            }
+            other => panic!("an enforced play on a full account was not refused: {other:?}"),
+        }
+        assert_eq!(active_devices(store, a).await, ["tablet", "tv", "web"]);
+    }
+
+    pub async fn a_device_type_cap_is_let_through_and_recorded<S: LeaseStore>(store: &S) {
+        use DeviceType::Mobile;
+        let a = "shadow-cap";
+        let capped = || Some(standard_one_mobile());
+        granted(store, &shadow(on(a, "phone-1", Mobile, capped()))).await;
+        let cap = DenyRule::DeviceTypeCap {
+            kind: Mobile,
+            cap: 1,
+        };
+        let (_, count) = let_through(store, &shadow(on(a, "phone-2", Mobile, capped())), cap).await;
+        assert_eq!(count, 2);
+        // The account's limit now refuses a third play before the cap does.
+        let (_, count) = let_through(
+            store,
+            &shadow(on(a, "phone-3", Mobile, capped())),
+            DenyRule::MaxStreams,
+        )
+        .await;
+        assert_eq!(count, 3);
+        let first = seen("phone-1", Mobile);
+        assert_eq!(
+            events(store, a).await,
+            vec![
+                HistoryEvent::ShadowRefused {
+                    device: seen("phone-3", Mobile),
+                    rule: RefusalRule::PlanLimit,
+                    limit: 2,
+                    holders: vec![first.clone(), seen("phone-2", Mobile)],
+                },
+                HistoryEvent::ShadowRefused {
+                    device: seen("phone-2", Mobile),
+                    rule: RefusalRule::DeviceTypeCap,
+                    limit: 1,
+                    holders: vec![first],
+                },
+            ]
+        );
+    }
+
+    pub async fn a_take_over_over_the_limit_stops_its_target_and_is_recorded<S: LeaseStore>(
+        store: &S,
+    ) {
+        use DeviceType::{Console, Tablet, Tv, Web};
+        let a = "shadow-take-over";
+        let basic = || plan("basic", 1);
+        let tv = granted(store, &shadow(on(a, "tv", Tv, basic()))).await;
+        let (web, _) = let_through(
+            store,
+            &shadow(on(a, "web", Web, basic())),
+            DenyRule::MaxStreams,
+        )
+        .await;
+        // Taking the TV's slot still leaves the web stream over a plan of one.
+        let mut console = shadow(on(a, "console", Console, basic()));
+        console.replace = Some(tv.clone());
+        let (_, count) = let_through(store, &console, DenyRule::MaxStreams).await;
+        assert_eq!(count, 2);
+        assert_eq!(
+            store.heartbeat(a, &tv).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+        assert_eq!(active_devices(store, a).await, ["console", "web"]);
+        let events = events(store, a).await;
+        assert_eq!(
+            events[..3],
+            [
+                HistoryEvent::Revoked {
+                    device_id: "tv".into()
+                },
+                HistoryEvent::TakeOver {
+                    device: seen("console", Console),
+                    replaced: seen("tv", Tv),
+                },
+                HistoryEvent::ShadowRefused {
+                    device: seen("console", Console),
+                    rule: RefusalRule::PlanLimit,
+                    limit: 1,
+                    holders: vec![seen("web", Web)],
+                },
+            ]
+        );
+        // An enforced take-over of a slot over the limit is refused: the account stays at two.
+        let mut tablet = on(a, "tablet", Tablet, basic());
+        tablet.replace = Some(web);
+        assert!(matches!(
+            store.acquire(&tablet).await.unwrap(),
+            AcquireOutcome::Denied { .. }
+        ));
+    }
+}
+
 mod history_cases {
     use super::*;
 
@@ -1514,6 +1710,14 @@ conformance_module!(
     a_lease_that_ended_unstopped_is_kept_once_it_is_forgotten,
     the_history_keeps_the_newest_fifty,
     plays_renewals_and_stops_write_no_history,
+);
+
+conformance_module!(
+    shadow,
+    shadow_cases,
+    a_play_over_the_limit_is_let_through_and_recorded,
+    a_device_type_cap_is_let_through_and_recorded,
+    a_take_over_over_the_limit_stops_its_target_and_is_recorded,
 );
 
 conformance_module!(
