@@ -5,6 +5,10 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
+mod plays;
+
+pub use plays::{PlayCounter, PlayOutcome};
+
 use crate::live::LiveStreams;
 use crate::overload::{Deadline, Overload, Route};
 use crate::store::redis::{Admission, Priority, ShedReason};
@@ -56,6 +60,8 @@ impl Decision {
 pub struct Metrics {
     registry: Registry,
     decisions: IntCounterVec,
+    /// Play-starts by decision, plan and rule.
+    pub plays: PlayCounter,
     latency: HistogramVec,
     store_errors: IntCounterVec,
     circuit_open: IntGaugeVec,
@@ -294,8 +300,10 @@ impl Metrics {
         }
         let admission = AdmissionMetrics::new(&registry);
         let shard_state = ShardGauges::register(&registry);
+        let plays = PlayCounter::register(&registry);
         Metrics {
             shard_state,
+            plays,
             registry,
             decisions,
             latency,

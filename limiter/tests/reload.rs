@@ -18,11 +18,7 @@ const PLANS: &str = "plans: { basic: 1, family: 3 }\ndefault_plan: basic\nrevisi
 
 /// Replaces the config file the way a ConfigMap update does: a new file renamed over it.
 fn rewrite(limiter: &LimiterProcess, body: &str) {
-    let text = std::fs::read_to_string(&limiter.config_path).unwrap();
-    let listen = text.lines().next().unwrap();
-    let next = limiter.config_path.with_extension("next");
-    std::fs::write(&next, format!("{listen}\n{body}")).unwrap();
-    std::fs::rename(&next, &limiter.config_path).unwrap();
+    limiter.rewrite_config(body);
 }
 
 async fn fleet_config(api: &Api) -> Value {

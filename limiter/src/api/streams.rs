@@ -16,14 +16,14 @@ use super::responses::{
     StreamGone, UnknownAccount, UnknownStream, UnsupportedMediaType,
 };
 use super::types::{
-    AccountPath, AccountRef, AccountStreamPath, AccountStreamsResponse, AuditEntryInfo, AuditQuery,
-    AuditResponse, ClearOverrideRequest, ForceStopRequest, HeartbeatResponse, LimitReachedBody,
-    OkResponse, OverrideInfo, OverrideRequest, PlayStartRequest, PlayStartResponse, StreamInfo,
-    StreamPath, check_account_id,
+    AccountEnforcement, AccountPath, AccountRef, AccountStreamPath, AccountStreamsResponse,
+    AuditEntryInfo, AuditQuery, AuditResponse, ClearOverrideRequest, ForceStopRequest,
+    HeartbeatResponse, LimitReachedBody, OkResponse, OverrideInfo, OverrideRequest,
+    PlayStartRequest, PlayStartResponse, ShadowInfo, StreamInfo, StreamPath, check_account_id,
 };
 use crate::model::{DenyRule, ForceStopOutcome, HeartbeatOutcome};
 use crate::overload::{Admission, RequestSlot};
-use crate::service::{FleetView, Load, PlayDecision, StreamService};
+use crate::service::{FleetView, Load, PlayDecision, ShadowVerdict, StreamService};
 
 pub type AppState = Arc<StreamService>;
 
@@ -76,6 +76,7 @@ pub async fn play_start(
             limit,
             active_count,
             degraded,
+            shadow,
         } => {
             // A degraded play is counted (`decisions_total{decision="degraded"}`), never logged
             // one by one: the store's circuit and shedding log when they start and stop.
@@ -86,6 +87,7 @@ pub async fn play_start(
                 limit,
                 active_count,
                 degraded,
+                shadow: shadow.map(|verdict| shadow_info(limit, verdict)),
             })
             .into_response())
         }
@@ -101,6 +103,31 @@ pub async fn play_start(
             Err(limit_reached(limit, rule).with("active", json!(active)))
         }
     }
+}
+
+/// The `shadow` part of a granted play's answer: the rule as a 409 would have named it.
+fn shadow_info(limit: u32, verdict: ShadowVerdict) -> ShadowInfo {
+    let mut info = ShadowInfo {
+        would_refuse: verdict.would_refuse.is_some(),
+        rule: None,
+        limit: None,
+        device_type: None,
+        cap: None,
+    };
+    match verdict.would_refuse {
+        None => {}
+        Some(DenyRule::MaxStreams) => {
+            info.rule = Some("max_streams".into());
+            info.limit = Some(limit);
+        }
+        Some(DenyRule::DeviceTypeCap { kind, cap }) => {
+            info.rule = Some("device_type_cap".into());
+            info.limit = Some(limit);
+            info.device_type = Some(kind);
+            info.cap = Some(cap);
+        }
+    }
+    info
 }
 
 /// The 409 body for a refused play: which rule, in words a player can show.
@@ -246,6 +273,10 @@ pub async fn list(
         plan: streams.plan,
         limit: streams.limit,
         limit_override: streams.limit_override.map(OverrideInfo::from),
+        enforcement: match streams.enforced {
+            true => AccountEnforcement::Enforce,
+            false => AccountEnforcement::Shadow,
+        },
         active: streams
             .active
             .into_iter()

@@ -98,6 +98,38 @@ pub struct PlayStartResponse {
     pub active_count: Option<u32>,
     /// True when the store could not answer and the failure policy decided.
     pub degraded: bool,
+    /// Only for an account in shadow (`enforcement`): whether the limits would have refused
+    /// this play, and by which rule; log it at the gateway. The play was granted either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowInfo>,
+}
+
+/// A play of an account in shadow, as the limits judged it.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+pub struct ShadowInfo {
+    /// True when the limits would have refused the play (enforced, it would have been a 409).
+    pub would_refuse: bool,
+    /// With `would_refuse`: `max_streams` or `device_type_cap`, as a 409 would name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// With `would_refuse`: the account's limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// With `device_type_cap`: the capped type and its cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_type: Option<DeviceType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<u32>,
+}
+
+/// Whether an account's plays over a limit are refused.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum AccountEnforcement {
+    /// Refused (409).
+    Enforce,
+    /// Let through, answered with `shadow` and counted (`enforcement` in the config).
+    Shadow,
 }
 
 /// One live stream, as lists and 409 denials show it.
@@ -217,6 +249,8 @@ pub struct AccountStreamsResponse {
     pub limit: u32,
     /// A temporary limit support granted, if one is active.
     pub limit_override: Option<OverrideInfo>,
+    /// `shadow` when the account's plays over its limit are let through and only counted.
+    pub enforcement: AccountEnforcement,
     pub active: Vec<StreamInfo>,
 }
 

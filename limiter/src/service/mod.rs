@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::config::{Config, FailurePolicy};
 use crate::ids::{PlanTag, StreamIdCodec, StreamRef};
 use crate::live::{HeartbeatRate, LiveMethod, LiveStreams};
-use crate::metrics::{Decision, Metrics};
+use crate::metrics::{Decision, Metrics, PlayOutcome};
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
     HeartbeatOutcome, HistoryEntry, Lease, LimitOverride, OverrideCmd, ReleaseOutcome,
@@ -191,41 +191,58 @@ impl StreamService {
             nonce: cmd.nonce,
             plan,
         };
-        let decision = match outcome {
+        let verdict = |would_refuse| cmd.shadow.then_some(ShadowVerdict { would_refuse });
+        let (decision, plan, counted) = match outcome {
             Some(AcquireOutcome::Granted {
                 plan,
                 limit,
                 active_count,
+                would_refuse,
                 ..
-            }) => PlayDecision::Granted {
-                stream_id: self.codec.encode(&cmd.account_id, &stream(plan)),
-                limit,
-                active_count: Some(active_count),
-                degraded,
-            },
+            }) => {
+                let counted = match (degraded, would_refuse) {
+                    (true, _) => (PlayOutcome::Degraded, None),
+                    (false, None) => (PlayOutcome::Allowed, None),
+                    (false, Some(rule)) => (PlayOutcome::ShadowRefused, Some(rule)),
+                };
+                let decision = PlayDecision::Granted {
+                    stream_id: self.codec.encode(&cmd.account_id, &stream(plan.clone())),
+                    limit,
+                    active_count: Some(active_count),
+                    degraded,
+                    shadow: verdict(would_refuse),
+                };
+                (decision, plan.name, counted)
+            }
             Some(AcquireOutcome::Denied {
                 plan,
                 limit,
                 rule,
                 active,
-            }) => PlayDecision::Denied {
-                limit,
-                rule,
-                active: self.active_streams(&cmd.account_id, &plan, active),
-            },
+            }) => {
+                let decision = PlayDecision::Denied {
+                    limit,
+                    rule,
+                    active: self.active_streams(&cmd.account_id, &plan, active),
+                };
+                (decision, plan.name, (PlayOutcome::Denied, Some(rule)))
+            }
             // Fail open: the stream id is real, so once the store is back the stream's next
             // heartbeat re-registers it (under the plan the id carries) and the cap applies again.
             None => {
                 let rules = self.rules.load();
                 let plan = cmd.plan.as_ref().unwrap_or(&rules.book.default);
-                PlayDecision::Granted {
+                let decision = PlayDecision::Granted {
                     stream_id: self.codec.encode(&cmd.account_id, &stream(plan.tag())),
                     limit: plan.limit,
                     active_count: None,
                     degraded: true,
-                }
+                    shadow: verdict(None),
+                };
+                (decision, plan.name.clone(), (PlayOutcome::Degraded, None))
             }
         };
+        self.metrics.plays.count(counted.0, &plan, counted.1);
         self.metrics.decision(match &decision {
             PlayDecision::Granted { degraded: true, .. } => Decision::Degraded,
             PlayDecision::Granted { .. } => Decision::Allowed,
@@ -439,8 +456,14 @@ impl StreamService {
             .await
             .map_err(|e| self.unavailable(e))?;
         self.metrics.observe("list", started.elapsed());
+        let enforced = self
+            .rules
+            .load()
+            .enforcement
+            .enforces(account_id, Some(&plan.name));
         Ok(AccountStreams {
             active: self.active_streams(account_id, &plan, active),
+            enforced,
             plan: plan.name,
             limit,
             limit_override,

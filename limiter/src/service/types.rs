@@ -53,12 +53,21 @@ pub enum PlayDecision {
         /// Unknown when the store was skipped under the `open` policy.
         active_count: Option<u32>,
         degraded: bool,
+        /// For an account in shadow: whether the limits would have refused this play.
+        shadow: Option<ShadowVerdict>,
     },
     Denied {
         limit: u32,
         rule: DenyRule,
         active: Vec<ActiveStream>,
     },
+}
+
+/// How a play of an account in shadow was judged: the rule that would have refused it, if any
+/// (none also when the store did not answer and the failure policy decided).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShadowVerdict {
+    pub would_refuse: Option<DenyRule>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +79,8 @@ pub struct Renewal {
 #[derive(Debug, Clone)]
 pub struct AccountStreams {
     pub plan: String,
+    /// Whether the account's plays over a limit are refused (else it is in shadow).
+    pub enforced: bool,
     pub limit: u32,
     pub limit_override: Option<LimitOverride>,
     pub active: Vec<ActiveStream>,

@@ -600,6 +600,16 @@ impl LimiterProcess {
         Err("no listener within 10s".into())
     }
 
+    /// Replaces its config file the way a ConfigMap update does: a new file (the same `listen`
+    /// line, then `body`) renamed over it.
+    pub fn rewrite_config(&self, body: &str) {
+        let text = std::fs::read_to_string(&self.config_path).unwrap();
+        let listen = text.lines().next().unwrap();
+        let next = self.config_path.with_extension("next");
+        std::fs::write(&next, format!("{listen}\n{body}")).unwrap();
+        std::fs::rename(&next, &self.config_path).unwrap();
+    }
+
     /// What it has logged so far (at `RUST_LOG=warn` unless the test's environment says otherwise).
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
