@@ -286,7 +286,7 @@ async fn enforcement_changes_live_under_load_and_no_request_fails() {
     for player in players {
         player.await.unwrap();
     }
-    let failures = failures.lock().unwrap();
+    let failures = std::mem::take(&mut *failures.lock().unwrap());
     assert!(
         failures.is_empty(),
         "{} failed: {:?}",
