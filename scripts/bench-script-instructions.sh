@@ -15,7 +15,8 @@
 #
 # Layout: the lease-key layout (lease key = account key + first 8 bytes of the nonce; acquire
 # takes 14 ARGV, the last the account history's bounds ('<entries kept>:<retention ms>'), which
-# every script that may write the history ends with; no renew.lua). The script checks it and stops on anything else. A denied
+# every script that may write the history ends with, then 'shadow' for an account in shadow;
+# no renew.lua). The script checks it and stops on anything else. A denied
 # play writes its entry in the account's history (capped at 50, so the phase's lists are full).
 #
 # With MODULE=path/to/libscreenlimit_redis_module.so (a release build of redis-module/) the server
@@ -43,7 +44,8 @@ grep -q "return account_key \.\. string\.sub(nonce, 1, 8)" $LUA/fast.lua \
   || die "fast.lua's lease_key is not account key + first 8 bytes of the nonce"
 grep -q 'ARGV\[13\]' $LUA/acquire.lua || die "acquire takes no ARGV[13] (caps book)"
 grep -q 'ARGV\[14\]' $LUA/acquire.lua || die "acquire takes no ARGV[14] (history bounds)"
-if grep -q 'ARGV\[1[5-9]\]' $LUA/acquire.lua $LUA/acquire_fast.lua; then die "acquire takes more than 14 ARGV"; fi
+grep -q "ARGV\[15\] == nil" $LUA/acquire.lua || die "acquire takes no ARGV[15] (shadow)"
+if grep -q 'ARGV\[1[6-9]\]' $LUA/acquire.lua $LUA/acquire_fast.lua; then die "acquire takes more than 15 ARGV"; fi
 # The history's bounds, one argument (the defaults: 50 entries, 7 days).
 HIST=(50:604800000)
 
@@ -84,8 +86,9 @@ phone=$(printf '\x28\x01\x0cMom-s iPhone\x09profile-2\x0ftitle:tt0068646')
 # command line: the tv's lease key on account X is sl:{X}tv-nonce.
 tv_nonce=tv-nonce-0000001 phone_nonce=ph-nonce-0000001
 bench() { redis-benchmark -p "$port" -q -n "$1" -c 4 -r "${RANGE:-$N}" "${@:2}" >/dev/null 2>&1; }
-play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE: a measured acquire with the limiter's 14 ARGV
-  phase "$6" 1 EVALSHA "$1" 1 "$2" "$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$3" "$5" "$4" '' '' '' '' "${HIST[@]}"
+play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE [shadow]: a measured acquire with the
+  # limiter's 14 ARGV (15 in shadow)
+  phase "$6" 1 EVALSHA "$1" 1 "$2" "$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$3" "$5" "$4" '' '' '' '' "${HIST[@]}" "${@:7}"
 }
 # Households, pre-filled through the acquire script in one pipe: every account of `full`
 # (sl:{full-%012d}, the form redis-benchmark gives __rand_int__; N of them) holds a tv and three
@@ -93,7 +96,9 @@ play() { # play SCRIPT KEY DEVICE DETAILS NONCE PHASE: a measured acquire with t
 # module's phase) only a tv, under a default plan of 16 streams (the measured plays name no plan,
 # so they keep it), so the measured plays there are granted, all of them: N draws over N accounts
 # hit a few accounts 4 or 5 times, which a limit of 4 would refuse (and a refusal writes history);
-# `rel` (10 x N accounts, a tv each) is released, so that few draws hit an account twice.
+# `rel` (10 x N accounts, a tv each) is released, so that few draws hit an account twice. The
+# shadow phases have their own: `full_shadow` and `full_native_shadow` as `full`,
+# `room_shadow` and `room_native_shadow` as `room`.
 python3 - "$acquire" "$N" "$TTL_MS" "$KEEP_MS" "$tv" "$phone" <<'PY' | cli --pipe >"$work/pipe.out"
 import sys
 sha, n, ttl, keep = sys.argv[1].encode(), int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4].encode()
@@ -105,12 +110,12 @@ def play(key, device, details, nonce, limit=b"4"):
             b"", b"", b"", b"", b"50:604800000"]
     out.append(b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args))
 for a in range(n):
-    play(b"sl:{full-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
-    for j in range(3):
-        play(b"sl:{full-%012d}" % a, b"phone-%d-%d" % (a, j), phone, b"p%d-nonce-0000001" % j)
-    play(b"sl:{room-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001", b"16")
-    play(b"sl:{room_general-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001", b"16")
-    play(b"sl:{room_native-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001", b"16")
+    for full in [b"full", b"full_shadow", b"full_native_shadow"]:
+        play(b"sl:{%s-%012d}" % (full, a), b"tv-living-room-01", tv, b"tv-nonce-0000001")
+        for j in range(3):
+            play(b"sl:{%s-%012d}" % (full, a), b"phone-%d-%d" % (a, j), phone, b"p%d-nonce-0000001" % j)
+    for room in [b"room", b"room_general", b"room_native", b"room_shadow", b"room_native_shadow"]:
+        play(b"sl:{%s-%012d}" % (room, a), b"tv-living-room-01", tv, b"tv-nonce-0000001", b"16")
 for a in range(10 * n):
     play(b"sl:{rel-%012d}" % a, b"tv-living-room-01", tv, b"tv-nonce-0000001")
 sys.stdout.buffer.write(b"".join(out))
@@ -121,7 +126,7 @@ count=$(cli SCRIPT LOAD "local n, c = 0, '0' repeat local p = redis.call('SCAN',
 # The layout as the phases assume it: every pre-filled stream has its lease key, whose value is a
 # time in ms.
 leases=$(cli EVALSHA "$count" 0 'sl:{*}??-nonce')
-((leases == 17 * N)) || die "$leases lease keys after the pre-fill, expected $((17 * N))"
+((leases == 27 * N)) || die "$leases lease keys after the pre-fill, expected $((27 * N))"
 [[ $(cli GET 'sl:{full-000000000001}tv-nonce') =~ ^[0-9]{13}$ ]] || die "lease key value is not a time in ms"
 
 phase() { # phase NAME PIPELINE COMMAND...: counts instructions over N calls
@@ -151,6 +156,11 @@ play "$acquire_general" 'sl:{room_general-__rand_int__}' phone-__rand_int__ "$ph
 (($(cli EVALSHA "$count" 0 'sl:history:{room*') == 0)) || die "a play on an account with room was refused"
 play "$acquire" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_denied
 play "$acquire_general" 'sl:{full-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_denied_general
+# In shadow: a play with room is granted as enforced; one over the limit is let through.
+play "$acquire" 'sl:{room_shadow-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_room_shadow shadow
+(($(cli EVALSHA "$count" 0 'sl:history:{room*') == 0)) || die "a play in shadow on an account with room wrote history"
+play "$acquire" 'sl:{full_shadow-__rand_int__}' phone-__rand_int__ "$phone" $phone_nonce acquire_shadow_refused shadow
+(($(cli EVALSHA "$count" 0 'sl:{full_shadow-*}ph-nonce') > 0)) || die "no play over the limit was let through in shadow"
 RANGE=$((10 * N)) phase release 1 EVALSHA "$release" 1 'sl:{rel-__rand_int__}' "$TTL_MS" "$KEEP_MS" "$d" "$tv_nonce" "${HIST[@]}"
 # A draw that hits an account twice finds its lease released already ("not held", general code).
 released=$((10 * N - $(cli EVALSHA "$count" 0 'sl:{rel-*}tv-nonce')))
@@ -167,6 +177,12 @@ if [[ -n ${MODULE:-} ]]; then
   (($(cli EVALSHA "$count" 0 'sl:history:{room*') == 0)) || die "SL.ACQUIRE refused a play on an account with room"
   phase sl_acquire_denied 1 SL.ACQUIRE 'sl:{full-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
     phone-__rand_int__ $phone_nonce "$phone" '' '' '' '' "${HIST[@]}"
+  phase sl_acquire_room_shadow 1 SL.ACQUIRE 'sl:{room_native_shadow-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
+    phone-__rand_int__ $phone_nonce "$phone" '' '' '' '' "${HIST[@]}" shadow
+  (($(cli EVALSHA "$count" 0 'sl:history:{room*') == 0)) || die "SL.ACQUIRE in shadow wrote history on an account with room"
+  phase sl_acquire_shadow_refused 1 SL.ACQUIRE 'sl:{full_native_shadow-__rand_int__}' "$TTL_MS" "$KEEP_MS" '' 0 premium 4 \
+    phone-__rand_int__ $phone_nonce "$phone" '' '' '' '' "${HIST[@]}" shadow
+  (($(cli EVALSHA "$count" 0 'sl:{full_native_shadow-*}ph-nonce') > 0)) || die "SL.ACQUIRE let no play through in shadow"
   # A batch's renewals as one command (the limiter's SL.RENEW): 8 lease keys a call, so a
   # renewal costs the phase's count / 8.
   renew_keys=()
@@ -187,9 +203,10 @@ for f in glob.glob(work + '/cg.out.*'):
     text = open(f).read()
     rows[re.search(r'desc: Trigger: dump (\S+)', text).group(1)] = int(re.search(r'totals: (\d+)', text).group(1)) / n
 names = ['set', 'set_p8', 'getex', 'getex_p8', 'getex_p32', 'lua_renew32', 'floor', 'heartbeat', 'acquire_room', 'acquire_room_general',
-         'acquire_denied', 'acquire_denied_general', 'release']
+         'acquire_denied', 'acquire_denied_general', 'acquire_room_shadow', 'acquire_shadow_refused', 'release']
 if 'sl_heartbeat' in rows:
-    names += ['sl_heartbeat', 'sl_heartbeat_p8', 'sl_acquire_room', 'sl_acquire_denied', 'sl_release',
+    names += ['sl_heartbeat', 'sl_heartbeat_p8', 'sl_acquire_room', 'sl_acquire_denied', 'sl_acquire_room_shadow',
+              'sl_acquire_shadow_refused', 'sl_release',
               'sl_renew8', 'sl_renew8_p8', 'sl_renew32']
 missing = [name for name in names if name not in rows]
 if missing:

@@ -498,6 +498,12 @@ impl StreamService {
             failure_policy: rules.policy.label().into(),
             plans: rules.book.limits(),
             default_plan: rules.book.default.name.clone(),
+            enforcement: EnforcementView {
+                enforce_percent: rules.enforcement.default.enforced_percent(),
+                plans: (rules.enforcement.plans.iter())
+                    .map(|(plan, e)| (plan.clone(), e.enforced_percent()))
+                    .collect(),
+            },
             lease_ttl_sec: rules.timing.ttl_ms as f64 / 1000.0,
             heartbeat_interval_sec: rules.heartbeat_interval.as_secs_f64(),
             config: self.reload.view(&rules),

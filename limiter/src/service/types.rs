@@ -93,6 +93,8 @@ pub struct FleetView {
     pub failure_policy: String,
     pub plans: std::collections::BTreeMap<String, u32>,
     pub default_plan: String,
+    /// Who is refused over a limit, and who is in shadow.
+    pub enforcement: EnforcementView,
     pub lease_ttl_sec: f64,
     pub heartbeat_interval_sec: f64,
     /// The config this instance runs: its generation, revision and reload outcomes.
@@ -103,6 +105,14 @@ pub struct FleetView {
     /// Live streams per shard: counted on the embedded store, estimated from this instance's
     /// heartbeats on Redis (sum over instances for the fleet).
     pub live_streams: LiveStreams,
+}
+
+/// The enforcement in force: the share of accounts enforced, in percent (100 every account,
+/// 0 none: shadow), and the plans that have their own.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct EnforcementView {
+    pub enforce_percent: u8,
+    pub plans: std::collections::BTreeMap<String, u8>,
 }
 
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
