@@ -205,6 +205,11 @@ async fn a_share_of_accounts_is_enforced_and_each_stays_on_its_side() {
         enforced > 5 && shadowed > 5,
         "{enforced} enforced, {shadowed} in shadow"
     );
+    let fleet: Value = api.get("/v1/fleet").await.json().await.unwrap();
+    assert_eq!(
+        fleet["enforcement"],
+        json!({ "enforce_percent": 50, "plans": {} })
+    );
 }
 
 /// Enforcement changes several times while players play, heartbeat and stop on Redis: every play
