@@ -2,7 +2,7 @@
 //! their general code, and the native renewal (`GETEX` of the lease key, whose value says until
 //! when the account key lives), which the limiter tries before the full heartbeat script. A seeded random history of plays (own device again, take-overs, plan changes,
 //! device-type caps), renewals with good and stale nonces, stops, force-stops, overrides and clock
-//! jumps is run twice in one Redis: on one account through the scripts the limiter loads, on its
+//! jumps, some plays of an account in shadow (let through over the limit), is run twice in one Redis: on one account through the scripts the limiter loads, on its
 //! twin through the general code alone. Both read the same frozen clock (`TIME` is swapped for a
 //! key the test advances), so every reply must be equal, and so must every listing, and the
 //! entries both write in the account's history (refusals by the fast path's own code, take-overs,
@@ -179,6 +179,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
     // The nonce each (account, device) was last granted, to renew, stop or take over with.
     let mut granted: std::collections::HashMap<(u64, usize), Vec<u8>> = Default::default();
     let (mut fast_admits, mut denials, mut renewals, mut native_renewals) = (0, 0, 0, 0);
+    let mut shadow_admits = 0;
     let mut history_entries = 0;
     // Per account, the times where something it holds ends: a live lease (from its listing), a
     // lease's memory (one TTL later), a tombstone's memory, an override.
@@ -238,6 +239,8 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
             _ => rng.nonce(),
         };
         let on = |twin: &str| format!("sl:{{{twin}-{account}}}");
+        // A share of the plays are of an account in shadow: one more argument.
+        let shadow = rng.chance(25);
         let call =
             |script: &Script, twin: &str, args: &[Vec<u8>], redis: &mut redis::Connection| {
                 let mut invocation = script.prepare_invoke();
@@ -261,6 +264,11 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                     for arg in history_args() {
                         invocation.arg(arg);
                     }
+                }
+                let acquire = std::ptr::eq(script, &scripts.acquire_fast)
+                    || std::ptr::eq(script, &scripts.acquire_general);
+                if acquire && shadow {
+                    invocation.arg("shadow");
                 }
                 invocation.invoke::<Value>(redis).unwrap()
             };
@@ -328,6 +336,10 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
                 Value::Array(reply) if reply.first() == Some(&Value::Int(1)) => {
                     granted.insert((account, device), nonce);
                     fast_admits += 1;
+                }
+                Value::Array(reply) if reply.first() == Some(&Value::Int(2)) => {
+                    granted.insert((account, device), nonce);
+                    shadow_admits += 1;
                 }
                 _ => denials += 1,
             }
@@ -502,6 +514,7 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
     // The history must have exercised what it claims to compare.
     assert!(fast_admits > 300, "{fast_admits} admissions");
     assert!(denials > 150, "{denials} denials");
+    assert!(shadow_admits > 30, "{shadow_admits} let through in shadow");
     assert!(renewals > 300, "{renewals} renewals");
     assert!(native_renewals > 100, "{native_renewals} native renewals");
     assert!(
@@ -509,6 +522,6 @@ fn the_fast_paths_answer_exactly_as_the_general_code() {
         "{history_entries} history entries at most"
     );
     eprintln!(
-        "{fast_admits} admissions, {denials} denials, {renewals} renewals ({native_renewals} native)"
+        "{fast_admits} admissions, {shadow_admits} let through in shadow, {denials} denials, {renewals} renewals ({native_renewals} native)"
     );
 }

@@ -3,8 +3,7 @@
 -- admission adds one record at the end (dropping the caller's own earlier one, as the general
 -- code does); a denial writes only its entry in the account's history. When an admission would
 -- also have to forget records past
--- their time, in shadow when the play would be refused, and in every case this path does not
--- take, the general code after common.lua runs;
+-- their time, and in every case this path does not take, the general code after common.lua runs;
 -- it applies the same rules (model/account.rs), so both give the same answer. Runs after fast.lua.
 do
   local byte, find, sub, char, pack = string.byte, string.find, string.sub, string.char, struct.pack
@@ -12,8 +11,8 @@ do
   local ttl, device, details, plan = tonumber(ARGV[1]), ARGV[7], ARGV[9], ARGV[3]
   local kind = 5
   if #details > 1 then kind = byte(details, 2) end
-  -- In shadow (one more argument), a play the limits would refuse is let through: the general
-  -- code below grants it and records the refusal it would have been.
+  -- In shadow (one more argument), a play the limits would refuse is let through: granted, with
+  -- the refusal it would have been in the history (kind 8) and in the answer ({2, ..., rule, cap}).
   local shadow = ARGV[15]
   if shadow ~= nil and shadow ~= 'shadow' then error('screenlimit: bad argument enforcement') end
   local ends = now + ttl
@@ -78,7 +77,10 @@ do
       elseif cap > 0 and same_kind >= cap then
         rule = 1 + kind
       end
-      if rule >= 0 and not shadow then -- denied: the other devices' live records, as the general code lists them
+      -- Refused, or in shadow let through below unless records past their time need the general
+      -- code: the refusal's entry either way, and the other devices' live records for a refusal,
+      -- as the general code lists them.
+      if rule >= 0 and not (shadow and stale) then
         local out = { 0, limit, rule, cap, sub(v, 4, 3 + planlen), plan_limit }
         -- The refusal's entry in the account's history, as `history_of` in common.lua writes it
         -- (not run yet here): the rule, the device, and the devices holding the slots; bounded
@@ -92,7 +94,9 @@ do
         end
         local meta = ''
         if #details > 2 then meta = sub(details, 4, 3 + byte(details, 3)) end
-        local entry = { char(1, 1) .. pack('>I6', now) .. char(why, at, #device) .. device
+        local entry_kind = 1
+        if shadow then entry_kind = 8 end
+        local entry = { char(1, entry_kind) .. pack('>I6', now) .. char(why, at, #device) .. device
           .. char(kind, #meta) .. meta }
         p = first
         while p <= n do
@@ -104,7 +108,7 @@ do
             local rec_ends = ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
             rec_ends = lease_end(KEYS[1], sub(v, p + 13, p + 28), rec_ends)
             if rec_ends > now then
-              out[#out + 1] = char(0) .. pack('>I6', rec_ends) .. sub(v, p + 7, stop)
+              if not shadow then out[#out + 1] = char(0) .. pack('>I6', rec_ends) .. sub(v, p + 7, stop) end
               local held = '\5\0'
               if dlen > 0 then
                 meta = ''
@@ -121,9 +125,9 @@ do
           redis.call('LTRIM', list, 0, tonumber(max) - 1)
           redis.call('PEXPIRE', list, retention)
         end
-        return out
+        if not shadow then return out end
       end
-      if rule < 0 and not stale then
+      if not stale then
         local plan_name = sub(v, 4, 3 + planlen)
         local record = char(0) .. pack('>I6I6', ends, now) .. ARGV[8] .. char(#device) .. device
           .. details
@@ -136,6 +140,7 @@ do
         end
         redis.call('SET', KEYS[1], v .. record, 'KEEPTTL')
         start_lease(KEYS[1], ARGV[8], ends, now, ARGV[2])
+        if rule >= 0 then return { 2, limit, active + 1, ends, plan_name, plan_limit, rule, cap } end
         return { 1, limit, active + 1, ends, plan_name, plan_limit }
       end
     end
