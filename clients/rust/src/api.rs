@@ -48,6 +48,26 @@ pub struct Granted {
     pub active_count: u32,
     #[serde(default)]
     pub degraded: bool,
+    /// Only for an account in shadow: whether the limits would have refused this play (log it;
+    /// the play was granted either way).
+    #[serde(default)]
+    pub shadow: Option<Shadow>,
+}
+
+/// A play of an account in shadow, as the limits judged it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Shadow {
+    pub would_refuse: bool,
+    /// With `would_refuse`: `max_streams` or `device_type_cap`.
+    #[serde(default)]
+    pub rule: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// With `device_type_cap`: the capped type and its cap.
+    #[serde(default)]
+    pub device_type: Option<String>,
+    #[serde(default)]
+    pub cap: Option<u32>,
 }
 
 impl Granted {

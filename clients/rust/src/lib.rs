@@ -24,6 +24,6 @@ pub mod session;
 
 pub use api::{
     AccountStreams, ActiveStream, Client, ClientError, Denial, Granted, HeartbeatOutcome,
-    PlayOutcome, PlayStart,
+    PlayOutcome, PlayStart, Shadow,
 };
 pub use session::{Event, Session, SessionOptions, Start};

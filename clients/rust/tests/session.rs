@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use screenlimit_client::{Client, Event, PlayStart, Session, SessionOptions, Start};
+use screenlimit_client::{Client, Event, PlayOutcome, PlayStart, Session, SessionOptions, Start};
 use screenlimit_limiter::api::auth::ApiAuth;
 use screenlimit_limiter::api::{ApiOptions, router};
 use screenlimit_limiter::config::Config;
@@ -139,4 +139,36 @@ async fn a_refused_credential_is_named_and_no_answer_is_transient() {
     // Ids are sent as encoded path segments.
     let odd = client(&base).list("a/b").await.unwrap_err();
     assert_eq!(odd.code(), Some("invalid_request"), "{odd}");
+}
+
+#[tokio::test]
+async fn a_play_let_through_in_shadow_says_what_enforcing_would_have_done() {
+    let config = Config::from_yaml(
+        "plans: { basic: 1 }\ndefault_plan: basic\nenforcement: { mode: shadow }\n",
+    )
+    .unwrap();
+    config.validate().unwrap();
+    let service = Arc::new(StreamService::from_config(&config).unwrap());
+    let app = router(service, ApiOptions::open(config.max_body_bytes));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = Client::new(&base, None, Duration::from_secs(5)).unwrap();
+    let play = |device: &str| PlayStart::new("acct-shadow", device);
+    let PlayOutcome::Granted(first) = client.play_start(&play("tv")).await.unwrap() else {
+        panic!("the first device plays");
+    };
+    assert_eq!(first.shadow.map(|s| s.would_refuse), Some(false));
+    let PlayOutcome::Granted(second) = client.play_start(&play("phone")).await.unwrap() else {
+        panic!("in shadow the second device plays too");
+    };
+    let shadow = second
+        .shadow
+        .expect("the answer says what enforcing would have done");
+    assert!(shadow.would_refuse);
+    assert_eq!(
+        (shadow.rule.as_deref(), shadow.limit),
+        (Some("max_streams"), Some(1))
+    );
+    assert_eq!(second.active_count, 2);
 }
