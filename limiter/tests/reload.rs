@@ -26,14 +26,6 @@ async fn fleet_config(api: &Api) -> Value {
     fleet["config"].clone()
 }
 
-async fn metric(api: &Api, line_start: &str) -> Option<f64> {
-    let text = api.get("/metrics").await.text().await.unwrap();
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
 /// Waits (bounded) until `check` holds, polling every 100 ms; returns how long it took.
 async fn within<F, Fut>(limit: Duration, what: &str, mut check: F) -> Duration
 where
@@ -136,19 +128,16 @@ async fn a_lowered_limit_reaches_new_plays_live_and_a_broken_file_is_refused() {
         (Some(2), Some("r2"))
     );
     assert_eq!(
-        metric(&api, "screenlimit_config_generation ").await,
+        api.metric("screenlimit_config_generation ").await,
         Some(2.0)
     );
     assert_eq!(
-        metric(&api, "screenlimit_config_info{revision=\"r2\"}").await,
+        api.metric("screenlimit_config_info{revision=\"r2\"}").await,
         Some(1.0)
     );
     assert_eq!(
-        metric(
-            &api,
-            "screenlimit_config_reloads_total{outcome=\"applied\"}"
-        )
-        .await,
+        api.metric("screenlimit_config_reloads_total{outcome=\"applied\"}")
+            .await,
         Some(1.0)
     );
 
@@ -160,11 +149,8 @@ async fn a_lowered_limit_reaches_new_plays_live_and_a_broken_file_is_refused() {
     within(Duration::from_secs(5), "the refusal", || {
         let api = api.clone();
         async move {
-            metric(
-                &api,
-                "screenlimit_config_reloads_total{outcome=\"refused\"}",
-            )
-            .await
+            api.metric("screenlimit_config_reloads_total{outcome=\"refused\"}")
+                .await
                 == Some(1.0)
         }
     })
@@ -188,7 +174,7 @@ async fn a_lowered_limit_reaches_new_plays_live_and_a_broken_file_is_refused() {
     );
     within(Duration::from_secs(5), "the pending restart", || {
         let api = api.clone();
-        async move { metric(&api, "screenlimit_config_restart_pending ").await == Some(1.0) }
+        async move { api.metric("screenlimit_config_restart_pending ").await == Some(1.0) }
     })
     .await;
     let config = fleet_config(&api).await;

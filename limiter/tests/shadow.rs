@@ -69,20 +69,11 @@ async fn play(api: &Api, account: &str, device: &str, kind: &str) -> (StatusCode
     (reply.status, reply.body)
 }
 
-/// The value of the metric line that starts with `line_start`, if any.
-async fn metric(api: &Api, line_start: &str) -> Option<f64> {
-    let text = api.get("/metrics").await.text().await.unwrap();
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
 async fn plays_counted(api: &Api, decision: &str, rule: &str, device_type: &str) -> f64 {
     let line = format!(
         "screenlimit_plays_total{{decision=\"{decision}\",device_type=\"{device_type}\",plan=\"standard\",rule=\"{rule}\"}}"
     );
-    metric(api, &line).await.unwrap_or(0.0)
+    api.metric(&line).await.unwrap_or(0.0)
 }
 
 /// `store_part` is the store's part of the config (empty for the embedded store), kept across the

@@ -774,6 +774,15 @@ impl Api {
         self.send(self.http.post(url)).await
     }
 
+    /// The value of the first `/metrics` line that starts with `line_start`, if any.
+    pub async fn metric(&self, line_start: &str) -> Option<f64> {
+        let text = self.get("/metrics").await.text().await.unwrap();
+        text.lines()
+            .find(|l| l.starts_with(line_start))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.http
             .get(format!("{}{path}", self.base))

@@ -500,14 +500,7 @@ fn history_keeps_fifty_entries_for_seven_days_unless_told_otherwise() {
             "1m to 90d",
         ),
     ] {
-        let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
-        match &err {
-            ConfigError::Invalid { field: f, message } => {
-                assert_eq!(*f, field, "{yaml}");
-                assert!(message.contains(words), "{yaml}: {message}");
-            }
-            other => panic!("{yaml}: {other}"),
-        }
+        refused_with(yaml, field, words);
     }
     let (field, _) = Config::from_yaml("history: { max_entries: 5 }\n").unwrap_err();
     assert_eq!(field, "history.max_entries");
@@ -567,17 +560,22 @@ fn enforcement_enforces_every_account_unless_told_otherwise() {
             "plan \"basic\": enforce_percent is 200",
         ),
     ] {
-        let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
-        match &err {
-            ConfigError::Invalid { field: f, message } => {
-                assert_eq!(*f, field, "{yaml}");
-                assert!(message.contains(words), "{yaml}: {message}");
-            }
-            other => panic!("{yaml}: {other}"),
-        }
+        refused_with(yaml, field, words);
     }
     let (field, message) = Config::from_yaml("enforcement: { mode: lenient }\n").unwrap_err();
     assert_eq!(field, "enforcement.mode", "{message}");
     let (field, _) = Config::from_yaml("enforcement: { percent: 5 }\n").unwrap_err();
     assert_eq!(field, "enforcement.percent");
+}
+
+/// `yaml` parses but is refused, naming `field`, with `words` in the message.
+fn refused_with(yaml: &str, field: &str, words: &str) {
+    let err = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+    match &err {
+        ConfigError::Invalid { field: f, message } => {
+            assert_eq!(*f, field, "{yaml}");
+            assert!(message.contains(words), "{yaml}: {message}");
+        }
+        other => panic!("{yaml}: {other}"),
+    }
 }
