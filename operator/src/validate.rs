@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{
-    ExternalRedisSpec, MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS, MAX_STREAMS_CEILING, MonitoringSpec,
-    PlanSourceKind, RedisMode, StreamLimiter,
+    EnforcementMode, EnforcementSpec, ExternalRedisSpec, MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS,
+    MAX_STREAMS_CEILING, MonitoringSpec, PlanSourceKind, RedisMode, StreamLimiter,
 };
 
 /// One rejected field, with a message a person can act on.
@@ -100,7 +100,15 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
                 ));
             }
         }
+        if let Some(enforcement) = &plan.enforcement {
+            validate_enforcement(
+                enforcement,
+                &format!("spec.plans[{i}].enforcement"),
+                &mut errors,
+            );
+        }
     }
+    validate_enforcement(&spec.enforcement, "spec.enforcement", &mut errors);
     if !seen.contains(spec.default_plan.as_str()) {
         errors.push(err(
             "spec.defaultPlan",
@@ -472,6 +480,25 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
         Ok(())
     } else {
         Err(errors)
+    }
+}
+
+/// The limiter's own rules for an `enforcement` block (its `config/enforcement.rs`): a share of
+/// 0 to 100, and only with `mode: enforce`.
+fn validate_enforcement(e: &EnforcementSpec, field: &str, errors: &mut Vec<FieldError>) {
+    let Some(percent) = e.enforce_percent else {
+        return;
+    };
+    if !(0..=100).contains(&percent) {
+        errors.push(err(
+            format!("{field}.enforcePercent"),
+            format!("{percent} is out of range; use 0 to 100 (the share of accounts enforced)"),
+        ));
+    } else if e.mode == EnforcementMode::Shadow {
+        errors.push(err(
+            format!("{field}.enforcePercent"),
+            "applies to mode: enforce (mode: shadow enforces no account); remove it, or set mode: enforce",
+        ));
     }
 }
 

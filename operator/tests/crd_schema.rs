@@ -297,6 +297,45 @@ fn limiter_http_bounds_are_in_the_schema() {
     assert_eq!(history["retentionHours"]["default"], 168);
 }
 
+/// `spec.enforcement` and each plan's own block: the mode an enum defaulting to `enforce`, the
+/// share 0 to 100 with no default (absent: every account), the same shape in both places, each
+/// with the rule that keeps the share to `mode: enforce`.
+#[test]
+fn enforcement_is_in_the_schema_at_the_top_and_per_plan() {
+    let s = schema();
+    let spec = &s["properties"]["spec"]["properties"];
+    let top = &spec["enforcement"];
+    assert_eq!(top["default"], serde_json::json!({"mode": "enforce"}));
+    let plan = &spec["plans"]["items"]["properties"]["enforcement"];
+    assert!(
+        plan.get("default").is_none(),
+        "a plan has no block unless given"
+    );
+    for block in [top, plan] {
+        let fields = &block["properties"];
+        assert_eq!(
+            fields["mode"]["enum"],
+            serde_json::json!(["enforce", "shadow"])
+        );
+        assert_eq!(fields["mode"]["default"], "enforce");
+        let percent = &fields["enforcePercent"];
+        assert_eq!(percent["type"], "integer");
+        assert_eq!(percent["minimum"], 0.0);
+        assert_eq!(percent["maximum"], 100.0);
+        assert!(percent.get("default").is_none(), "{percent}");
+        let rules = block["x-kubernetes-validations"].as_array().unwrap();
+        assert_eq!(rules.len(), 1, "{rules:?}");
+        assert_eq!(rules[0]["fieldPath"], ".enforcePercent");
+        assert!(
+            rules[0]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("enforcePercent applies to mode: enforce"),
+            "{rules:?}"
+        );
+    }
+}
+
 /// A postgres plan source without `secretRef` does not even parse: the schema requires it (the
 /// rule table covers the rule that asks for the block itself).
 #[test]

@@ -204,6 +204,61 @@ fn history_bounds_outside_the_limiters_range_are_refused() {
 }
 
 #[test]
+fn an_enforce_percent_outside_0_to_100_or_with_shadow_is_refused() {
+    use screenlimit_operator::crd::{EnforcementMode, EnforcementSpec};
+    let mut sl = fixture("managed.yaml");
+    assert!(
+        sl.spec.enforcement.is_default(),
+        "the default: every account enforced"
+    );
+    for percent in [-1, 101] {
+        sl.spec.enforcement.enforce_percent = Some(percent);
+        assert_eq!(fields(validate(&sl)), ["spec.enforcement.enforcePercent"]);
+    }
+    for percent in [0, 30, 100] {
+        sl.spec.enforcement.enforce_percent = Some(percent);
+        assert_eq!(fields(validate(&sl)), Vec::<String>::new());
+    }
+    sl.spec.enforcement.mode = EnforcementMode::Shadow;
+    let errors = validate(&sl).unwrap_err();
+    assert_eq!(
+        errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "spec.enforcement.enforcePercent: applies to mode: enforce (mode: shadow enforces no account); remove it, or set mode: enforce"
+        ]
+    );
+    sl.spec.enforcement.enforce_percent = None;
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new());
+    // A plan's own block, by the same rules.
+    sl.spec.plans[1].enforcement = Some(EnforcementSpec {
+        mode: EnforcementMode::Shadow,
+        enforce_percent: Some(10),
+    });
+    sl.spec.plans[2].enforcement = Some(EnforcementSpec {
+        mode: EnforcementMode::Enforce,
+        enforce_percent: Some(101),
+    });
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.plans[1].enforcement.enforcePercent",
+            "spec.plans[2].enforcement.enforcePercent"
+        ]
+    );
+    sl.spec.plans[1]
+        .enforcement
+        .as_mut()
+        .unwrap()
+        .enforce_percent = None;
+    sl.spec.plans[2]
+        .enforcement
+        .as_mut()
+        .unwrap()
+        .enforce_percent = Some(100);
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new());
+}
+
+#[test]
 fn network_peers_need_a_selector() {
     let mut sl = fixture("secure.yaml");
     sl.spec.network_policies.limiter_clients[1].namespace_labels = None;

@@ -2,12 +2,13 @@
 //! (what the operator reports). The `///` docs become the CRD's field descriptions, the
 //! `schemars`/`x_kube` attributes its OpenAPI bounds and CEL rules.
 //!
-//! By part: `plans` (plans, plan source, lease), `redis`, `limiter` (with the failure policy),
+//! By part: `plans` (plans, plan source, lease), `enforcement` (shadow, a share enforced), `redis`, `limiter` (with the failure policy),
 //! `admin_ui`, `network` (NetworkPolicies), `monitoring`, `status`, and `shared` (what several
 //! parts use). Every type is re-exported here, so `crate::crd::X`
 //! names it wherever it lives.
 
 mod admin_ui;
+mod enforcement;
 mod limiter;
 mod monitoring;
 mod network;
@@ -17,6 +18,7 @@ mod shared;
 mod status;
 
 pub use admin_ui::*;
+pub use enforcement::*;
 pub use limiter::*;
 pub use monitoring::*;
 pub use network::*;
@@ -97,6 +99,13 @@ pub struct StreamLimiterSpec {
     #[serde(default)]
     pub plan_source: PlanSourceSpec,
 
+    /// Whether a play over a limit is refused (`enforce`, for every account or the share
+    /// `enforcePercent` gives) or let through and counted (`shadow`), for the plans without an
+    /// `enforcement` of their own (the limiter's `enforcement`). Reaches running pods without a
+    /// restart.
+    #[serde(default)]
+    pub enforcement: EnforcementSpec,
+
     /// Lease timing: how often players heartbeat and when a silent player's slot frees up.
     #[serde(default)]
     pub lease: LeaseSpec,
@@ -142,6 +151,7 @@ impl Default for StreamLimiterSpec {
             plans: default_plans(),
             default_plan: default_default_plan(),
             plan_source: PlanSourceSpec::default(),
+            enforcement: EnforcementSpec::default(),
             lease: LeaseSpec::default(),
             redis: RedisSpec::default(),
             limiter: LimiterSpec::default(),

@@ -1,9 +1,10 @@
 //! `spec.plans`, `spec.planSource` and `spec.lease`: the subscription plans with their device
-//! caps, where each account's plan comes from, and the lease timing.
+//! caps and own enforcement, where each account's plan comes from, and the lease timing.
 
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+use super::enforcement::EnforcementSpec;
 use super::shared::SecretKeyRef;
 
 /// One subscription plan.
@@ -25,6 +26,10 @@ pub struct Plan {
     /// the rule that was hit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_caps: Option<DeviceCaps>,
+    /// This plan's own enforcement, in place of `spec.enforcement` for its accounts (e.g. a
+    /// plan kept in shadow while the others are enforced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<EnforcementSpec>,
 }
 
 impl Plan {
@@ -34,6 +39,7 @@ impl Plan {
             name: name.into(),
             max_streams,
             device_caps: None,
+            enforcement: None,
         }
     }
 }
