@@ -414,6 +414,173 @@ fn the_history_bounds_reach_the_limiter_in_hours() {
     }
 }
 
+/// `spec.enforcement` and a plan's own block reach the limiter's `enforcement` and
+/// `plans.<name>.enforcement` (the plan then in the long form), which the limiter's own loader
+/// takes and applies as written; the default renders nothing (the limiter's default is the same).
+#[test]
+fn enforcement_reaches_the_limiter_top_level_and_per_plan() {
+    use screenlimit_limiter::config::{EnforcementConfig, EnforcementMode};
+    use screenlimit_limiter::enforcement::Enforcement;
+    use screenlimit_limiter::rules::Rules;
+    use screenlimit_operator::crd::{self, EnforcementSpec};
+    let config_of = |sl: &screenlimit_operator::crd::StreamLimiter| {
+        let text = build(sl).unwrap().limiter_config;
+        let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+        (config, text)
+    };
+    let mut sl = fixture("managed.yaml");
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap();
+    assert!(!text.contains("enforcement"), "{text}");
+    assert_eq!(config.enforcement, EnforcementConfig::default());
+
+    // Step 1: shadow everywhere.
+    sl.spec.enforcement.mode = crd::EnforcementMode::Shadow;
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(text.contains("enforcement:\n  mode: shadow\n"), "{text}");
+    assert_eq!(config.enforcement.mode, EnforcementMode::Shadow);
+    assert_eq!(config.enforcement.enforce_percent, None);
+    assert_eq!(
+        Rules::from_config(&config, 1).enforcement.default,
+        Enforcement::SHADOW
+    );
+
+    // Step 2: a share enforced, one plan kept in shadow, one enforced whole.
+    sl.spec.enforcement = EnforcementSpec {
+        mode: crd::EnforcementMode::Enforce,
+        enforce_percent: Some(30),
+    };
+    sl.spec.plans[1].enforcement = Some(EnforcementSpec {
+        mode: crd::EnforcementMode::Shadow,
+        enforce_percent: None,
+    });
+    sl.spec.plans[2].device_caps = Some(crd::DeviceCaps {
+        tv: Some(2),
+        ..Default::default()
+    });
+    sl.spec.plans[2].enforcement = Some(EnforcementSpec::default());
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(keys_of(&value["enforcement"]), ["mode", "enforce_percent"]);
+    assert_eq!(value["enforcement"]["enforce_percent"], 30);
+    assert_eq!(
+        value["plans"]["basic"], 1,
+        "a plan without a block stays short"
+    );
+    assert_eq!(
+        keys_of(&value["plans"]["standard"]),
+        ["max_streams", "enforcement"]
+    );
+    assert_eq!(value["plans"]["standard"]["enforcement"]["mode"], "shadow");
+    assert_eq!(
+        keys_of(&value["plans"]["premium"]),
+        ["max_streams", "device_caps", "enforcement"]
+    );
+    assert_eq!(keys_of(&value["plans"]["premium"]["enforcement"]), ["mode"]);
+    let rules = Rules::from_config(&config, 1).enforcement;
+    assert_eq!(rules.default, Enforcement::percent(30));
+    assert_eq!(rules.of_plan(Some("basic")), Enforcement::percent(30));
+    assert_eq!(rules.of_plan(Some("standard")), Enforcement::SHADOW);
+    assert_eq!(rules.of_plan(Some("premium")), Enforcement::ENFORCE);
+    assert_eq!(config.plans["premium"].max_streams(), 4);
+    assert_eq!(config.plans["premium"].device_caps().len(), 1);
+
+    // At the ends of the share and across modes, the operator and the limiter agree.
+    for (mode, percent, fits) in [
+        (crd::EnforcementMode::Enforce, Some(0), true),
+        (crd::EnforcementMode::Enforce, Some(100), true),
+        (crd::EnforcementMode::Enforce, Some(101), false),
+        (crd::EnforcementMode::Shadow, Some(0), false),
+        (crd::EnforcementMode::Shadow, Some(100), false),
+    ] {
+        for plan in [false, true] {
+            let mut sl = fixture("managed.yaml");
+            let block = EnforcementSpec {
+                mode,
+                enforce_percent: percent,
+            };
+            if plan {
+                sl.spec.plans[0].enforcement = Some(block);
+            } else {
+                sl.spec.enforcement = block;
+            }
+            let operator = screenlimit_operator::validate::validate(&sl);
+            assert_eq!(
+                operator.is_ok(),
+                fits,
+                "the operator, {mode:?} {percent:?}, plan {plan}: {operator:?}"
+            );
+            let (config, text) = config_of(&sl);
+            assert_eq!(
+                config.validate().is_ok(),
+                fits,
+                "the limiter, {mode:?} {percent:?}, plan {plan}:\n{text}"
+            );
+        }
+    }
+}
+
+/// The limiter takes a new `enforcement` from its mounted file without a restart: a change of
+/// it (or of a plan's own) moves the config revision and leaves the hash that rolls the pods.
+#[test]
+fn an_enforcement_change_is_live_and_rolls_no_pod() {
+    use screenlimit_operator::crd::{EnforcementMode, EnforcementSpec};
+    use screenlimit_operator::names::Names;
+    let mut sl = fixture("managed.yaml");
+    let before = build(&sl).unwrap();
+    let mut revisions = vec![before.config_revision.clone()];
+    for step in 0..4 {
+        match step {
+            0 => sl.spec.enforcement.mode = EnforcementMode::Shadow,
+            1 => {
+                sl.spec.enforcement = EnforcementSpec {
+                    mode: EnforcementMode::Enforce,
+                    enforce_percent: Some(10),
+                }
+            }
+            2 => {
+                sl.spec.plans[2].enforcement = Some(EnforcementSpec {
+                    mode: EnforcementMode::Shadow,
+                    enforce_percent: None,
+                })
+            }
+            _ => sl.spec.enforcement.enforce_percent = Some(50),
+        }
+        let live = build(&sl).unwrap();
+        assert_eq!(
+            live.config_hash, before.config_hash,
+            "step {step} rolled the pods"
+        );
+        assert!(
+            !screenlimit_operator::build::limiter_config::restart_part(
+                &sl,
+                &Names::new("demo"),
+                "video"
+            )
+            .contains("enforcement"),
+            "step {step}: enforcement is in the part that rolls the pods"
+        );
+        assert!(
+            !revisions.contains(&live.config_revision),
+            "step {step} left the revision as it was"
+        );
+        assert!(
+            live.limiter_config
+                .contains(&format!("revision: {}", live.config_revision)),
+            "the file carries its revision"
+        );
+        revisions.push(live.config_revision);
+    }
+    // Back to the default: the file and its revision are those of before.
+    sl.spec.enforcement = EnforcementSpec::default();
+    sl.spec.plans[2].enforcement = None;
+    let back = build(&sl).unwrap();
+    assert_eq!(back.config_revision, before.config_revision);
+    assert_eq!(back.limiter_config, before.limiter_config);
+}
+
 /// Managed Redis: the limiter logs in as its ACL user with the password file from the
 /// generated Secret, asks Sentinel with the Sentinels' password file, and with `redis.tls`
 /// dials `rediss://` trusting the Secret's CA. The limiter itself accepts the result.

@@ -10,7 +10,8 @@ use super::access::{
     EXTERNAL_PASSWORD_FILE, LIMITER_AUTH_DIR, TLS_DIR, external_auth, managed, tls_secret,
 };
 use crate::crd::{
-    FailureMode, Plan, PlanSourceKind, RedisMode, StreamLimiter, UnknownAccountPolicy,
+    EnforcementMode, EnforcementSpec, FailureMode, Plan, PlanSourceKind, RedisMode, StreamLimiter,
+    UnknownAccountPolicy,
 };
 use crate::names::{
     LIMITER_PASSWORD_KEY, LIMITER_PORT, LIMITER_REDIS_USER, Names, REDIS_PORT,
@@ -57,6 +58,10 @@ struct LimiterConfigFile<'a> {
     /// that its coming changed no pod template).
     #[serde(skip_serializing_if = "Option::is_none")]
     history: Option<History>,
+    /// Live, like `history`. Left out while every account is enforced (the limiter's default),
+    /// so that a resource which never set it renders the file, and the revision, it did before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enforcement: Option<Enforcement>,
     /// The hash of the live part (`live_part`): the limiter reports the revision it runs, so
     /// the status can tell when every pod runs this file.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,9 +69,9 @@ struct LimiterConfigFile<'a> {
 }
 
 /// What the limiter changes without a restart when the mounted file changes (its `rules.rs`):
-/// plans with their device caps, the default and fallback plans, the lease timing, the failure
-/// policy, the renewal window, the account history's bounds. Everything else in the file rolls
-/// the pods.
+/// plans with their device caps and own enforcement, the default and fallback plans, the lease
+/// timing, the failure policy, the renewal window, the account history's bounds, the
+/// enforcement. Everything else in the file rolls the pods.
 #[derive(Serialize, Debug)]
 struct LivePart<'a> {
     plans: &'a BTreeMap<&'a str, PlanRule>,
@@ -76,6 +81,8 @@ struct LivePart<'a> {
     fallback_plan: Option<&'a str>,
     renewal_window: &'a str,
     history: Option<&'a History>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enforcement: Option<&'a Enforcement>,
 }
 
 impl<'a> LimiterConfigFile<'a> {
@@ -88,6 +95,7 @@ impl<'a> LimiterConfigFile<'a> {
             fallback_plan: self.plan_source.fallback_plan,
             renewal_window: &self.store.renewal_window,
             history: self.history.as_ref(),
+            enforcement: self.enforcement.as_ref(),
         }
     }
 
@@ -103,6 +111,7 @@ impl<'a> LimiterConfigFile<'a> {
         self.plan_source.fallback_plan = None;
         self.store.renewal_window = String::new();
         self.history = None;
+        self.enforcement = None;
         self.revision = None;
         serde_yaml_ng::to_string(&self).expect("the limiter config always serializes")
     }
@@ -183,14 +192,18 @@ fn api_auth(spec: &crate::crd::LimiterSpec) -> Option<ApiAuth> {
     })
 }
 
-/// The short form `basic: 1`, or `standard: {max_streams: 2, device_caps: {mobile: 1}}`.
+/// The short form `basic: 1`, or the long form `standard: {max_streams: 2, device_caps:
+/// {mobile: 1}, enforcement: {mode: shadow}}` for a plan with caps or its own enforcement.
 #[derive(Serialize, Debug)]
 #[serde(untagged)]
 enum PlanRule {
     Streams(i32),
     Detailed {
         max_streams: i32,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
         device_caps: BTreeMap<&'static str, i32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        enforcement: Option<Enforcement>,
     },
 }
 
@@ -201,13 +214,35 @@ impl PlanRule {
             .as_ref()
             .map(|c| c.entries())
             .unwrap_or_default();
-        if caps.is_empty() {
+        if caps.is_empty() && plan.enforcement.is_none() {
             PlanRule::Streams(plan.max_streams)
         } else {
             PlanRule::Detailed {
                 max_streams: plan.max_streams,
                 device_caps: caps.into_iter().collect(),
+                enforcement: plan.enforcement.as_ref().map(Enforcement::of),
             }
+        }
+    }
+}
+
+/// The limiter's `enforcement` (and a plan's): `{mode: enforce, enforce_percent: 30}`, or
+/// `{mode: shadow}`.
+#[derive(Serialize, Debug)]
+struct Enforcement {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enforce_percent: Option<i32>,
+}
+
+impl Enforcement {
+    fn of(spec: &EnforcementSpec) -> Self {
+        Enforcement {
+            mode: match spec.mode {
+                EnforcementMode::Enforce => "enforce",
+                EnforcementMode::Shadow => "shadow",
+            },
+            enforce_percent: spec.enforce_percent,
         }
     }
 }
@@ -508,6 +543,7 @@ fn file<'a>(sl: &'a StreamLimiter, names: &Names, namespace: &str) -> LimiterCon
             max_events: spec.limiter.history.max_events,
             retention: format!("{}h", spec.limiter.history.retention_hours),
         }),
+        enforcement: (!spec.enforcement.is_default()).then(|| Enforcement::of(&spec.enforcement)),
         revision: None,
     }
 }

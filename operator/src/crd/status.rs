@@ -31,8 +31,8 @@ pub struct StreamLimiterStatus {
     #[schemars(length(max = 128))]
     pub config_hash: Option<String>,
     /// The revision of the limiter config last rendered (a hash of its live part: plans,
-    /// caps, lease timing, failure policy, renewal window, history bounds), which the pods take
-    /// in without a restart.
+    /// caps, enforcement, lease timing, failure policy, renewal window, history bounds), which
+    /// the pods take in without a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub config_revision: Option<String>,
