@@ -143,6 +143,9 @@ for name, (values, expected) in variants.items():
             assert "{{ $labels.namespace }}" in rules[0]["annotations"]["summary"], rules[0]
         if d["kind"] == "Pod":
             assert d["metadata"]["annotations"]["helm.sh/hook"] == "test", d["metadata"]
+        if d["kind"] == "StreamLimiter":
+            # The example's spec comes from values.yaml as written, enforcement included.
+            assert d["spec"]["enforcement"] == {"mode": "enforce"}, d["spec"]
         if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard"):
             assert d["metadata"]["labels"]["grafana_dashboard"] == "1", d["metadata"]
             dashboards.append(json.loads(d["data"]["screenlimit-limiter.json"]))
@@ -212,6 +215,8 @@ assert crd["metadata"]["name"] == "streamlimiters.screenlimit.io"
 spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
 assert "planSource" in spec and "sentinel" in spec["redis"]["properties"], "CRD lacks planSource / redis.sentinel"
 assert "deviceCaps" in spec["plans"]["items"]["properties"], "CRD lacks plans[].deviceCaps"
+assert "enforcement" in spec and "enforcement" in spec["plans"]["items"]["properties"], \
+    "CRD lacks spec.enforcement / plans[].enforcement"
 assert {"serviceMonitor", "prometheusRule"} <= set(spec["monitoring"]["properties"]), "CRD lacks spec.monitoring"
 for example in ("examples/dev.yaml", "examples/production.yaml"):
     for doc in yaml.safe_load_all(open(example)):
