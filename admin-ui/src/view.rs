@@ -87,6 +87,15 @@ pub fn device_type_label(kind: &str) -> &'static str {
     }
 }
 
+/// A plan's name as people read it: `standard` → `Standard`; no plan → `The plan`.
+pub fn plan_name(plan: &str) -> String {
+    let mut chars = plan.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => "The plan".to_owned(),
+    }
+}
+
 /// The first characters of a long id, for tables (the full id stays in a tooltip).
 pub fn short_id(id: &str) -> String {
     match id.char_indices().nth(10) {

@@ -1,13 +1,20 @@
-//! `GET /v1/accounts/{id}/history` as the dashboard reads it: kinds and rules as text, so that an
-//! entry of a kind a newer limiter adds still shows (as itself) instead of failing the page.
+//! `GET /v1/accounts/{id}/history` as the dashboard reads it: kinds and rules as text, and each
+//! entry read on its own, so that an entry of a kind a newer limiter adds still shows (as
+//! itself, even with fields of shapes this dashboard does not know) instead of failing the page.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct AccountHistory {
     pub account_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "entries")]
     pub entries: Vec<HistoryEntry>,
+}
+
+/// Every entry: as its kind has it, else (fields of another shape) its time and kind alone.
+fn entries<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<HistoryEntry>, D::Error> {
+    let raw = Vec::<serde_json::Value>::deserialize(deserializer)?;
+    Ok(raw.into_iter().map(HistoryEntry::read).collect())
 }
 
 /// One event of an account's history; the fields its kind does not use are absent.
@@ -35,6 +42,28 @@ pub struct HistoryEntry {
     pub until: Option<String>,
 }
 
+impl HistoryEntry {
+    fn read(raw: serde_json::Value) -> HistoryEntry {
+        serde_json::from_value(raw.clone()).unwrap_or_else(|_| {
+            let text = |field: &str| raw.get(field).and_then(|v| v.as_str()).map(str::to_owned);
+            HistoryEntry {
+                at: text("at").unwrap_or_default(),
+                kind: text("kind").unwrap_or_else(|| "unknown".into()),
+                device: raw
+                    .get("device")
+                    .and_then(|d| serde_json::from_value(d.clone()).ok()),
+                rule: None,
+                limit: None,
+                holders: Vec::new(),
+                replaced: None,
+                actor: None,
+                ended_at: None,
+                until: None,
+            }
+        })
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct HistoryDevice {
     pub device_id: String,
@@ -53,5 +82,36 @@ impl HistoryDevice {
         } else {
             &self.device_meta
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_of_a_kind_or_shape_unknown_here_is_read_as_its_time_and_kind() {
+        let history: AccountHistory = serde_json::from_value(serde_json::json!({
+            "account_id": "acct-1",
+            "entries": [
+                {"at": "2026-12-05T20:15:00Z", "kind": "paused", "limit": "soon",
+                 "device": {"device_id": "tv-1", "device_meta": "TV"}, "holders": {"n": 2}},
+                {"at": "2026-12-05T20:14:00Z", "kind": "shadow_refused", "rule": "plan_limit",
+                 "limit": 2, "device": {"device_id": "tab", "device_type": "tablet"},
+                 "holders": [{"device_id": "tv-1"}]},
+                {"limit": -1},
+            ]
+        }))
+        .expect("the history reads");
+        let [paused, shadow, bare] = &history.entries[..] else {
+            panic!("three entries: {history:?}");
+        };
+        assert_eq!(paused.kind, "paused");
+        assert_eq!(paused.device.as_ref().map(HistoryDevice::name), Some("TV"));
+        assert!(paused.limit.is_none() && paused.holders.is_empty());
+        assert_eq!(shadow.kind, "shadow_refused");
+        assert_eq!(shadow.limit, Some(2));
+        assert_eq!(shadow.holders[0].name(), "tv-1");
+        assert_eq!((bare.kind.as_str(), bare.at.as_str()), ("unknown", ""));
     }
 }

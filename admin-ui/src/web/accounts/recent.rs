@@ -88,28 +88,11 @@ pub fn sentence(entry: &HistoryEntry, plan: &str) -> String {
     let actor = entry.actor.as_deref().unwrap_or("support");
     let limit = entry.limit.unwrap_or(0);
     match entry.kind.as_str() {
-        "refused" => {
-            let allows = match entry.rule.as_deref() {
-                Some("temporary_limit") => format!("the temporary limit allows {limit}"),
-                Some("device_type_cap") => {
-                    let kind = entry
-                        .device
-                        .as_ref()
-                        .and_then(|d| d.device_type.as_deref())
-                        .map_or("of this type", |k| view::device_type_label(k));
-                    format!("{} allows {limit} {kind} at once", plan_name(plan))
-                }
-                _ => format!("{} allows {limit}", plan_name(plan)),
-            };
-            match entry.holders.as_slice() {
-                [] => format!("{device} was refused: {allows}"),
-                [one] => format!("{device} was refused: {allows}, {} was playing", one.name()),
-                many => format!(
-                    "{device} was refused: {allows}, {} were playing",
-                    names(many)
-                ),
-            }
-        }
+        "refused" => format!("{device} was refused: {}", refusal(entry, plan)),
+        "shadow_refused" => format!(
+            "{device} would have been refused: {}. It was let through (shadow).",
+            refusal(entry, plan)
+        ),
         "take_over" => {
             let replaced = entry
                 .replaced
@@ -135,12 +118,26 @@ pub fn sentence(entry: &HistoryEntry, plan: &str) -> String {
     }
 }
 
-/// `standard` → `Standard`; no plan → `The plan`.
-fn plan_name(plan: &str) -> String {
-    let mut chars = plan.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => "The plan".to_owned(),
+/// Why a play was refused, or would have been: "Standard allows 2, Living Room TV and Mom's
+/// iPhone were playing".
+fn refusal(entry: &HistoryEntry, plan: &str) -> String {
+    let limit = entry.limit.unwrap_or(0);
+    let allows = match entry.rule.as_deref() {
+        Some("temporary_limit") => format!("the temporary limit allows {limit}"),
+        Some("device_type_cap") => {
+            let kind = entry
+                .device
+                .as_ref()
+                .and_then(|d| d.device_type.as_deref())
+                .map_or("of this type", |k| view::device_type_label(k));
+            format!("{} allows {limit} {kind} at once", view::plan_name(plan))
+        }
+        _ => format!("{} allows {limit}", view::plan_name(plan)),
+    };
+    match entry.holders.as_slice() {
+        [] => allows,
+        [one] => format!("{allows}, {} was playing", one.name()),
+        many => format!("{allows}, {} were playing", names(many)),
     }
 }
 
@@ -222,6 +219,74 @@ mod tests {
             sentence(&temporary, ""),
             "Kids Tablet was refused: the temporary limit allows 3, A, B and C were playing"
         );
+    }
+
+    #[test]
+    fn a_play_let_through_in_shadow_reads_as_the_refusal_it_would_have_been() {
+        let shadow = HistoryEntry {
+            rule: Some("plan_limit".into()),
+            limit: Some(2),
+            holders: vec![
+                device("tv-1", "Living Room TV", "tv"),
+                device("phone-1", "Mom's iPhone", "mobile"),
+            ],
+            ..entry("shadow_refused")
+        };
+        assert_eq!(
+            sentence(&shadow, "standard"),
+            "Kids Tablet would have been refused: Standard allows 2, Living Room TV and Mom's \
+             iPhone were playing. It was let through (shadow)."
+        );
+        let capped = HistoryEntry {
+            device: Some(device("phone-2", "Dad's Phone", "mobile")),
+            rule: Some("device_type_cap".into()),
+            limit: Some(1),
+            holders: vec![device("phone-1", "Mom's iPhone", "mobile")],
+            ..entry("shadow_refused")
+        };
+        assert_eq!(
+            sentence(&capped, "standard"),
+            "Dad's Phone would have been refused: Standard allows 1 Mobile at once, Mom's iPhone \
+             was playing. It was let through (shadow)."
+        );
+        let temporary = HistoryEntry {
+            rule: Some("temporary_limit".into()),
+            limit: Some(3),
+            ..entry("shadow_refused")
+        };
+        assert_eq!(
+            sentence(&temporary, "standard"),
+            "Kids Tablet would have been refused: the temporary limit allows 3. It was let \
+             through (shadow)."
+        );
+    }
+
+    #[test]
+    fn an_unknown_kind_keeps_the_panel_and_shows_as_itself() {
+        let history: AccountHistory = serde_json::from_value(serde_json::json!({
+            "account_id": "acct-1",
+            "entries": [
+                {"at": "2026-12-05T20:15:00Z", "kind": "paused", "limit": "soon",
+                 "device": {"device_id": "tv-1", "device_meta": "Living Room TV"}},
+                {"at": "2026-12-05T20:14:00Z", "kind": "shadow_refused", "rule": "plan_limit",
+                 "limit": 2, "device": {"device_id": "tab", "device_meta": "Kids Tablet"},
+                 "holders": [{"device_id": "tv-1", "device_meta": "Living Room TV"}]},
+            ]
+        }))
+        .unwrap();
+        let now = view::parse_time("2026-12-05T21:00:00Z").unwrap();
+        let view = RecentView::new(Ok(history), "standard", now);
+        assert!(view.error.is_none());
+        let sentences: Vec<&str> = view.lines.iter().map(|l| l.sentence.as_str()).collect();
+        assert_eq!(
+            sentences,
+            [
+                "Living Room TV: paused",
+                "Kids Tablet would have been refused: Standard allows 2, Living Room TV was \
+                 playing. It was let through (shadow).",
+            ]
+        );
+        assert_eq!(view.lines[1].kind, "shadow_refused");
     }
 
     #[test]
