@@ -40,7 +40,8 @@ pub struct Settings {
     /// How often the dashboard samples every fleet instance's counters in the background (the
     /// fleet charts' last 10 minutes).
     pub fleet_sample_interval: Duration,
-    /// A Prometheus that scrapes the limiters: the fleet charts' 1 h, 6 h and 24 h ranges.
+    /// A Prometheus that scrapes the limiters: the fleet charts' 1 h, 6 h and 24 h ranges, and the
+    /// shares of plays that would be refused in shadow.
     pub prometheus_url: Option<String>,
     /// Deadline of every Prometheus query.
     pub prometheus_timeout: Duration,

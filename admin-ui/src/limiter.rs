@@ -62,8 +62,19 @@ pub struct AccountStreams {
     /// A temporary limit support granted, if one is active (newer limiters).
     #[serde(default)]
     pub limit_override: Option<LimitOverride>,
+    /// `enforce` or `shadow` (plays over the limit let through and counted); absent from
+    /// limiters older than shadow enforcement, which enforce.
+    #[serde(default)]
+    pub enforcement: Option<String>,
     #[serde(default)]
     pub active: Vec<ActiveStream>,
+}
+
+impl AccountStreams {
+    /// Whether the account is in shadow: its plays over a limit are let through and counted.
+    pub fn in_shadow(&self) -> bool {
+        self.enforcement.as_deref() == Some("shadow")
+    }
 }
 
 /// A temporary per-account limit: `PUT /v1/accounts/{id}/limit-override` answers one, and
@@ -171,6 +182,10 @@ pub struct Fleet {
     pub plans: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub default_plan: String,
+    /// Who is refused over a limit and who is in shadow; absent from limiters older than shadow
+    /// enforcement.
+    #[serde(default)]
+    pub enforcement: Option<Enforcement>,
     #[serde(default)]
     pub lease_ttl_sec: f64,
     #[serde(default)]
@@ -182,6 +197,15 @@ pub struct Fleet {
     /// Absent from limiters older than the field.
     #[serde(default)]
     pub live_streams: Option<LiveStreams>,
+}
+
+/// The enforcement in force: the share of accounts refused over a limit, in percent (100 every
+/// account, 0 none: all in shadow), and the plans that have their own.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Enforcement {
+    pub enforce_percent: u8,
+    #[serde(default)]
+    pub plans: BTreeMap<String, u8>,
 }
 
 /// Live streams per shard: `exact` (embedded store) or `heartbeat_rate` (Redis: this instance's

@@ -60,7 +60,8 @@ struct Cli {
     #[arg(long, env = "SCREENLIMIT_ADMIN_FLEET_SAMPLE_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
     fleet_sample_interval: Duration,
     /// A Prometheus that scrapes the limiters (`http://prometheus:9090`, a path prefix allowed):
-    /// the fleet charts then offer 1 h, 6 h and 24 h from its `query_range`.
+    /// the fleet charts then offer 1 h, 6 h and 24 h from its `query_range`, and the fleet page
+    /// shows the shares of plays that would be refused in shadow.
     #[arg(long, env = "SCREENLIMIT_ADMIN_PROMETHEUS_URL")]
     prometheus_url: Option<String>,
     /// Deadline of each Prometheus query.

@@ -1,6 +1,7 @@
-//! A small client of Prometheus's HTTP API, for the fleet charts' longer ranges: one
-//! `query_range` per chart, with a deadline, a bounded answer, the URL built from its parts
-//! (path segments and query pairs encoded by `Url`, never spliced), and errors in words.
+//! A small client of Prometheus's HTTP API, for the fleet charts' longer ranges (one
+//! `query_range` per chart) and the fleet page's figures (instant `query`s): each with a
+//! deadline, a bounded answer, the URL built from its parts (path segments and query pairs
+//! encoded by `Url`, never spliced), and errors in words.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -39,6 +40,13 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+/// One series of an instant query: its labels and its value at the time asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
 #[derive(Deserialize)]
 struct Answer {
     status: String,
@@ -61,8 +69,17 @@ struct Data {
 struct RawSeries {
     #[serde(default)]
     metric: BTreeMap<String, String>,
+    /// A matrix's points.
     #[serde(default)]
     values: Vec<(f64, String)>,
+    /// A vector's one value.
+    #[serde(default)]
+    value: Option<(f64, String)>,
+}
+
+/// A value as Prometheus sends it (a string), when it is a finite number.
+fn finite(value: &str) -> Option<f64> {
+    value.parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 #[derive(Clone)]
@@ -124,6 +141,19 @@ impl PrometheusClient {
         url
     }
 
+    /// `GET /api/v1/query?query=…&time=…` (unix seconds).
+    pub fn query_url(&self, query: &str, time: u64) -> Url {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .expect("checked in new")
+            .pop_if_empty()
+            .extend(["api", "v1", "query"]);
+        url.query_pairs_mut()
+            .append_pair("query", query)
+            .append_pair("time", &time.to_string());
+        url
+    }
+
     /// The matrix `query` gives from `start` to `end` every `step` seconds.
     pub async fn query_range(
         &self,
@@ -132,7 +162,48 @@ impl PrometheusClient {
         end: u64,
         step: u64,
     ) -> Result<Vec<Series>, PrometheusError> {
-        let url = self.query_range_url(query, start, end, step);
+        let data = self
+            .fetch(self.query_range_url(query, start, end, step))
+            .await?;
+        if data.result_type != "matrix" {
+            return Err(self.bad_body(format!("a {} instead of a matrix", data.result_type)));
+        }
+        Ok(data
+            .result
+            .into_iter()
+            .map(|raw| Series {
+                labels: raw.metric,
+                points: raw
+                    .values
+                    .into_iter()
+                    .filter_map(|(at, value)| finite(&value).map(|v| (at, v)))
+                    .collect(),
+            })
+            .collect())
+    }
+
+    /// The vector `query` gives at `time` (unix seconds); series whose value is NaN or infinite
+    /// are left out.
+    pub async fn query(&self, query: &str, time: u64) -> Result<Vec<Sample>, PrometheusError> {
+        let data = self.fetch(self.query_url(query, time)).await?;
+        if data.result_type != "vector" {
+            return Err(self.bad_body(format!("a {} instead of a vector", data.result_type)));
+        }
+        Ok(data
+            .result
+            .into_iter()
+            .filter_map(|raw| {
+                let value = finite(&raw.value?.1)?;
+                Some(Sample {
+                    labels: raw.metric,
+                    value,
+                })
+            })
+            .collect())
+    }
+
+    /// The `data` of Prometheus's answer at `url`, read up to `MAX_BODY` within the deadline.
+    async fn fetch(&self, url: Url) -> Result<Data, PrometheusError> {
         let mut response = self
             .http
             .get(url)
@@ -167,28 +238,7 @@ impl PrometheusClient {
                 message: answer.error.chars().take(300).collect(),
             });
         }
-        let data = answer.data.ok_or_else(|| self.bad_body("no data".into()))?;
-        if data.result_type != "matrix" {
-            return Err(self.bad_body(format!("a {} instead of a matrix", data.result_type)));
-        }
-        Ok(data
-            .result
-            .into_iter()
-            .map(|raw| Series {
-                labels: raw.metric,
-                points: raw
-                    .values
-                    .into_iter()
-                    .filter_map(|(at, value)| {
-                        value
-                            .parse::<f64>()
-                            .ok()
-                            .filter(|v| v.is_finite())
-                            .map(|v| (at, v))
-                    })
-                    .collect(),
-            })
-            .collect())
+        answer.data.ok_or_else(|| self.bad_body("no data".into()))
     }
 
     fn bad_body(&self, detail: String) -> PrometheusError {
@@ -233,9 +283,9 @@ impl Health {
         let mut failing = self.failing.lock().expect("prometheus health lock");
         match (error, *failing) {
             (Some(error), false) => {
-                tracing::warn!(%error, "the fleet charts cannot read Prometheus; the page says so and draws the dashboard's own samples");
+                tracing::warn!(%error, "the fleet page cannot read Prometheus; it says so, draws the dashboard's own samples and shows no shadow-refusal shares");
             }
-            (None, true) => tracing::info!("the fleet charts read Prometheus again"),
+            (None, true) => tracing::info!("the fleet page reads Prometheus again"),
             _ => {}
         }
         *failing = error.is_some();
@@ -269,6 +319,25 @@ mod tests {
                 ("start".into(), "100".into()),
                 ("end".into(), "200".into()),
                 ("step".into(), "60".into()),
+            ]
+        );
+        assert!(!url.as_str().contains(' ') && !url.as_str().contains('#'));
+    }
+
+    #[test]
+    fn the_instant_query_url_is_built_from_encoded_parts() {
+        let client =
+            PrometheusClient::new("http://prom.example:9090/prefix", Duration::from_secs(1))
+                .unwrap();
+        let query = "sum by (plan) (increase(x{decision=\"shadow_refused\"}[1h])) & 1 # ?";
+        let url = client.query_url(query, 1_700_000_000);
+        assert_eq!(url.path(), "/prefix/api/v1/query");
+        let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+        assert_eq!(
+            pairs,
+            [
+                ("query".into(), query.into()),
+                ("time".into(), "1700000000".into())
             ]
         );
         assert!(!url.as_str().contains(' ') && !url.as_str().contains('#'));

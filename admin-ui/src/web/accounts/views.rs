@@ -76,6 +76,8 @@ pub struct DevicesView {
     /// The limit in force (the override's while one is active).
     pub limit: u32,
     pub limit_override: Option<OverrideView>,
+    /// The account is in shadow: plays over its limit are let through and counted.
+    pub in_shadow: bool,
     pub in_use: usize,
     pub rows: Vec<DeviceRow>,
     pub can_force_stop: bool,
@@ -92,6 +94,7 @@ impl DevicesView {
             plan: String::new(),
             limit: 0,
             limit_override: None,
+            in_shadow: false,
             in_use: 0,
             rows: Vec::new(),
             can_force_stop: ctx.user.can_force_stop(),
@@ -109,6 +112,7 @@ impl DevicesView {
             .limit_override
             .as_ref()
             .map(|o| OverrideView::new(o, now));
+        self.in_shadow = streams.in_shadow();
         self.in_use = streams.active.len();
         self.rows = streams
             .active

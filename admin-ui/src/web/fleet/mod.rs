@@ -1,7 +1,8 @@
 //! The fleet overview: each limiter instance, its store's shards and circuits, live streams per
 //! shard, decisions per second (from samples of the limiter's counters) and charts of the last
 //! minutes ([`sampler`] takes the samples in the background, [`history`] keeps them, [`chart`]
-//! draws them), or of the last hours from Prometheus ([`long_range`]).
+//! draws them), or of the last hours from Prometheus ([`long_range`]), and the plays let through
+//! in shadow per plan and rule over the last hour and day, from Prometheus too ([`shadow`]).
 //!
 //! One file per job; this one routes, gathers the instances' answers and renders the page and
 //! panel. `views.rs` holds the view models, `range.rs` the range chosen, `recent.rs` the
@@ -14,6 +15,7 @@ pub mod long_range;
 mod range;
 mod recent;
 pub mod sampler;
+pub mod shadow;
 mod views;
 
 use std::time::Instant;
@@ -32,6 +34,7 @@ use super::state::AppState;
 use crate::limiter::LimiterClient;
 pub use history::Samples;
 use range::{ChartRange, range_links};
+use shadow::Figures;
 use views::{FleetView, InstanceView, view_of};
 
 pub fn router() -> Router<AppState> {
@@ -78,33 +81,48 @@ async fn gather(state: &AppState, range: ChartRange) -> FleetView {
     };
     view.ranges = range_links(range);
     view.range = range.param();
-    let ChartRange::Long(long) = range else {
-        return view;
-    };
     // Rounded up to the second: the newest point then covers the newest scrape, which a floor
     // could leave just after it (a chart empty for a second after Prometheus has a rate).
     let now_utc = time::OffsetDateTime::now_utc();
     let unix_now = (now_utc.unix_timestamp() + i64::from(now_utc.nanosecond() > 0)).max(0) as u64;
-    match long_range::charts(prometheus, long, unix_now).await {
-        Ok(charts) => {
+    // The charts of a longer range and the shadow refusals (whatever the range), at once.
+    let charts = async {
+        match range {
+            ChartRange::Long(long) => {
+                Some((long, long_range::charts(prometheus, long, unix_now).await))
+            }
+            ChartRange::Recent => None,
+        }
+    };
+    let (charts, counted) = tokio::join!(charts, shadow::count(prometheus, unix_now));
+    let mut failure = None;
+    match charts {
+        Some((long, Ok(charts))) => {
             view.charts = charts;
             view.charts_heading = format!(
                 "The last {}, all instances, from Prometheus",
                 chart::span_words(long.seconds())
             );
         }
-        Err(error) => {
+        Some((_, Err(error))) => {
             // Said on the page at every refresh while it lasts; logged once per change.
-            state.prometheus_health.report(Some(&error));
             view.prometheus_error = Some(format!(
                 "{error}. The charts below are this dashboard's own samples of the last {} \
                  minutes instead.",
                 history::HISTORY.as_secs() / 60
             ));
-            return view;
+            failure = Some(error);
+        }
+        None => {}
+    }
+    match counted {
+        Ok(counted) => view.set_shadow(Figures::Counted(counted)),
+        Err(error) => {
+            view.set_shadow(Figures::Failed(error.to_string()));
+            failure = failure.or(Some(error));
         }
     }
-    state.prometheus_health.report(None);
+    state.prometheus_health.report(failure.as_ref());
     view
 }
 

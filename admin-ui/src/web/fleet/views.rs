@@ -7,6 +7,7 @@ use super::chart::{self, Chart};
 use super::history;
 use super::range::{RECENT_PARAM, RangeLink};
 use super::recent;
+use super::shadow::{Figures, InstanceEnforcement, ShadowView};
 use crate::limiter::{Fleet, LiveStreams, plan_limit};
 use crate::view;
 
@@ -93,6 +94,8 @@ pub struct InstanceView {
     /// How it was measured, in words (the figure's tooltip).
     pub active_how: String,
     live: Option<LiveStreams>,
+    /// What it says of enforcement (none when it did not answer).
+    enforcement: Option<InstanceEnforcement>,
 }
 
 /// A live-stream figure as text: exact, or `≈` an estimate (`measuring…` before one exists).
@@ -127,6 +130,7 @@ impl InstanceView {
             active_estimate: String::new(),
             active_how: String::new(),
             live: None,
+            enforcement: None,
         }
     }
 
@@ -173,6 +177,10 @@ impl InstanceView {
             ),
         };
         let live = fleet.live_streams;
+        let enforcement = Some(InstanceEnforcement {
+            enforcement: fleet.enforcement,
+            plans: fleet.plans.keys().cloned().collect(),
+        });
         InstanceView {
             url: url.to_owned(),
             error: None,
@@ -222,6 +230,7 @@ impl InstanceView {
             active_estimate,
             active_how,
             live,
+            enforcement,
         }
     }
 }
@@ -251,6 +260,20 @@ pub struct FleetView {
     pub range: &'static str,
     /// Why Prometheus could not draw the chosen range (the dashboard's own 10 minutes instead).
     pub prometheus_error: Option<String>,
+    /// The enforcement in force and the plays let through in shadow.
+    pub shadow: ShadowView,
+}
+
+impl FleetView {
+    /// The "Shadow refusals" panel with `figures`, the enforcement as the instances say it.
+    pub(super) fn set_shadow(&mut self, figures: Figures) {
+        let instances: Vec<InstanceEnforcement> = self
+            .instances
+            .iter()
+            .filter_map(|i| i.enforcement.clone())
+            .collect();
+        self.shadow = ShadowView::new(&instances, figures);
+    }
 }
 
 /// Live streams per shard over the instances: each instance's share added up (on Redis the
@@ -290,7 +313,7 @@ fn live_over(instances: &[InstanceView]) -> (String, String, Vec<LiveShardView>)
 /// The fleet view of the instances' answers and the charts' history.
 pub(super) fn view_of(instances: Vec<InstanceView>, history: &history::Buckets) -> FleetView {
     let (live_total, live_how, live_shards) = live_over(&instances);
-    FleetView {
+    let mut view = FleetView {
         live_total,
         live_how,
         live_shards,
@@ -302,6 +325,7 @@ pub(super) fn view_of(instances: Vec<InstanceView>, history: &history::Buckets) 
         ranges: Vec::new(),
         range: RECENT_PARAM,
         prometheus_error: None,
+        shadow: ShadowView::new(&[], Figures::NoPrometheus),
         reachable: instances.iter().filter(|i| i.error.is_none()).count(),
         shards: instances.iter().map(|i| i.shards.len()).max().unwrap_or(0),
         shards_up: instances.iter().find(|i| i.error.is_none()).map_or(0, |i| {
@@ -316,7 +340,10 @@ pub(super) fn view_of(instances: Vec<InstanceView>, history: &history::Buckets) 
                 .unwrap_or_default(),
         ),
         instances,
-    }
+    };
+    // Without Prometheus (`gather` asks it where there is one).
+    view.set_shadow(Figures::NoPrometheus);
+    view
 }
 
 #[cfg(test)]
