@@ -763,6 +763,61 @@ async fn fleet_page_shows_instances_shards_and_decisions() {
     );
 }
 
+/// An account in shadow is marked next to its plan (page and refresh), its Recent panel reads
+/// the play let through as the refusal it would have been, and the fleet page says what is in
+/// shadow (without Prometheus, where the shares would come from); a limiter that enforces every
+/// account says so in one line.
+#[tokio::test]
+async fn an_account_in_shadow_is_marked_and_the_fleet_page_says_what_is_in_shadow() {
+    let limiter = common::limiter_with(common::SHADOW_PLANS).await;
+    let dashboard = common::dashboard(Settings::with_users(&limiter, common::users())).await;
+    for device in [
+        ("tv", "Living Room TV", "tv"),
+        ("phone", "Mom's iPhone", "mobile"),
+        ("tablet", "Kids Tablet", "tablet"),
+    ] {
+        let (status, body) = common::play_plan(&limiter, "acct-s", device, "standard").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, _) = common::play_plan(&limiter, "acct-b", ("tv", "TV", "tv"), "basic").await;
+    assert_eq!(status, 200);
+    let mut agent = Agent::signed_in(&dashboard, VIEWER).await;
+    let mark = r#"<p class="shadow-mark" id="shadow-mark"><strong>In shadow:</strong> plays over the limit are let through and counted, not refused.</p>"#;
+    let page = agent.get("/accounts/acct-s").await;
+    assert_eq!(page.status, StatusCode::OK);
+    for text in [
+        mark,
+        r#"<strong id="in-use">3</strong> of <strong id="limit">2</strong> screens in use"#,
+        r#"<li data-kind="shadow_refused">"#,
+        "Kids Tablet would have been refused: Standard allows 2, ",
+        " were playing. It was let through (shadow).",
+    ] {
+        assert!(page.body.contains(text), "{text}: {}", page.body);
+    }
+    let refresh = agent.get("/accounts/acct-s/devices").await;
+    assert!(refresh.body.contains(mark), "{}", refresh.body);
+    let enforced = agent.get("/accounts/acct-b").await;
+    assert!(!enforced.body.contains("shadow-mark"), "{}", enforced.body);
+
+    let fleet = agent.get("/fleet").await;
+    for text in [
+        r#"<h2 id="shadow-heading">Shadow refusals</h2>"#,
+        r#"<p id="enforcement">Enforcement: every account; Standard: shadow</p>"#,
+        "come from Prometheus: start the dashboard with --prometheus-url",
+    ] {
+        assert!(fleet.body.contains(text), "{text}: {}", fleet.body);
+    }
+    let enforcing = stack().await;
+    let mut agent = Agent::signed_in(&enforcing.url, VIEWER).await;
+    let fleet = agent.get("/fleet/panel").await;
+    for text in [
+        r#"<p id="enforcement">Enforcement: every account</p>"#,
+        r#"<p class="muted" id="shadow-quiet">No account is in shadow: every play over a limit is refused.</p>"#,
+    ] {
+        assert!(fleet.body.contains(text), "{text}: {}", fleet.body);
+    }
+}
+
 /// The dashboard samples every limiter in the background: a fleet page opened for the first
 /// time already draws the minutes before it, and its table has rates.
 #[tokio::test]

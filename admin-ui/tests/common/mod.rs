@@ -73,6 +73,21 @@ pub async fn signed_in_elsewhere(mut settings: Settings, who: (&str, &str)) -> A
     agent
 }
 
+/// Plans of which `standard` is in shadow (plays over its limit of 2, or over its cap of 1
+/// mobile, let through and counted); `basic` and `premium` are enforced.
+pub const SHADOW_PLANS: &str = "plans:\n  basic: 1\n  \
+    standard: { max_streams: 2, device_caps: { mobile: 1 }, enforcement: { mode: shadow } }\n  \
+    premium: 4\ndefault_plan: basic\n";
+
+/// Starts a limiter with the config `yaml` (embedded store).
+pub async fn limiter_with(yaml: &str) -> String {
+    let config = screenlimit_limiter::config::Config::from_yaml(yaml).expect("a config");
+    config.validate().expect("a valid config");
+    screenlimit_admin_ui::dev::start_limiter_with(free_listener().await, config, None)
+        .expect("limiter starts")
+        .url()
+}
+
 /// A limiter and a dashboard in front of it with the two test users.
 pub async fn stack() -> Stack {
     let limiter = limiter(None).await;
@@ -116,6 +131,26 @@ pub async fn play_title(
     assert_eq!(response.status(), StatusCode::OK, "play-start");
     let body: Value = response.json().await.unwrap();
     body["stream_id"].as_str().unwrap().to_owned()
+}
+
+/// A play-start of `plan`: its status and answer.
+pub async fn play_plan(
+    limiter: &str,
+    account: &str,
+    (device, meta, kind): (&str, &str, &str),
+    plan: &str,
+) -> (u16, Value) {
+    let response = http()
+        .post(format!("{limiter}/v1/streams"))
+        .json(
+            &json!({"account_id": account, "device_id": device, "plan": plan,
+            "device_type": kind, "device_meta": meta}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
 }
 
 /// The status and error code of a heartbeat.
