@@ -51,7 +51,8 @@ pub struct AdminUiSpec {
     /// A Prometheus that scrapes the limiter (with `monitoring.serviceMonitor`, the one that
     /// selects it), e.g. `http://prometheus-operated.monitoring.svc:9090`: the fleet page then
     /// draws its charts over 1 h, 6 h or 24 h from Prometheus's `query_range` (without it: the
-    /// last 10 minutes the dashboard sampled itself).
+    /// last 10 minutes the dashboard sampled itself), and its shadow-refusal shares per plan and
+    /// rule over 1 h and 24 h.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 2048))]
     #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("adminUI.prometheusUrl must start with http:// or https://").reason(Reason::FieldValueInvalid))]
