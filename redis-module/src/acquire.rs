@@ -1,10 +1,20 @@
 //! `SL.ACQUIRE`: decide a play (`acquire_fast.lua`, then `acquire.lua`), step for step.
 //!
 //! SL.ACQUIRE key ttl keep plan limit default-plan default-limit device nonce details
-//!            replace-device replace-nonce caps caps-book history-bounds
+//!            replace-device replace-nonce caps caps-book [history-bounds [shadow]]
 //! Answers {1, limit, active, expires, plan, plan limit} or
-//! {0, limit, rule, cap, plan, plan limit, active raw records...}. A refusal, a take-over and the
-//! leases forgotten that ended unstopped go into the account's history (`history.rs`).
+//! {0, limit, rule, cap, plan, plan limit, active raw records...} (rule 0 the account's limit,
+//! else 1 + the capped device type). A refusal, a take-over and the leases forgotten that ended
+//! unstopped go into the account's history (`history.rs`).
+//!
+//! For an account in shadow, one more argument after the history's bounds, exactly `shadow`
+//! (anything else is refused, `bad argument enforcement`, before the account is read): a play the
+//! limits would refuse is granted as any other (the caller's earlier record dropped, a
+//! take-over's target revoked, the lease started) and answered
+//! {2, limit, active, expires, plan, plan limit, rule, cap}, with the rule and cap that would
+//! have refused it. Its history entry is the refusal's, of kind 8 (shadow-refused) instead of 1:
+//! on the fast path before the grant, in the general code after the leases reaped and before
+//! the take-over. A call without it (an enforced account) is as before.
 
 use redis_module::RedisValue;
 
@@ -34,10 +44,33 @@ struct Play<'a> {
     kind: u8,
     /// The history's bounds as sent, read only for an entry (`History::of`).
     history: Option<&'a [u8]>,
+    /// The account is in shadow: a play the limits would refuse is granted all the same.
+    shadow: bool,
+}
+
+/// The arguments before the history's bounds, the account key included.
+const ARGS: usize = 14;
+
+/// The last argument of a play on an account in shadow (after the history's bounds), and the
+/// word `SL.VERSION` is asked about by a limiter that may send it (`lib.rs`).
+pub const SHADOW: &[u8] = b"shadow";
+
+/// The arguments without the enforcement, and whether the play is in shadow: one argument after
+/// the history's bounds, exactly `shadow` (`acquire_fast.lua` refuses anything else, first).
+fn enforcement(all: &[Arg]) -> Result<(&[Arg], bool), Error> {
+    // The command's name, its arguments, the bounds and the enforcement.
+    match all.split_last() {
+        Some((last, rest)) if all.len() == ARGS + 3 => match last.as_slice() == SHADOW {
+            true => Ok((rest, true)),
+            false => Err(Error::Arg("enforcement")),
+        },
+        _ => Ok((all, false)),
+    }
 }
 
 pub fn acquire(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let (args, bounds) = history::args(all, 14)?;
+    let (all, shadow) = enforcement(all)?;
+    let (args, bounds) = history::args(all, ARGS)?;
     let details = args.details(9, "details")?;
     let play = Play {
         plan: args.short(3, "plan")?,
@@ -53,6 +86,7 @@ pub fn acquire(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         caps_book: args.bytes(13),
         kind: kind_of_details(details),
         history: bounds,
+        shadow,
     };
     if keys.out_of_memory() {
         return Err(Error::OutOfMemory);
@@ -87,7 +121,9 @@ fn record_len(play: &Play) -> usize {
     30 + play.device.len() + play.details.len()
 }
 
-/// The answer of a granted play, replied at once: the play's last step.
+/// The answer of a granted play, replied at once: the play's last step. In shadow, a play the
+/// limits would have refused (`would_refuse`: the rule and the cap) is answered `{2, …, rule,
+/// cap}`.
 fn granted(
     keys: &Keys,
     limit: i64,
@@ -95,18 +131,27 @@ fn granted(
     ends: i64,
     plan: &[u8],
     plan_limit: i64,
+    would_refuse: Option<(i64, i64)>,
 ) -> RedisValue {
-    reply::now(
-        keys,
-        &[
-            Item::Int(1),
-            Item::Int(limit),
-            Item::Int(active),
-            Item::Int(ends),
-            Item::Bulk(plan),
-            Item::Int(plan_limit),
-        ],
-    )
+    let (code, rule, cap) = match would_refuse {
+        Some((rule, cap)) => (2, rule, cap),
+        None => (1, 0, 0),
+    };
+    let items = [
+        Item::Int(code),
+        Item::Int(limit),
+        Item::Int(active),
+        Item::Int(ends),
+        Item::Bulk(plan),
+        Item::Int(plan_limit),
+        Item::Int(rule),
+        Item::Int(cap),
+    ];
+    let n = match would_refuse {
+        Some(_) => items.len(),
+        None => 6,
+    };
+    reply::now(keys, &items[..n])
 }
 
 /// A new account, or a version-2 one whose plan is unchanged, with no take-over; `None` where
@@ -131,7 +176,15 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
             key.set(&value, Some(now + key_life(account.keep)))?;
             drop(key);
             account.start_lease(play.nonce, ends)?;
-            return Ok(Some(granted(account.keys, limit, 1, ends, plan, limit)));
+            return Ok(Some(granted(
+                account.keys,
+                limit,
+                1,
+                ends,
+                plan,
+                limit,
+                None,
+            )));
         }
         Extended::OtherVersion(key) => {
             key.keep()?;
@@ -188,17 +241,26 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
         }
         p = at.stop;
     }
-    if let Some(rule) = rule(active, limit, same_kind, cap, play.kind) {
+    let refused = rule(active, limit, same_kind, cap, play.kind);
+    // Refused, or in shadow let through below unless records past their time need the general
+    // code: the refusal's entry either way, and the other devices' live records for a refusal,
+    // as the general code lists them.
+    if let Some(rule) = refused
+        && !(play.shadow && stale)
+    {
         // The answer's 6 numbers, then the active records (as many as the limit, mostly).
-        let mut out = Vec::with_capacity(6 + limit.clamp(0, 16) as usize);
-        out.extend([
-            int(0),
-            int(limit),
-            int(rule),
-            int(cap),
-            text(plan_name),
-            int(plan_limit),
-        ]);
+        let mut out = Vec::new();
+        if !play.shadow {
+            out.reserve(6 + limit.clamp(0, 16) as usize);
+            out.extend([
+                int(0),
+                int(limit),
+                int(rule),
+                int(cap),
+                text(plan_name),
+                int(plan_limit),
+            ]);
+        }
         let history = History::of(account.keys, account.key, now, play.history)?;
         let mut entry = refusal(play, rule, limit, cap, override_left > 0);
         let mut p = first;
@@ -207,19 +269,25 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
             if own.is_none_or(|own| own.start != p) && at.state(v) == LIVE {
                 let rec_ends = account.lease_end(at.nonce(v), at.ends(v));
                 if rec_ends > now {
-                    let mut raw = Vec::with_capacity(at.stop - p);
-                    raw.push(LIVE);
-                    push_u48(&mut raw, rec_ends);
-                    raw.extend_from_slice(&v[p + 7..at.stop]);
-                    out.push(RedisValue::StringBuffer(raw));
+                    if !play.shadow {
+                        let mut raw = Vec::with_capacity(at.stop - p);
+                        raw.push(LIVE);
+                        push_u48(&mut raw, rec_ends);
+                        raw.extend_from_slice(&v[p + 7..at.stop]);
+                        out.push(RedisValue::StringBuffer(raw));
+                    }
                     history::device(&mut entry, v, at);
                 }
             }
             p = at.stop;
         }
-        key.keep()?;
-        history.push(history::REFUSED, &entry)?;
-        return Ok(Some(RedisValue::Array(out)));
+        if !play.shadow {
+            key.keep()?;
+            history.push(history::REFUSED, &entry)?;
+            return Ok(Some(RedisValue::Array(out)));
+        }
+        // In shadow the entry goes first, then the grant, as in the script.
+        history.push(history::SHADOW_REFUSED, &entry)?;
     }
     if stale {
         key.keep()?;
@@ -254,6 +322,7 @@ fn fast(account: &Account, play: &Play) -> Result<Option<RedisValue>, Error> {
         ends,
         plan,
         plan_limit,
+        refused.map(|rule| (rule, cap)),
     )))
 }
 
@@ -332,7 +401,27 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
             }
         }
     }
-    if let Some(rule) = rule(active, limit, same_kind, cap, play.kind) {
+    let refused = rule(active, limit, same_kind, cap, play.kind);
+    // The refusal's entry in the account's history: the rule as the history names it, the
+    // limit, the device, the devices holding the slots.
+    let refusal_entry = refused.map(|rule| {
+        let mut entry = refusal(play, rule, limit, cap, h.ovr_ends > now);
+        for (i, rec) in recs.iter().enumerate() {
+            if edits[i].is_none() && rec.state == LIVE && rec.ends > now {
+                history::device(&mut entry, v, rec.at);
+            }
+        }
+        entry
+    });
+    let reaped = scan.as_ref().map_or(&[][..], |s| &s.reaped[..]);
+    let history = match refused.is_none() && reaped.is_empty() && target.is_none() {
+        true => None,
+        false => Some(History::of(account.keys, account.key, now, play.history)?),
+    };
+    // Refused (a refusal always has its history), unless in shadow.
+    if let (Some(rule), Some(entry), Some(history)) = (refused, &refusal_entry, &history)
+        && !play.shadow
+    {
         let mut out = vec![
             int(0),
             int(limit),
@@ -341,22 +430,11 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
             text(&h.plan),
             int(h.limit),
         ];
-        let history = History::of(account.keys, account.key, now, play.history)?;
         crate::list::push_active(&mut out, account, v, recs, &edits);
-        let mut entry = refusal(play, rule, limit, cap, h.ovr_ends > now);
-        for (i, rec) in recs.iter().enumerate() {
-            if edits[i].is_none() && rec.state == LIVE && rec.ends > now {
-                history::device(&mut entry, v, rec.at);
-            }
-        }
-        history.push(history::REFUSED, &entry)?;
+        history.push(history::REFUSED, entry)?;
         return Ok(RedisValue::Array(out));
     }
-    let reaped = scan.as_ref().map_or(&[][..], |s| &s.reaped[..]);
-    let history = match reaped.is_empty() && target.is_none() {
-        true => None,
-        false => Some(History::of(account.keys, account.key, now, play.history)?),
-    };
+    // Granted; in shadow perhaps over a limit, answered with the rule that would have refused it.
     let ends = now + account.ttl;
     if let Some(own) = own {
         account.end_lease(v, &recs[own])?;
@@ -370,6 +448,9 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
     account.start_lease(play.nonce, ends)?;
     if let Some(history) = history {
         history.reaped(v, reaped)?;
+        if let Some(entry) = &refusal_entry {
+            history.push(history::SHADOW_REFUSED, entry)?;
+        }
         if let Some(target) = target {
             let mut entry = Vec::with_capacity(96);
             history::play(&mut entry, play.device, play.details);
@@ -384,5 +465,6 @@ fn general(account: &Account, play: &Play) -> Result<RedisValue, Error> {
         ends,
         &h.plan,
         h.limit,
+        refused.map(|rule| (rule, cap)),
     ))
 }

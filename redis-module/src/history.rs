@@ -24,6 +24,9 @@ pub const REVOKED: u8 = 4;
 pub const EXPIRED: u8 = 5;
 pub const LIMIT_GRANTED: u8 = 6;
 pub const LIMIT_REMOVED: u8 = 7;
+/// A play the limits would have refused, granted because the account is in shadow: the body of
+/// a refusal (`REFUSED`).
+pub const SHADOW_REFUSED: u8 = 8;
 
 /// What `SL.VERSION history` asks: whether the module takes the history's bounds. A module
 /// that predates them refuses the argument, and the limiter keeps that shard on its scripts.

@@ -88,14 +88,15 @@ fn keyed(ctx: &Context, keys: &Keys, args: &[Arg], shape: Shape, body: Body) -> 
     Ok(body(keys, args)?)
 }
 
-/// `SL.VERSION [history]`: the account layout version this module reads and writes. A limiter
-/// uses the module only if it speaks the same version, else the Lua scripts. With `history` it
-/// asks too whether the commands take the account history's bounds (a module from before them
-/// refuses the argument).
+/// `SL.VERSION [history|shadow]`: the account layout version this module reads and writes. A
+/// limiter uses the module only if it speaks the same version, else the Lua scripts. With a
+/// feature word it asks too whether the commands take what it sends: `history`, the account
+/// history's bounds; `shadow`, `SL.ACQUIRE`'s enforcement argument after them (a module from
+/// before either refuses the word). Any other word is refused.
 fn version(_: &Keys, args: &[Arg]) -> Result<RedisValue, Error> {
     if args.len() > 1 {
         let asked = args::Args::new(args, 1)?;
-        if asked.bytes(0) != history::FEATURE {
+        if ![history::FEATURE, acquire::SHADOW].contains(&asked.bytes(0)) {
             return Err(Error::Arg("feature"));
         }
     }

@@ -1,5 +1,6 @@
 //! The module against the Lua scripts, step by step: a seeded random history of plays (many
-//! accounts, devices racing for the slots, take-overs, plan changes, device-type caps),
+//! accounts, devices racing for the slots, take-overs, plan changes, device-type caps, plays in
+//! shadow granted past the limit and the caps, on the fast path and in the general code),
 //! heartbeats with good and stale nonces, a batch's renewals in one `SL.RENEW`, stops, force-stops, overrides and leases left to
 //! expire runs on two real servers, one answering with the scripts as the limiter sends them
 //! (the heartbeat as `GETEX` of the lease key, `touch` and the full script), one with the
@@ -80,6 +81,12 @@ const PLANS: [(&str, u8, [u8; 6]); 3] = [
     ("premium", 4, [0, 2, 1, 0, 0, 1]),
 ];
 const DEFAULT_PLAN: (&str, u8) = ("family", 3);
+/// Accounts in shadow: most of their plays are sent with the enforcement argument, so they grow
+/// past their limit and their device caps (a play there now and then is enforced, as after a
+/// switch back); elsewhere a play is in shadow now and then.
+const SHADOW_ACCOUNTS: [usize; 2] = [6, 7];
+/// The enforcement argument of a play in shadow, after the history's bounds.
+const SHADOW: &[u8] = b"shadow";
 /// A support action's reason, with what JSON must escape and what it need not.
 const REASON: &str = "said \"stop\" / tab\there \\ 📺\n\u{1}";
 
@@ -433,6 +440,14 @@ struct Seen {
     touched: u32,
     /// Leases renewed by an `SL.RENEW` of several keys.
     renewed_in_one: u32,
+    /// Plays in shadow granted over the account's limit, and over a device-type cap.
+    shadow_limit: u32,
+    shadow_cap: u32,
+    /// Plays in shadow granted over a limit by the general code: that took a stream over (the
+    /// take-over's entry right after the shadow refusal's), and that forgot leases past their
+    /// time (the expired leases' entries right before it).
+    shadow_took_over: u32,
+    shadow_reaped: u32,
     /// History entries seen (kind, and a refusal's rule), and whether a list reached its cap.
     history: BTreeSet<(u8, u8)>,
     history_full: bool,
@@ -447,6 +462,8 @@ struct History {
     seen: Seen,
     log: Log,
     book: Vec<u8>,
+    /// The last play was granted in shadow over a limit (its entries are looked at after it).
+    granted_in_shadow: bool,
 }
 
 impl History {
@@ -484,11 +501,15 @@ impl History {
             self.log
                 .fail(format!("after step {}: {e}", self.log.0.len()));
         }
-        self.note_history(pair, account);
+        match std::mem::take(&mut self.granted_in_shadow) {
+            true => self.note_shadow_general(pair, account),
+            false => drop(self.note_history(pair, account)),
+        }
     }
 
-    /// Notes the kinds of entry the account's history holds (both servers hold the same).
-    fn note_history(&mut self, pair: &mut Pair, account: usize) {
+    /// Notes the kinds of entry the account's history holds (both servers hold the same), and
+    /// returns them, newest first.
+    fn note_history(&mut self, pair: &mut Pair, account: usize) -> Vec<Vec<u8>> {
         let entries: Vec<Vec<u8>> = redis::cmd("LRANGE")
             .arg(history_key(account))
             .arg(0)
@@ -500,9 +521,33 @@ impl History {
                 .fail(format!("a{account}'s history outgrew its cap: {entries:?}"));
         }
         self.seen.history_full |= entries.len() == HISTORY_KEPT;
-        for e in entries {
-            let rule = if e[1] == 1 { e[8] } else { 0 };
+        for e in &entries {
+            let rule = if matches!(e[1], 1 | 8) { e[8] } else { 0 };
             self.seen.history.insert((e[1], rule));
+        }
+        entries
+    }
+
+    /// After a play granted in shadow over a limit, notes whether the general code wrote its
+    /// entries around the shadow refusal's (the newest with its time): a take-over's after it,
+    /// expired leases' before it.
+    fn note_shadow_general(&mut self, pair: &mut Pair, account: usize) {
+        let entries = self.note_history(pair, account);
+        let Some(i) = entries.iter().position(|e| e[1] == 8) else {
+            self.log.fail(format!(
+                "a{account}: a play granted in shadow left no entry of kind 8"
+            ));
+        };
+        let at = &entries[i][2..8];
+        let same_call = |e: &Vec<u8>| &e[2..8] == at;
+        if i > 0 && entries[i - 1][1] == 2 && same_call(&entries[i - 1]) {
+            self.seen.shadow_took_over += 1;
+        }
+        if entries
+            .get(i + 1)
+            .is_some_and(|e| e[1] == 5 && same_call(e))
+        {
+            self.seen.shadow_reaped += 1;
         }
     }
 
@@ -556,11 +601,33 @@ impl History {
             true => Some(self.some_stream()),
             false => None,
         };
-        self.play(pair, account, device, nonce, plan, replace)
+        let shadow_account = SHADOW_ACCOUNTS.contains(&account);
+        // An account in shadow, over its limit, takes its own streams over now and then: the
+        // play is still over the limit once the target is revoked.
+        // Each device's latest play there: an earlier one's record is gone.
+        let mut own: Vec<Stream> = Vec::new();
+        if shadow_account && replace.is_none() {
+            for s in self.streams.iter().rev().filter(|s| s.account == account) {
+                if !own.iter().any(|o| o.device == s.device) {
+                    own.push(s.clone());
+                }
+            }
+        }
+        let replace = match own.is_empty() || !self.rng.random_bool(0.2) {
+            true => replace,
+            false => Some(own[self.rng.random_range(0..own.len())].clone()),
+        };
+        let shadow = match shadow_account {
+            _ if steady => false,
+            true => self.rng.random_bool(0.85),
+            false => self.rng.random_bool(0.1),
+        };
+        self.play(pair, account, device, nonce, plan, replace, shadow)
     }
 
-    /// A play of `device` on `account` with this nonce, naming `plan` (or none) and taking over
-    /// `replace` (or nothing).
+    /// A play of `device` on `account` with this nonce, naming `plan` (or none), taking over
+    /// `replace` (or nothing), the account in `shadow` or enforced.
+    #[allow(clippy::too_many_arguments)]
     fn play(
         &mut self,
         pair: &mut Pair,
@@ -569,6 +636,7 @@ impl History {
         nonce: [u8; 16],
         plan: Option<(&'static str, u8, [u8; 6])>,
         replace: Option<Stream>,
+        shadow: bool,
     ) -> usize {
         let (id, kind) = DEVICES[device];
         let mut args: Vec<Vec<u8>> = vec![TTL_MS.to_string().into(), KEEP_MS.to_string().into()];
@@ -592,6 +660,9 @@ impl History {
             None => args.extend([Vec::new(), self.book.clone()]),
         }
         args.extend(history_args());
+        if shadow {
+            args.push(SHADOW.to_vec());
+        }
         let key = account_key(account).into_bytes();
         let lua = pair.lua("acquire", std::slice::from_ref(&key), &args);
         let module = match self.rng.random_bool(0.1) {
@@ -599,15 +670,29 @@ impl History {
             false => pair.native("SL.ACQUIRE", &key, &args),
         };
         self.log.0.push(format!(
-            "acquire a{account} {id} plan {:?} replace {:?} → {lua:?}",
+            "acquire a{account} {id} plan {:?} replace {:?}{} → {lua:?}",
             plan.map(|p| p.0),
-            replace.as_ref().map(|t| DEVICES[t.device].0)
+            replace.as_ref().map(|t| DEVICES[t.device].0),
+            if shadow { " in shadow" } else { "" }
         ));
         self.answers("acquire", &lua, &module);
         if let Value::Array(items) = &lua {
-            match (num(&items[0]), num(&items[2])) {
-                (1, _) => {
-                    self.seen.granted += 1;
+            let code = num(&items[0]);
+            // In shadow nothing is refused; enforced, nothing is granted over a limit.
+            if (shadow && code == 0) || (!shadow && code == 2) {
+                self.log
+                    .fail(format!("acquire: answered {code} in shadow {shadow}"));
+            }
+            match (code, num(&items[2])) {
+                (1 | 2, _) => {
+                    if code == 1 {
+                        self.seen.granted += 1;
+                    } else if num(&items[6]) == 0 {
+                        self.seen.shadow_limit += 1;
+                    } else {
+                        self.seen.shadow_cap += 1;
+                    }
+                    self.granted_in_shadow |= code == 2;
                     let Value::BulkString(name) = &items[4] else {
                         unreachable!()
                     };
@@ -943,6 +1028,7 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
         seen: Seen::default(),
         log: Log(Vec::new()),
         book: caps_book(),
+        granted_in_shadow: false,
     };
     let start = Instant::now() + Duration::from_millis(50);
     let mut skipped = 0;
@@ -964,19 +1050,53 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
     // fresh account, both paths compared as in any step.
     let fresh = ACCOUNTS;
     if !history.seen.history.contains(&(2, 0)) {
-        let taken = history.play(&mut pair, fresh, 0, [1; 16], None, None);
+        let taken = history.play(&mut pair, fresh, 0, [1; 16], None, None, false);
         let target = history
             .streams
             .last()
             .cloned()
             .filter(|s| s.account == taken);
-        history.play(&mut pair, fresh, 1, [2; 16], None, target);
+        history.play(&mut pair, fresh, 1, [2; 16], None, target, false);
         history.after_step(&mut pair, fresh);
     }
     if !history.seen.history.contains(&(7, 0)) {
         history.set_override_on(&mut pair, fresh, 2, OVERRIDE_MS[1]);
         history.set_override_on(&mut pair, fresh, 0, OVERRIDE_MS[1]);
         history.after_step(&mut pair, fresh);
+    }
+    // The same for plays in shadow, each on a fresh account: over a device-type cap (the
+    // family plan's one phone), and in the general code, a take-over still over the limit once
+    // its target is revoked (the shadow refusal's entry, then the take-over's) and a play that
+    // forgets a lease past its time (the expired lease's entry, then the shadow refusal's).
+    let basic = Some(PLANS[0]);
+    if !history.seen.history.contains(&(8, 2)) {
+        let account = ACCOUNTS + 1;
+        history.play(&mut pair, account, 1, [3; 16], Some(PLANS[1]), None, false);
+        history.play(&mut pair, account, 2, [4; 16], Some(PLANS[1]), None, true);
+        history.after_step(&mut pair, account);
+    }
+    if history.seen.shadow_took_over == 0 {
+        let account = ACCOUNTS + 2;
+        history.play(&mut pair, account, 0, [5; 16], basic, None, false);
+        let target = history.streams.last().cloned();
+        history.play(&mut pair, account, 1, [6; 16], basic, None, true);
+        history.after_step(&mut pair, account);
+        history.play(&mut pair, account, 2, [7; 16], basic, target, true);
+        history.after_step(&mut pair, account);
+    }
+    if history.seen.shadow_reaped == 0 {
+        // Times as in the bursts: the first lease ends at 1 TTL and is forgotten at 2, the second
+        // starts at 1.5 and ends at 2.5, the play in shadow comes at 2.2.
+        let account = ACCOUNTS + 3;
+        let at = Instant::now();
+        let ttl = Duration::from_millis(TTL_MS as u64);
+        history.play(&mut pair, account, 0, [8; 16], basic, None, false);
+        std::thread::sleep((at + ttl * 3 / 2).saturating_duration_since(Instant::now()));
+        history.play(&mut pair, account, 1, [9; 16], basic, None, false);
+        history.after_step(&mut pair, account);
+        std::thread::sleep((at + ttl * 11 / 5).saturating_duration_since(Instant::now()));
+        history.play(&mut pair, account, 2, [10; 16], basic, None, true);
+        history.after_step(&mut pair, account);
     }
     let seen = &history.seen;
     eprintln!(
@@ -1000,12 +1120,20 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
         ("force-stopped", seen.force_stopped),
         ("renewed through touch", seen.touched),
         ("renewed in one SL.RENEW", seen.renewed_in_one),
+        ("granted in shadow over the limit", seen.shadow_limit),
+        ("granted in shadow over a cap", seen.shadow_cap),
+        (
+            "granted in shadow, taking a stream over",
+            seen.shadow_took_over,
+        ),
+        ("granted in shadow, forgetting leases", seen.shadow_reaped),
     ] {
         assert!(n > 0, "the history never saw a play {what}: {seen:?}");
     }
     // Every kind of history entry, on both paths alike: refusals by the plan's limit (0), a
     // temporary limit (1) and a device-type cap (2), take-overs, force-stops, revocations told,
-    // expired leases reaped, temporary limits granted and removed; and lists trimmed to the cap.
+    // expired leases reaped, temporary limits granted and removed, the refusals plays in shadow
+    // would have been (by the plan's limit and by a cap); and lists trimmed to the cap.
     for expected in [
         (1, 0),
         (1, 1),
@@ -1016,6 +1144,8 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
         (5, 0),
         (6, 0),
         (7, 0),
+        (8, 0),
+        (8, 2),
     ] {
         assert!(
             seen.history.contains(&expected),

@@ -136,19 +136,35 @@ fn the_module_speaks_the_limiters_layout() {
         entries, 1,
         "the module's history list is not the limiter's history_key()"
     );
-    // The limiter asks whether the commands take the history's bounds; a limiter from before
-    // them sends none, and is answered as before, without history.
-    let asked: i64 = redis::cmd("SL.VERSION")
-        .arg(screenlimit_limiter::store::redis::HISTORY_FEATURE)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(asked, version);
-    assert!(
-        redis::cmd("SL.VERSION")
-            .arg("teleport")
+    // The limiter asks whether the commands take what it sends, the history's bounds and an
+    // account's enforcement (`shadow`); a limiter from before shadow enforcement asks about the
+    // history, one from before the history sends no bounds and is answered as before, without
+    // history. A word the module does not know is refused as the limiter reads a module that
+    // predates it (`native.rs`: `bad argument feature`), and so is a second word.
+    for word in ["shadow", screenlimit_limiter::store::redis::HISTORY_FEATURE] {
+        let asked: i64 = redis::cmd("SL.VERSION").arg(word).query(&mut c).unwrap();
+        assert_eq!(asked, version, "SL.VERSION {word}");
+    }
+    for words in [
+        &["teleport"][..],
+        &["Shadow"],
+        &["shadow "],
+        &[""],
+        &["shadow", "history"],
+    ] {
+        let refused = redis::cmd("SL.VERSION")
+            .arg(words)
             .query::<i64>(&mut c)
-            .is_err()
-    );
+            .expect_err("a word the module does not know");
+        let expected = match words.len() {
+            1 => "screenlimit: bad argument feature",
+            _ => "wrong number of arguments",
+        };
+        assert!(
+            refused.to_string().contains(expected),
+            "{words:?}: {refused}"
+        );
+    }
     let older: Vec<Value> = redis::cmd("SL.ACQUIRE")
         .arg(account_key("older"))
         .arg(1000)
@@ -340,5 +356,134 @@ fn junk_history_bounds_are_read_only_for_an_entry_and_then_refused() {
             (590_000..=600_000).contains(&ttl),
             "{engine:?}: retention {ttl}"
         );
+    }
+}
+
+/// `SL.ACQUIRE`'s enforcement, one argument after the history's bounds: exactly `shadow`, or
+/// refused (`bad argument enforcement`, as the script) before anything is written, not even the
+/// account key's life; a 17th argument is a wrong number of arguments. With it, a play over the
+/// limit is granted, answered `{2, …, rule, cap}`, and its refusal that would have been is in the
+/// history as kind 8; on every engine present.
+#[test]
+fn the_enforcement_is_shadow_or_refused_and_then_nothing_is_written() {
+    use screenlimit_limiter::store::redis::{account_key, history_key, lease_key};
+    for engine in Engine::present("the enforcement argument") {
+        let server = Server::with_module_on(engine, &[]);
+        let mut c = server.connect();
+        let acquire = |c: &mut redis::Connection, device: &str, nonce: [u8; 16], more: &[&[u8]]| {
+            let mut cmd = redis::cmd("SL.ACQUIRE");
+            cmd.arg(account_key("shadow"))
+                .arg(60_000)
+                .arg(120_000)
+                .arg("basic")
+                .arg(1)
+                .arg("basic")
+                .arg(1)
+                .arg(device)
+                .arg(&nonce[..])
+                .arg(&[4u8, 1, 0, 0, 0][..])
+                .arg("")
+                .arg("")
+                .arg("")
+                .arg("");
+            for arg in more {
+                cmd.arg(*arg);
+            }
+            cmd.query::<Value>(c)
+        };
+        let granted = acquire(&mut c, "tv", [1; 16], &[b"5:600000"]).unwrap();
+        assert!(
+            matches!(&granted, Value::Array(a) if a[0] == Value::Int(1)),
+            "{engine:?}: {granted:?}"
+        );
+        let huge = vec![b's'; 1 << 20];
+        let bad: [&[u8]; 8] = [
+            b"",
+            b"Shadow",
+            b"SHADOW",
+            b"shadow ",
+            b"shadow\0",
+            b"enforced",
+            b"1",
+            &huge,
+        ];
+        // On a play that would be refused, and on one that would be granted (another device
+        // once the first is gone would be the same: the argument is checked first).
+        for (device, nonce) in [("phone", [2; 16]), ("tv", [3; 16])] {
+            for enforcement in bad {
+                let before = support::keyspace(&mut c);
+                let e = acquire(&mut c, device, nonce, &[b"5:600000", enforcement])
+                    .expect_err("an enforcement that is not shadow");
+                assert!(
+                    e.to_string().contains("bad argument enforcement"),
+                    "{engine:?}: {e}"
+                );
+                assert_eq!(
+                    support::keyspace(&mut c),
+                    before,
+                    "{engine:?}: an enforcement {:?} refused after a write",
+                    String::from_utf8_lossy(&enforcement[..enforcement.len().min(20)])
+                );
+            }
+            let before = support::keyspace(&mut c);
+            let e = acquire(&mut c, device, nonce, &[b"5:600000", b"shadow", b"shadow"])
+                .expect_err("a 17th argument");
+            assert!(
+                e.to_string().contains("wrong number of arguments"),
+                "{engine:?}: {e}"
+            );
+            assert_eq!(
+                support::keyspace(&mut c),
+                before,
+                "{engine:?}: 17 arguments"
+            );
+        }
+        // `shadow` where the history's bounds go is bounds the module cannot read: refused once
+        // there is an entry to write, as the script refuses it.
+        let e = acquire(&mut c, "phone", [2; 16], &[b"shadow"]).expect_err("shadow as bounds");
+        assert!(
+            e.to_string().contains("bad argument history bounds"),
+            "{engine:?}: {e}"
+        );
+        // In shadow the play over the limit is granted, with the rule (0, the account's limit)
+        // and the cap (0) that would have refused it, and its entry is a refusal of kind 8.
+        let shadow = acquire(&mut c, "phone", [2; 16], &[b"5:600000", b"shadow"]).unwrap();
+        let Value::Array(items) = &shadow else {
+            panic!("{engine:?}: {shadow:?}")
+        };
+        assert_eq!(items.len(), 8, "{engine:?}: {shadow:?}");
+        assert_eq!(
+            [&items[..3], &items[4..]].concat(),
+            [
+                Value::Int(2),
+                Value::Int(1),
+                Value::Int(2),
+                Value::BulkString(b"basic".to_vec()),
+                Value::Int(1),
+                Value::Int(0),
+                Value::Int(0),
+            ],
+            "{engine:?}"
+        );
+        let entries: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(history_key("shadow"))
+            .arg(0)
+            .arg(-1)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(entries.len(), 1, "{engine:?}: {entries:?}");
+        assert_eq!(&entries[0][..2], &[1, 8], "{engine:?}: {entries:?}");
+        // The rule (the plan's limit), the limit, the playing device, then the holder.
+        assert_eq!(
+            &entries[0][8..],
+            b"\0\x01\x05phone\x01\0\x02tv\x01\0",
+            "{engine:?}"
+        );
+        let leases: i64 = redis::cmd("EXISTS")
+            .arg(lease_key("shadow", &[1; 16]))
+            .arg(lease_key("shadow", &[2; 16]))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(leases, 2, "{engine:?}: both plays hold a lease");
     }
 }

@@ -3,7 +3,8 @@
 //! open one, something after it, an audit list of another account, the account key named twice),
 //! keys of the wrong type (a list where the account string goes, a string where the audit list
 //! goes, a list where a lease key goes, a string where the history list goes), account values
-//! that do not follow the layout, history bounds out of range. Every call must get an answer, a
+//! that do not follow the layout, history bounds out of range, an enforcement that is not
+//! `shadow`. Every call must get an answer, a
 //! call naming a key the limiter never names must be refused, and no junk may reach a key name,
 //! an account value or the layout of a history entry.
 
@@ -138,7 +139,8 @@ pub fn history_parses(entry: &[u8]) -> bool {
     let body = |e: &[u8]| -> Option<bool> {
         let p = 8;
         Some(match e.get(1)? {
-            1 => {
+            // A refusal, or in shadow the refusal a granted play would have been.
+            1 | 8 => {
                 let mut p = device(e, p + 2)?;
                 while p < e.len() {
                     p = device(e, p)?;
@@ -211,22 +213,28 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
     let s = |t: &str| t.as_bytes().to_vec();
     let mut args = vec![account_key(id)];
     match command {
-        "SL.ACQUIRE" => args.extend([
-            s(TTL),
-            s(KEEP),
-            s(""),
-            s("0"),
-            s("basic"),
-            s("2"),
-            s(device),
-            nonce,
-            vec![4, 1, 0, 0, 0],
-            s(""),
-            s(""),
-            s(""),
-            s(""),
-            s(HISTORY_BOUNDS),
-        ]),
+        "SL.ACQUIRE" => {
+            args.extend([
+                s(TTL),
+                s(KEEP),
+                s(""),
+                s("0"),
+                s("basic"),
+                s("2"),
+                s(device),
+                nonce,
+                vec![4, 1, 0, 0, 0],
+                s(""),
+                s(""),
+                s(""),
+                s(""),
+                s(HISTORY_BOUNDS),
+            ]);
+            // An account in shadow: a play over the limit is granted, its entry of kind 8.
+            if rng.random_bool(0.3) {
+                args.push(s("shadow"));
+            }
+        }
         "SL.HEARTBEAT" => args.extend([
             s(TTL),
             s(KEEP),
