@@ -141,7 +141,7 @@ fn the_module_speaks_the_limiters_layout() {
     // history, one from before the history sends no bounds and is answered as before, without
     // history. A word the module does not know is refused as the limiter reads a module that
     // predates it (`native.rs`: `bad argument feature`), and so is a second word.
-    for word in ["shadow", screenlimit_limiter::store::redis::HISTORY_FEATURE] {
+    for word in [screenlimit_limiter::store::redis::SHADOW_FEATURE, "history"] {
         let asked: i64 = redis::cmd("SL.VERSION").arg(word).query(&mut c).unwrap();
         assert_eq!(asked, version, "SL.VERSION {word}");
     }

@@ -19,11 +19,12 @@ pub const LAYOUT_VERSION: i64 = 2;
 /// The module's version command.
 pub const VERSION_COMMAND: &str = "SL.VERSION";
 
-/// What the limiter asks `SL.VERSION` about besides the layout: whether the commands take the
-/// account history's bounds (their last argument). A module from before them refuses the
-/// argument as a wrong number of arguments, and its shard stays on the scripts, which the
-/// limiter loads itself: the commands' arguments would not fit it.
-pub const HISTORY_FEATURE: &str = "history";
+/// What the limiter asks `SL.VERSION` about besides the layout: whether `SL.ACQUIRE` takes an
+/// account's enforcement (`shadow`, `lease_store.rs`'s `SHADOW_ARG`, after the history's bounds,
+/// which such a module takes too). A module from before it refuses the word (`bad argument
+/// feature`; one from before the history, a wrong number of arguments), and its shard stays on
+/// the scripts, which the limiter loads itself: a play in shadow would not fit its commands.
+pub const SHADOW_FEATURE: &str = "shadow";
 
 /// The module's renewal of many lease keys in one command (`renewals.rs`): the `GETEX`es of a
 /// batch, merged; not an operation of its own.
@@ -65,13 +66,16 @@ pub fn verdict(reply: Option<&Value>) -> Verdict {
             None => match error.code() {
                 // Busy, loading, a failover in progress: ask again later.
                 "BUSY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" => Verdict::Unknown,
+                // A module from before shadow enforcement: one with the history refuses the
+                // word, an older one any word.
                 "ERR"
-                    if error
-                        .details()
-                        .is_some_and(|d| d.starts_with("wrong number of arguments")) =>
+                    if error.details().is_some_and(|d| {
+                        d.starts_with("wrong number of arguments")
+                            || d.starts_with("screenlimit: bad argument feature")
+                    }) =>
                 {
                     Verdict::Lua(format!(
-                        "the module predates the account history ({VERSION_COMMAND} {HISTORY_FEATURE} refused); update it"
+                        "the module predates shadow enforcement ({VERSION_COMMAND} {SHADOW_FEATURE} refused); update it"
                     ))
                 }
                 _ => Verdict::Lua(format!("{VERSION_COMMAND} refused: {error}")),

@@ -46,14 +46,31 @@ fn the_version_decides_the_path() {
         "-LOADING Redis is loading the dataset in memory\r\n",
     ));
     assert_eq!(verdict(Some(&loading)), Verdict::Unknown);
+    // A module from before the history refuses any word, one from before shadow enforcement
+    // the word it does not know: either keeps its shard on the scripts.
     let before_history = Value::ServerError(server_error(
         "-ERR wrong number of arguments for 'sl.version' command\r\n",
     ));
+    let before_shadow = Value::ServerError(server_error(
+        "-ERR screenlimit: bad argument feature: send the arguments the limiter's script takes\r\n",
+    ));
+    for older in [before_history, before_shadow] {
+        assert!(
+            matches!(verdict(Some(&older)), Verdict::Lua(why) if why.contains("predates shadow enforcement (SL.VERSION shadow refused)")),
+            "{older:?}"
+        );
+    }
+    let other = Value::ServerError(server_error("-ERR screenlimit: something else\r\n"));
     assert!(
-        matches!(verdict(Some(&before_history)), Verdict::Lua(why) if why.contains("predates the account history"))
+        matches!(verdict(Some(&other)), Verdict::Lua(why) if why.starts_with("SL.VERSION refused")),
     );
     assert_eq!(verdict(None), Verdict::Unknown);
     assert!(matches!(verdict(Some(&Value::Nil)), Verdict::Lua(_)));
+}
+
+#[test]
+fn the_probe_asks_for_the_argument_a_play_in_shadow_sends() {
+    assert_eq!(SHADOW_FEATURE, super::super::lease_store::SHADOW_ARG);
 }
 
 #[test]
