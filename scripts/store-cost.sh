@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # store-cost.sh: what one Redis shard spends per screenlimit operation, measured on a throwaway
-# local server, for the lease-key store layout (one value per account, plus one
-# lease key per live lease; a heartbeat on a live lease is one native GETEX of its lease key).
+# local server, for the lease-key store layout (one value per account, plus one lease key per
+# live lease, and a bounded history list per account that had an event worth keeping; a
+# heartbeat on a live lease is one native GETEX of its lease key).
 #
 #   CPU:    each phase is one redis-benchmark run of -n BENCH_N calls from BENCH_C clients, each
 #           waiting for its answer (-P 1); SET and GETEX also run pipelined (-P PIPE), as the
@@ -14,6 +15,17 @@
 #           Phases run REPEAT rounds round-robin; medians and ranges are reported, with ratios to
 #           the SET of the same run. Every phase but "new account" must find every key it reads
 #           (keyspace_misses 0), or the script stops.
+#           Acquire runs enforced and in shadow on the same inputs (each on its own accounts,
+#           pre-filled alike): a 2nd stream on an account with room (granted either way, no
+#           history written), and a play over the limit on full accounts (4 streams, premium 4):
+#           enforced, it is refused (it writes its refusal in the account's history and leaves
+#           the account as it was); in shadow, it is let through (the history entry it would have
+#           been, kind 8, then the grant: the account gains the benchmark device's stream).
+#           After the rounds, each prefix's accounts, live streams and lease keys are counted
+#           against what its phases may leave; the histories too (none but on the full accounts;
+#           there one entry per call, of kind 1 enforced and 8 in shadow; in shadow one stream
+#           more on each account drawn); and one more call of each benchmarked command must give
+#           its expected reply (1 granted or renewed, 0 refused, 2 let through in shadow).
 #   Memory: used_memory before and after loading STREAMS live streams in a household mix, and
 #           again with one stream per account; the live streams are counted by decoding every
 #           account value, the lease keys by name, and DBSIZE - accounts must equal the streams.
@@ -38,17 +50,25 @@
 # TTL_MS defaults to an hour, longer than any run: no call's cost depends on the TTL, but a TTL
 # shorter than the run would let pre-filled leases expire mid-run and turn renewals into misses.
 #
-# Example: STREAMS=300000 REPEAT=3 BENCH_N=50000 scripts/store-cost.sh   (about 3 minutes)
+# Example: STREAMS=300000 REPEAT=3 BENCH_N=50000 scripts/store-cost.sh   (about 4.5 minutes)
 #
 # Layout: only the current one. The script reads how each script is assembled from
 # limiter/src/store/redis/ (mod.rs, scripts.rs; lease_script! and Scripts::sources(): fast.lua, the
 # operation's fast path if it has one, common.lua, the operation), checks the lease-key shape
 # in fast.lua (account key + first 8 bytes of the nonce, account key living 3 x keep = 6 TTLs),
-# that acquire takes 13 ARGV, that mod.rs renews with GETEX, and runs a functional check of
-# grant, lease key, GETEX, heartbeat, re-acquire, release. Anything else stops it. LUA_REF works
-# for any commit with this layout (from 41e7459 on). Older layouts are not measured here: for the
-# batch renewal (renew.lua, up to a30f03d) run this script as it was at that commit, from a
-# worktree of it; the PEXPIRE heartbeat of 257c199-6089a29 never had a version of its own.
+# that the store renews with GETEX, and the arguments: every script that may write the account's
+# history ends with its bounds, '<entries kept>:<retention ms>' (sent as the limiter's defaults,
+# 50:604800000): acquire takes 14 ARGV (the 14th the bounds) and a 15th, 'shadow', for an account
+# in shadow (lease_store.rs's SHADOW_ARG), heartbeat 7 (the 7th the bounds), release 5 (the 5th).
+# A functional check then runs grant, lease key, GETEX, heartbeat, re-acquire, release, and on a
+# full account an enforced refusal (0, a kind-1 history entry, the account unchanged) and a play
+# let through in shadow (2, a kind-8 entry, one more stream). Anything else stops it. LUA_REF
+# works for any commit with this layout (from 1a5b34f on). Older layouts are not measured here:
+# for the 13-ARGV layout with no history, this script as it was at 234a14f (from a worktree of
+# it, with LUA_REF) takes the commits from 41e7459 up to d347cc9, where the renewal's GETEX moved
+# to send.rs; the commits from there up to 1a5b34f (the history's first layouts among them) never
+# had a version of their own; for the batch renewal (renew.lua, up to a30f03d) run this script as
+# it was at that commit; the PEXPIRE heartbeat of 257c199-6089a29 never had a version of its own.
 #
 # Household mix (memory run): account i holds 1 stream if i mod 10 is 0-4 (50% of accounts),
 # 2 if 5-7 (30%), 4 if 8-9 (20%): 1.9 streams per account on average.
@@ -65,6 +85,9 @@ RELEASE_KEYS=${RELEASE_KEYS:-$((10 * BENCH_N))}
 TTL_MS=${TTL_MS:-3600000}
 KEEP_MS=$((2 * TTL_MS))
 KEY_LIFE_MS=$((6 * TTL_MS))
+# The history's bounds, the last argument of every script that may write the account's history:
+# '<entries kept>:<retention ms>', the limiter's defaults (50 entries, 7 days).
+HIST=50:604800000
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SCRIPT_START=$(date +%s)
@@ -99,9 +122,10 @@ src() { # src PATH: a file of the repository, from the working tree or from LUA_
 }
 LUA=limiter/src/store/redis/lua
 # The store's Rust source as one text: mod.rs, and the files it was split into later (the
-# scripts' assembly in scripts.rs, the heartbeat in lease_store.rs), where the revision has them.
+# scripts' assembly in scripts.rs, the operations in lease_store.rs, the heartbeat's GETEX in
+# send.rs), where the revision has them.
 src limiter/src/store/redis/mod.rs >"$WORK/mod.rs" || die "no limiter/src/store/redis/mod.rs"
-for part in scripts lease_store; do
+for part in scripts lease_store send; do
   src "limiter/src/store/redis/$part.rs" >>"$WORK/mod.rs" 2>/dev/null || true
 done
 # How each script is assembled, from mod.rs; prints "op fast|plain" per operation, or fails.
@@ -152,8 +176,20 @@ grep -q "return account_key \.\. string\.sub(nonce, 1, 8)" "$WORK/fast.lua" \
   || die "fast.lua's lease_key is not account key + first 8 bytes of the nonce"
 grep -q "return 3 \* tonumber(keep)" "$WORK/fast.lua" || die "fast.lua's key_life is not 3 x keep (6 TTLs)"
 grep -q 'ARGV\[13\]' "$WORK/acquire.lua" || die "acquire takes no ARGV[13] (caps book)"
-if grep -q 'ARGV\[1[4-9]\]' "$WORK/acquire.lua"; then die "acquire takes more than 13 ARGV"; fi
-grep -q 'redis::cmd("GETEX")' "$WORK/mod.rs" || die "mod.rs does not renew with a native GETEX"
+grep -q 'history_of(KEYS\[1\], now, ARGV\[14\])' "$WORK/acquire.lua" \
+  || die "acquire takes no ARGV[14] (the history's bounds)"
+grep -q "ARGV\[15\] == nil" "$WORK/acquire.lua" || die "acquire takes no ARGV[15] (shadow)"
+grep -q "shadow ~= 'shadow'" "$WORK/acquire.fast" || die "acquire's fast path does not read ARGV[15] as 'shadow'"
+if grep -q 'ARGV\[1[6-9]\]' "$WORK/acquire.lua"; then die "acquire takes more than 15 ARGV"; fi
+grep -q 'history_of(KEYS\[1\], now, ARGV\[7\])' "$WORK/heartbeat.lua" \
+  || die "heartbeat takes no ARGV[7] (the history's bounds)"
+if grep -q 'ARGV\[\([89]\|[1-9][0-9]\)\]' "$WORK/heartbeat.lua"; then die "heartbeat takes more than 7 ARGV"; fi
+grep -q 'history_of(KEYS\[1\], now, ARGV\[5\])' "$WORK/release.lua" \
+  || die "release takes no ARGV[5] (the history's bounds)"
+if grep -q 'ARGV\[\([6-9]\|[1-9][0-9]\)\]' "$WORK/release.lua"; then die "release takes more than 5 ARGV"; fi
+grep -q 'pub const SHADOW_ARG: &str = "shadow";' "$WORK/mod.rs" || die "mod.rs does not send 'shadow' (SHADOW_ARG)"
+grep -q 'fn history_args' "$WORK/mod.rs" || die "mod.rs sends no history bounds (history_args)"
+grep -q 'redis::cmd("GETEX")' "$WORK/mod.rs" || die "the store does not renew with a native GETEX"
 if [[ -n ${LUA_REF:-} ]]; then
   LUA_FROM="git $(git -C "$ROOT" rev-parse --short "$LUA_REF")"
 else
@@ -259,6 +295,37 @@ repeat
   end
 until cursor == '0'
 return { accounts, streams, bytes, leases, backed, lease_bytes, odd }")
+# Counts the account histories under a key pattern ('sl:history:{' .. id .. '}', lists of entries
+# newest first, each starting with its version, 1, and its kind: common.lua's history_of).
+# Returns lists, entries, entries of version 1 and kind ARGV[2], lists holding ARGV[3] entries
+# (the bound: older entries were trimmed).
+SHA[history]=$(rc SCRIPT LOAD "local lists, entries, of_kind, full, cursor = 0, 0, 0, 0, '0'
+local kind, max = tonumber(ARGV[2]), tonumber(ARGV[3])
+repeat
+  local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+  cursor = page[1]
+  for _, key in ipairs(page[2]) do
+    local list = redis.call('LRANGE', key, 0, -1)
+    lists, entries = lists + 1, entries + #list
+    if #list >= max then full = full + 1 end
+    for _, e in ipairs(list) do
+      if string.byte(e, 1) == 1 and string.byte(e, 2) == kind then of_kind = of_kind + 1 end
+    end
+  end
+until cursor == '0'
+return { lists, entries, of_kind, full }")
+count() { # count DB PATTERN -> "accounts streams value_bytes lease_keys backed lease_bytes odd"
+  local out
+  out=$(rcn "$1" EVALSHA "${SHA[count]}" 0 "$2" | tr '\n' ' ')
+  [[ $out =~ ^([0-9]+\ ){7}$ ]] || die "count failed: $out"
+  echo "$out"
+}
+hist_count() { # hist_count PATTERN KIND -> "lists entries entries_of_kind full_lists"
+  local out
+  out=$(rc EVALSHA "${SHA[history]}" 0 "$1" "$2" "${HIST%%:*}" | tr '\n' ' ')
+  [[ $out =~ ^([0-9]+\ ){4}$ ]] || die "history count failed: $out"
+  echo "$out"
+}
 
 # ---------------------------------------------------------------- arguments
 # The benchmark device: a phone, a play naming no plan (plan '' with default premium/4), no
@@ -275,13 +342,15 @@ body=$((1 + 1 + ${#BENCH_META} + 1 + 9 + 1 + 15))
 # shellcheck disable=SC2059 # the format is built from \x escapes on purpose
 DETAILS=$(printf "$(hex $body)$(hex 1)$(hex ${#BENCH_META})%s$(hex 9)%s$(hex 15)%s" \
   "$BENCH_META" profile-1 title:tt0111161)
-acq_args() { # acq_args DEVICE NONCE: the 13 ARGV of an acquire without a take-over
-  ACQ=("$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$1" "$2" "$DETAILS" '' '' '' '')
+acq_args() { # acq_args DEVICE NONCE: the 14 ARGV of an enforced acquire without a take-over
+  # (an account in shadow sends one more, 'shadow')
+  ACQ=("$TTL_MS" "$KEEP_MS" '' 0 premium 4 "$1" "$2" "$DETAILS" '' '' '' '' "$HIST")
 }
 acq_args "$BENCH_DEVICE" "$BENCH_NONCE"
 ACQ_TAIL=("${ACQ[@]}")
-HB_TAIL=("$TTL_MS" "$KEEP_MS" premium 4 "$BENCH_DEVICE" "$BENCH_NONCE")
-REL_TAIL=("$TTL_MS" "$KEEP_MS" "$BENCH_DEVICE" "$BENCH_NONCE")
+ACQ_SHADOW_TAIL=("${ACQ[@]}" shadow)
+HB_TAIL=("$TTL_MS" "$KEEP_MS" premium 4 "$BENCH_DEVICE" "$BENCH_NONCE" "$HIST")
+REL_TAIL=("$TTL_MS" "$KEEP_MS" "$BENCH_DEVICE" "$BENCH_NONCE" "$HIST")
 
 # ---------------------------------------------------------------- functional check
 # Grant, the lease key and its value, a native renewal, the full heartbeat, a re-acquire that
@@ -304,18 +373,41 @@ pttl=$(rc PTTL "${CK}01234567" | first)
 ((pttl > TTL_MS - 5000 && pttl <= TTL_MS)) || die "layout check: lease key PTTL $pttl, expected ~$TTL_MS"
 expect "GETEX lease key" "$(rc GETEX "${CK}01234567" PX "$TTL_MS" | first)" "$lease_value"
 expect "heartbeat script" "$(rc EVALSHA "${SHA[heartbeat]}" 1 "$CK" "$TTL_MS" "$KEEP_MS" premium 4 \
-  tv-check-0000001 0123456789abcdef | first)" 1
+  tv-check-0000001 0123456789abcdef "$HIST" | first)" 1
 acq_args tv-check-0000001 fedcba9876543210
 expect "re-acquire" "$(rc EVALSHA "${SHA[acquire]}" 1 "$CK" "${ACQ[@]}" | first)" 1
 expect "EXISTS earlier lease key after re-acquire" "$(rc EXISTS "${CK}01234567" | first)" 0
 expect "EXISTS new lease key after re-acquire" "$(rc EXISTS "${CK}fedcba98" | first)" 1
 expect "release" "$(rc EVALSHA "${SHA[release]}" 1 "$CK" "$TTL_MS" "$KEEP_MS" tv-check-0000001 \
-  fedcba9876543210 | first)" 1
+  fedcba9876543210 "$HIST" | first)" 1
 expect "EXISTS lease key after release" "$(rc EXISTS "${CK}fedcba98" | first)" 0
 expect "heartbeat after release" "$(rc EVALSHA "${SHA[heartbeat]}" 1 "$CK" "$TTL_MS" "$KEEP_MS" \
-  premium 4 tv-check-0000001 fedcba9876543210 | first)" 3
-rc DEL "$CK" >/dev/null
-log "layout check passed: lease key = account key + nonce[1..8], value = account key's end (6 TTLs), PXAT the lease's end"
+  premium 4 tv-check-0000001 fedcba9876543210 "$HIST" | first)" 3
+fields() { head -"$1" | tr -d '\r' | paste -sd' '; } # the first N lines of a reply, on one line
+expect "history after grants and a release" "$(hist_count 'sl:history:{check}' 1)" "0 0 0 0 "
+# A full account (premium's 4 streams), then a play of a 5th device, enforced: refused (0, limit 4,
+# rule 0 the account's limit, cap 0, plan premium 4), its entry (kind 1) written, the account as
+# it was; then in shadow: let through (2, limit 4, 5 active, its end, plan, rule 0, cap 0) after
+# its entry (kind 8), the account holding 5 live streams, each with its lease key.
+CF='sl:{check-full}'
+for d in 1 2 3 4; do
+  acq_args "tv-check-000000$d" "000$d-check-nonce"
+  expect "acquire $d of 4" "$(rc EVALSHA "${SHA[acquire]}" 1 "$CF" "${ACQ[@]}" | first)" 1
+done
+acq_args phone-check-00001 0123456789abcdef
+expect "acquire over the limit" "$(rc EVALSHA "${SHA[acquire]}" 1 "$CF" "${ACQ[@]}" | fields 6)" "0 4 0 0 premium 4"
+expect "history after a refusal" "$(hist_count 'sl:history:{check-full}' 1)" "1 1 1 0 "
+read -r a streams _ leases backed _ <<<"$(count 0 'sl:{check-full}*')"
+expect "accounts, live streams, lease keys after a refusal" "$a $streams $leases $backed" "1 4 4 4"
+reply=$(rc EVALSHA "${SHA[acquire]}" 1 "$CF" "${ACQ[@]}" shadow | fields 8)
+[[ $reply =~ ^2\ 4\ 5\ [0-9]{13}\ premium\ 4\ 0\ 0$ ]] \
+  || die "layout check: acquire over the limit in shadow gave '$reply', expected '2 4 5 <end> premium 4 0 0'"
+expect "history after a play let through in shadow" "$(hist_count 'sl:history:{check-full}' 8)" "1 2 1 0 "
+read -r a streams _ leases backed _ <<<"$(count 0 'sl:{check-full}*')"
+expect "accounts, live streams, lease keys after a play in shadow" "$a $streams $leases $backed" "1 5 5 5"
+rc FLUSHDB >/dev/null
+log "layout check passed: lease key = account key + nonce[1..8], value = account key's end (6 TTLs)," \
+  "PXAT the lease's end; over the limit, enforced refused and in shadow let through, each with its entry"
 
 # ---------------------------------------------------------------- loader
 # Writes EVALSHA acquire commands in RESP to stdout, for redis-cli --pipe. Other streams get
@@ -326,11 +418,12 @@ log "layout check passed: lease key = account key + nonce[1..8], value = account
 #                            (mobile-7f3a9c2e1b4d, nonce bench-nonce-0001); keys sl:{PREFIX%012d},
 #                            the form redis-benchmark gives __rand_int__.
 #   gen.py other  PREFIX A K the same keys, but none of the K streams is the benchmark device.
+# Every call ends with the history's bounds (gen.py MODE PREFIX SHA TTL KEEP BOUNDS ARGS...).
 cat >"$WORK/gen.py" <<'PY'
 import random, sys
 
-mode, prefix, sha, ttl, keep = sys.argv[1:6]
-args = sys.argv[6:]
+mode, prefix, sha, ttl, keep, bounds = sys.argv[1:7]
+args = sys.argv[7:]
 # "mix-release" / "single-release": the same streams (the same random draws), each stopped by the
 # release script (sha is then release's): what stays is the account key with its tombstones.
 release = mode.endswith("-release")
@@ -345,12 +438,13 @@ KINDS = [  # type code, id prefix, hex digits (ids are 17-20 chars), device meta
 ]
 BENCH_DEVICE, BENCH_NONCE = b"mobile-7f3a9c2e1b4d", b"bench-nonce-0001"
 out = sys.stdout.buffer
-# EVALSHA sha 1 key + 13 ARGV: ttl, keep, plan, limit, default plan, default limit, device,
-# nonce, details, replace device, replace nonce, the named plan's caps, the caps book.
-head = b"*17\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % sha.encode()
+# EVALSHA sha 1 key + 14 ARGV: ttl, keep, plan, limit, default plan, default limit, device,
+# nonce, details, replace device, replace nonce, the named plan's caps, the caps book, the
+# history's bounds (an enforced account: no 15th, 'shadow').
+head = b"*18\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % sha.encode()
 def bulk(b): return b"$%d\r\n%s\r\n" % (len(b), b)
 tail_timing = bulk(ttl.encode()) + bulk(keep.encode()) + bulk(b"") + bulk(b"0") + bulk(b"premium") + bulk(b"4")
-tail_rest = bulk(b"") * 4
+tail_rest = bulk(b"") * 4 + bulk(bounds.encode())
 buf = []
 def stream(key, a, s, device=None, nonce=None):
     code, pfx, digits, meta = KINDS[(a + s) % 5]
@@ -362,9 +456,10 @@ def stream(key, a, s, device=None, nonce=None):
     profile, meta = b"profile-%d" % (s + 1), meta.encode()
     body = bytes([code, len(meta)]) + meta + bytes([len(profile)]) + profile + bytes([len(title)]) + title
     details = bulk(bytes([len(body)]) + body)  # record.rs encode_details
-    if release:  # EVALSHA sha 1 key ttl keep device nonce
-        buf.append(b"*8\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % sha.encode() + bulk(key)
-                   + bulk(ttl.encode()) + bulk(keep.encode()) + bulk(device) + bulk(nonce))
+    if release:  # EVALSHA sha 1 key ttl keep device nonce bounds
+        buf.append(b"*9\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n" % sha.encode() + bulk(key)
+                   + bulk(ttl.encode()) + bulk(keep.encode()) + bulk(device) + bulk(nonce)
+                   + bulk(bounds.encode()))
     else:
         buf.append(head + bulk(key) + tail_timing + bulk(device) + bulk(nonce) + details + tail_rest)
     if len(buf) >= 10000:
@@ -400,15 +495,9 @@ load() { # load DB MODE PREFIX ARGS... : pipes generated acquires (releases for 
   # into db DB, checks for errors
   local sha=${SHA[acquire]}
   [[ $2 == *-release ]] && sha=${SHA[release]}
-  python3 "$WORK/gen.py" "$2" "$3" "$sha" "$TTL_MS" "$KEEP_MS" "${@:4}" \
+  python3 "$WORK/gen.py" "$2" "$3" "$sha" "$TTL_MS" "$KEEP_MS" "$HIST" "${@:4}" \
     | rcn "$1" --pipe >"$WORK/pipe.out" 2>&1
   grep -q 'errors: 0,' "$WORK/pipe.out" || { cat "$WORK/pipe.out" >&2; die "load failed"; }
-}
-count() { # count DB PATTERN -> "accounts streams value_bytes lease_keys backed lease_bytes odd"
-  local out
-  out=$(rcn "$1" EVALSHA "${SHA[count]}" 0 "$2" | tr '\n' ' ')
-  [[ $out =~ ^([0-9]+\ ){7}$ ]] || die "count failed: $out"
-  echo "$out"
 }
 listed() { # listed KEY... -> live streams per key as the list script (the service's read) reports
   # them, one digit per key. Only the reply's array header is read: records may hold any byte.
@@ -497,7 +586,11 @@ if ((REPEAT > 0)); then
   load 0 bench hb2- "$BENCH_KEYS" 2  # benchmark device + 1 other
   load 0 bench hb4- "$BENCH_KEYS" 4  # benchmark device + 3 others (a full premium account)
   load 0 other acqo- "$BENCH_KEYS" 1 # accounts holding one other device (not the bench one)
-  for p in acq1-:1 hb2-:2 hb4-:4 acqo-:1; do
+  # The shadow phases' own accounts, pre-filled as their enforced twins (the same draws).
+  load 0 other acqos- "$BENCH_KEYS" 1 # as acqo-, played in shadow
+  load 0 other full- "$BENCH_KEYS" 4  # 4 other devices: full under premium 4
+  load 0 other fulls- "$BENCH_KEYS" 4 # as full-, played in shadow
+  for p in acq1-:1 hb2-:2 hb4-:4 acqo-:1 acqos-:1 full-:4 fulls-:4; do
     read -r a s _ l b _ odd <<<"$(count 0 "sl:{${p%:*}*")"
     log "pre-filled sl:{${p%:*}*}: $a accounts, $s live streams, $l lease keys ($b of live streams, $odd odd)"
     want=$((BENCH_KEYS * ${p#*:}))
@@ -549,6 +642,20 @@ if ((REPEAT > 0)); then
   # replace the bench device's own record and lease key). Grant.
   phase 'acquire, 2nd stream'                     1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 \
     'sl:{acqo-__rand_int__}' "${ACQ_TAIL[@]}"
+  # The same in shadow ('shadow' after the bounds): a play with room is granted as enforced, and
+  # writes no history.
+  phase 'acquire, 2nd stream, shadow'             1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 \
+    'sl:{acqos-__rand_int__}' "${ACQ_SHADOW_TAIL[@]}"
+  # A play over the limit (a 5th device on an account holding 4 under premium 4), enforced: refused
+  # on the fast path, which lists the 4 live leases (asking each lease key its end) and pushes the
+  # refusal's entry on the account's history (LPUSH, LTRIM, PEXPIRE); the account is left as it was.
+  phase 'acquire over the limit, refused'         1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 \
+    'sl:{full-__rand_int__}' "${ACQ_TAIL[@]}"
+  # The same play in shadow: let through, after the entry it would have been (kind 8). The first
+  # hit on an account appends the benchmark device's stream (5 live), later hits replace it, as
+  # in the 2nd-stream phases, and are over the limit again.
+  phase 'acquire over the limit, shadow'          1 evalsha "$BENCH_KEYS" EVALSHA "${SHA[acquire]}" 1 \
+    'sl:{fulls-__rand_int__}' "${ACQ_SHADOW_TAIL[@]}"
   DB=1 PREP=release_prep CHECK=release_check \
     phase 'release of a live lease (1-stream acct)' 1 evalsha "$RELEASE_KEYS" EVALSHA "${SHA[release]}" 1 \
     'sl:{rel-__rand_int__}' "${REL_TAIL[@]}"
@@ -566,7 +673,8 @@ if ((REPEAT > 0)); then
   done
 
   # Post-checks: the heartbeat phases only renewed (stream and lease-key counts unchanged), the
-  # acquires granted and left one lease key per live stream.
+  # acquires granted and left one lease key per live stream, the refusals left their accounts as
+  # they were, and in shadow the plays over the limit were let through.
   post_check() { # post_check PREFIX ACCOUNTS MIN_STREAMS MAX_STREAMS
     local a s l b odd
     read -r a s _ l b _ odd <<<"$(count 0 "sl:{$1*")"
@@ -579,13 +687,45 @@ if ((REPEAT > 0)); then
   post_check hb4- "$BENCH_KEYS" $((4 * BENCH_KEYS)) $((4 * BENCH_KEYS))
   post_check acq1- "$BENCH_KEYS" "$BENCH_KEYS" "$BENCH_KEYS"
   post_check acqo- "$BENCH_KEYS" "$BENCH_KEYS" $((2 * BENCH_KEYS))
+  post_check acqos- "$BENCH_KEYS" "$BENCH_KEYS" $((2 * BENCH_KEYS))
+  post_check full- "$BENCH_KEYS" $((4 * BENCH_KEYS)) $((4 * BENCH_KEYS))
+  post_check fulls- "$BENCH_KEYS" $((4 * BENCH_KEYS + 1)) $((5 * BENCH_KEYS))
   post_check new- any 1 $((REPEAT * BENCH_N))
-  # One more call of each benchmarked command, to see its reply: 1 = granted / renewed.
-  for probe in "acquire sl:{acq1-000000000001}" "acquire sl:{acqo-000000000001}" \
-    "heartbeat sl:{hb2-000000000001}" "heartbeat sl:{hb4-000000000001}"; do
-    read -r op key <<<"$probe"
-    if [[ $op == acquire ]]; then tail_args=("${ACQ_TAIL[@]}"); else tail_args=("${HB_TAIL[@]}"); fi
-    expect "$op on $key" "$(rc EVALSHA "${SHA[$op]}" 1 "$key" "${tail_args[@]}" | first)" 1
+  # The history: none written but by the plays over the limit; there, one entry per call (kind 1
+  # refused, kind 8 let through in shadow) unless an account was drawn more often than its list
+  # keeps; in shadow, each account drawn (the one with a list) gained exactly one stream.
+  hist_check() { # hist_check PREFIX KIND
+    local lists entries of_kind full
+    read -r lists entries of_kind full <<<"$(hist_count "sl:history:{$1*" "$2")"
+    log "after: sl:history:{$1*}: $lists lists, $entries entries ($of_kind of kind $2, $full lists full)"
+    ((of_kind == entries && (entries == REPEAT * BENCH_N || (full > 0 && entries < REPEAT * BENCH_N)))) \
+      || die "after the CPU phases sl:history:{$1*} holds $entries entries ($of_kind of kind $2) for $((REPEAT * BENCH_N)) calls"
+    HIST_LISTS=$lists
+  }
+  read -r lists _ <<<"$(hist_count 'sl:history:{*' 1)"
+  read -r full_lists _ <<<"$(hist_count 'sl:history:{full*' 1)"
+  ((lists == full_lists)) || die "$((lists - full_lists)) accounts not played over the limit have a history"
+  hist_check full- 1
+  hist_check fulls- 8
+  read -r _ s _ <<<"$(count 0 'sl:{fulls-*')"
+  ((s == 4 * BENCH_KEYS + HIST_LISTS)) \
+    || die "in shadow $((s - 4 * BENCH_KEYS)) streams were added to full accounts, $HIST_LISTS accounts were drawn"
+  # One more call of each benchmarked command, to see its reply: 1 = granted / renewed, 0 = refused,
+  # 2 = let through in shadow.
+  for probe in "acquire sl:{acq1-000000000001} 1" "acquire sl:{acqo-000000000001} 1" \
+    "shadow sl:{acqos-000000000001} 1" "acquire sl:{full-000000000001} 0" \
+    "shadow sl:{fulls-000000000001} 2" \
+    "heartbeat sl:{hb2-000000000001} 1" "heartbeat sl:{hb4-000000000001} 1"; do
+    read -r op key want <<<"$probe"
+    case $op in
+      acquire) tail_args=("${ACQ_TAIL[@]}") ;;
+      shadow)
+        op=acquire
+        tail_args=("${ACQ_SHADOW_TAIL[@]}")
+        ;;
+      *) tail_args=("${HB_TAIL[@]}") ;;
+    esac
+    expect "$op${tail_args[14]:+ in shadow} on $key" "$(rc EVALSHA "${SHA[$op]}" 1 "$key" "${tail_args[@]}" | first)" "$want"
   done
   reply=$(rc GETEX "sl:{hb2-000000000001}$BENCH_LEASE_SUFFIX" PX "$TTL_MS" | first)
   [[ $reply =~ ^[0-9]{13}$ ]] || die "GETEX of a benchmark lease key gave '$reply'"
