@@ -8,6 +8,13 @@ use common::fixture;
 use screenlimit_limiter::config::{Backend, Config, FailurePolicy};
 use screenlimit_operator::build::build;
 
+/// The limiter's config `sl` renders, as the limiter's own loader reads it, and its text.
+fn config_of(sl: &screenlimit_operator::crd::StreamLimiter) -> (Config, String) {
+    let text = build(sl).unwrap().limiter_config;
+    let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    (config, text)
+}
+
 fn rendered(name: &str) -> String {
     let desired = build(&fixture(name)).unwrap();
     desired.config_maps[0].data.as_ref().unwrap()["limiter.yaml"].clone()
@@ -309,11 +316,6 @@ fn the_batch_window_reaches_the_limiter_in_microseconds() {
 #[test]
 fn the_renewal_window_reaches_the_limiter_in_milliseconds() {
     use screenlimit_limiter::config::DEFAULT_RENEWAL_WINDOW;
-    let config_of = |sl: &screenlimit_operator::crd::StreamLimiter| {
-        let text = build(sl).unwrap().limiter_config;
-        let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
-        (config, text)
-    };
     let mut sl = fixture("managed.yaml");
     let (config, _) = config_of(&sl);
     config.validate().unwrap();
@@ -360,11 +362,6 @@ fn the_renewal_window_reaches_the_limiter_in_milliseconds() {
 #[test]
 fn the_history_bounds_reach_the_limiter_in_hours() {
     use screenlimit_limiter::config::HistoryConfig;
-    let config_of = |sl: &screenlimit_operator::crd::StreamLimiter| {
-        let text = build(sl).unwrap().limiter_config;
-        let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
-        (config, text)
-    };
     let mut sl = fixture("managed.yaml");
     let (config, text) = config_of(&sl);
     config.validate().unwrap();
@@ -423,11 +420,6 @@ fn enforcement_reaches_the_limiter_top_level_and_per_plan() {
     use screenlimit_limiter::enforcement::Enforcement;
     use screenlimit_limiter::rules::Rules;
     use screenlimit_operator::crd::{self, EnforcementSpec};
-    let config_of = |sl: &screenlimit_operator::crd::StreamLimiter| {
-        let text = build(sl).unwrap().limiter_config;
-        let config = Config::from_yaml(&text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
-        (config, text)
-    };
     let mut sl = fixture("managed.yaml");
     let (config, text) = config_of(&sl);
     config.validate().unwrap();
