@@ -23,39 +23,20 @@ fn config(enforcement: &str, revision: &str) -> String {
 
 #[tokio::test]
 async fn the_embedded_store_lets_refusals_through_in_shadow_and_enforces_after_the_switch() {
-    let limiter = LimiterProcess::start(&config("{ mode: shadow }", "shadow"));
-    shadow_then_enforce(&limiter, &limiter.client(), "").await;
+    shadow_then_enforce("").await;
 }
 
 #[tokio::test]
 async fn redis_through_the_scripts_lets_refusals_through_in_shadow_and_enforces_after_the_switch() {
     let redis = RedisServer::start();
-    let limiter = LimiterProcess::start(&redis_config(
-        &[redis.url()],
-        &config("{ mode: shadow }", "shadow"),
-    ));
-    shadow_then_enforce(
-        &limiter,
-        &limiter.client(),
-        &redis_config(&[redis.url()], ""),
-    )
-    .await;
+    shadow_then_enforce(&redis_config(&[redis.url()], "")).await;
     assert_eq!(redis.calls("sl.acquire"), 0, "the scripts decided");
 }
 
 #[tokio::test]
 async fn redis_through_the_module_lets_refusals_through_in_shadow_and_enforces_after_the_switch() {
     let redis = RedisServer::start_with_module(&[]);
-    let limiter = LimiterProcess::start(&redis_config(
-        &[redis.url()],
-        &config("{ mode: shadow }", "shadow"),
-    ));
-    shadow_then_enforce(
-        &limiter,
-        &limiter.client(),
-        &redis_config(&[redis.url()], ""),
-    )
-    .await;
+    shadow_then_enforce(&redis_config(&[redis.url()], "")).await;
     assert!(redis.calls("sl.acquire") > 0, "the module decided");
 }
 
@@ -76,9 +57,14 @@ async fn plays_counted(api: &Api, decision: &str, rule: &str, device_type: &str)
     api.metric(&line).await.unwrap_or(0.0)
 }
 
-/// `store_part` is the store's part of the config (empty for the embedded store), kept across the
-/// switch.
-async fn shadow_then_enforce(limiter: &LimiterProcess, api: &Api, store_part: &str) {
+/// A limiter on the store `store_part` configures (empty: the embedded one), in shadow, then
+/// switched to enforcing by a live reload.
+async fn shadow_then_enforce(store_part: &str) {
+    let limiter = LimiterProcess::start(&format!(
+        "{store_part}{}",
+        config("{ mode: shadow }", "shadow")
+    ));
+    let (limiter, api) = (&limiter, &limiter.client());
     let acct = "family-shadow";
     let (status, tv) = play(api, acct, "tv", "tv").await;
     assert_eq!(status, StatusCode::OK, "{tv}");
