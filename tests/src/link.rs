@@ -5,6 +5,7 @@
 //! heal, or reset (a region lost: every connection through it is closed). It counts the
 //! connections and bytes it carried, for the suites that measure cross-region traffic.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,8 +34,9 @@ struct Shared {
     cut: Mutex<bool>,
     healed: Condvar,
     stopped: AtomicBool,
-    /// Both ends of every connection carried, to close them on a reset.
-    open: Mutex<Vec<(TcpStream, TcpStream)>>,
+    /// Both ends of every connection carried, by number, to close them on a reset; a connection
+    /// leaves once its answers' direction has ended.
+    open: Mutex<HashMap<u64, (TcpStream, TcpStream)>>,
     connections: AtomicU64,
     bytes: AtomicU64,
     /// The jitter's pseudo-random state (xorshift).
@@ -54,7 +56,7 @@ impl Link {
             cut: Mutex::new(false),
             healed: Condvar::new(),
             stopped: AtomicBool::new(false),
-            open: Mutex::new(Vec::new()),
+            open: Mutex::new(HashMap::new()),
             connections: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             noise: Mutex::new(seed | 1),
@@ -97,7 +99,7 @@ impl Link {
 
     /// A region lost: closes every connection the link carries (both ends); new ones go on.
     pub fn reset(&self) {
-        for (client, upstream) in self.shared.open.lock().unwrap().drain(..) {
+        for (_, (client, upstream)) in self.shared.open.lock().unwrap().drain() {
             let _ = client.shutdown(Shutdown::Both);
             let _ = upstream.shutdown(Shutdown::Both);
         }
@@ -106,6 +108,11 @@ impl Link {
     /// Connections carried so far.
     pub fn connections(&self) -> u64 {
         self.shared.connections.load(Ordering::SeqCst)
+    }
+
+    /// Connections open through the link now.
+    pub fn open(&self) -> usize {
+        self.shared.open.lock().unwrap().len()
     }
 
     /// Bytes carried so far, both directions.
@@ -157,25 +164,30 @@ fn carry(shared: Arc<Shared>, client: TcpStream) {
     let Ok(upstream) = TcpStream::connect_timeout(&shared.target, Duration::from_secs(5)) else {
         return; // Not reachable: the client's connection closes, as a refused one would.
     };
-    shared.connections.fetch_add(1, Ordering::SeqCst);
+    let number = shared.connections.fetch_add(1, Ordering::SeqCst);
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
     let ends = (client.try_clone(), upstream.try_clone());
     let (Ok(client_end), Ok(upstream_end)) = ends else {
         return;
     };
-    shared.open.lock().unwrap().push((client_end, upstream_end));
+    shared
+        .open
+        .lock()
+        .unwrap()
+        .insert(number, (client_end, upstream_end));
     let (Ok(client_in), Ok(upstream_in)) = (client.try_clone(), upstream.try_clone()) else {
         return;
     };
-    direction(Arc::clone(&shared), client_in, upstream);
-    direction(shared, upstream_in, client);
+    direction(Arc::clone(&shared), client_in, upstream, None);
+    direction(shared, upstream_in, client, Some(number));
 }
 
 /// Bytes read from `from` are written to `to` a delay later, in order: a reader thread stamps
 /// each chunk with when it may arrive (never before the chunk ahead of it), a writer thread
-/// waits for that moment, and while the link is cut, for it to heal.
-fn direction(shared: Arc<Shared>, mut from: TcpStream, mut to: TcpStream) {
+/// waits for that moment, and while the link is cut, for it to heal. The direction of the
+/// answers ends its connection's entry (`ends`).
+fn direction(shared: Arc<Shared>, mut from: TcpStream, mut to: TcpStream, ends: Option<u64>) {
     let (chunks, arriving) = mpsc::channel::<(Instant, Vec<u8>)>();
     let reading = Arc::clone(&shared);
     std::thread::spawn(move || {
@@ -204,5 +216,8 @@ fn direction(shared: Arc<Shared>, mut from: TcpStream, mut to: TcpStream) {
             shared.bytes.fetch_add(chunk.len() as u64, Ordering::SeqCst);
         }
         let _ = to.shutdown(Shutdown::Write);
+        if let Some(number) = ends {
+            shared.open.lock().unwrap().remove(&number);
+        }
     });
 }

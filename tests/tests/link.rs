@@ -84,6 +84,17 @@ fn each_way_is_delayed_by_its_delay_and_jitter_and_bytes_stay_in_order() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(link.bytes(), carried as u64, "both directions counted");
+    assert_eq!(link.open(), 1);
+    drop((stream, reader));
+    let closed = Instant::now();
+    while link.open() > 0 && closed.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        link.open(),
+        0,
+        "a connection closed by its client leaves the link"
+    );
 }
 
 #[test]
