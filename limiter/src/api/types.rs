@@ -107,7 +107,8 @@ pub struct PlayStartResponse {
 /// A play of an account in shadow, as the limits judged it.
 #[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
 pub struct ShadowInfo {
-    /// True when the limits would have refused the play (enforced, it would have been a 409).
+    /// True when the limits would have refused the play (enforced, it would have been a 409);
+    /// false also when the play is `degraded` (the store was not asked).
     pub would_refuse: bool,
     /// With `would_refuse`: `max_streams` or `device_type_cap`, as a 409 would name it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
