@@ -54,7 +54,8 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 module_args=()
 if [[ -n ${MODULE:-} ]]; then
   [[ -f $MODULE ]] || die "no module at $MODULE (cargo build --release -p screenlimit-redis-module)"
-  module_args=(--loadmodule "$MODULE")
+  # Absolute: Redis changes to its --dir before it loads modules.
+  module_args=(--loadmodule "$(realpath "$MODULE")")
 fi
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" --instr-atstart=no \
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" "${module_args[@]}" >/dev/null 2>&1 &
