@@ -28,6 +28,7 @@ pub mod overload;
 pub mod plan_book;
 pub mod plans;
 pub mod player_tokens;
+pub mod regions;
 pub mod reload;
 pub mod rules;
 pub mod server;

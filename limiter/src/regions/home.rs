@@ -1,0 +1,136 @@
+//! An account's home region when nothing names one: weighted rendezvous hashing over the regions.
+//! Each region scores the account with a hash of both, scaled by the region's weight
+//! (`-weight / ln(u)`, `u` the hash in (0, 1)), and the highest score is the home. Every limiter
+//! in every region computes the same home from the same list, with no table to share; a region's
+//! share of the accounts is its share of the weights; and a change moves only what it must: a
+//! region added takes accounts from the others and gives none between them, a region removed (or
+//! its weight set to 0) gives its accounts out and moves no other, a weight raised only draws
+//! accounts to that region.
+
+/// A region as the home rule sees it: its name and its weight (0: home of no account).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    pub name: String,
+    pub weight: u32,
+}
+
+/// The home of `account_id` among `regions`: the one with the highest score; `None` when no
+/// region has a weight. Ties (equal scores) go to the name that sorts first, so the order of the
+/// list does not matter.
+pub fn home_of<'a>(account_id: &str, regions: &'a [Region]) -> Option<&'a Region> {
+    regions
+        .iter()
+        .filter(|r| r.weight > 0)
+        .map(|r| (score(account_id, r), r))
+        .max_by(|(a, ra), (b, rb)| a.total_cmp(b).then_with(|| rb.name.cmp(&ra.name)))
+        .map(|(_, r)| r)
+}
+
+/// `-weight / ln(u)` with `u` in (0, 1) from a hash of the account and the region's name: larger
+/// for a heavier region, and for one weight distributed so that each region wins its share.
+fn score(account_id: &str, region: &Region) -> f64 {
+    let mut key = Vec::with_capacity(account_id.len() + region.name.len() + 1);
+    key.extend_from_slice(region.name.as_bytes());
+    // A separator that neither names nor ids contain, so ("ab", "c") and ("a", "bc") differ.
+    key.push(0);
+    key.extend_from_slice(account_id.as_bytes());
+    let hash = xxhash_rust::xxh3::xxh3_64(&key);
+    // The top 53 bits as a fraction in (0, 1): never 0 (ln 0) nor 1 (ln 1 = 0).
+    let u = ((hash >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    -f64::from(region.weight) / u.ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regions(list: &[(&str, u32)]) -> Vec<Region> {
+        list.iter()
+            .map(|&(name, weight)| Region {
+                name: name.into(),
+                weight,
+            })
+            .collect()
+    }
+
+    fn accounts() -> Vec<String> {
+        (0..30_000).map(|i| format!("acct-{i}")).collect()
+    }
+
+    fn homes(accounts: &[String], regions: &[Region]) -> Vec<String> {
+        accounts
+            .iter()
+            .map(|a| home_of(a, regions).unwrap().name.clone())
+            .collect()
+    }
+
+    #[test]
+    fn each_region_is_home_to_its_share_of_the_weights() {
+        let list = regions(&[("eu", 1), ("us", 1), ("ap", 2)]);
+        let accounts = accounts();
+        let homes = homes(&accounts, &list);
+        for (name, share) in [("eu", 0.25), ("us", 0.25), ("ap", 0.5)] {
+            let got = homes.iter().filter(|h| *h == name).count() as f64 / accounts.len() as f64;
+            assert!(
+                (got - share).abs() < 0.015,
+                "{name}: {got:.3}, weight share {share}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_order_of_the_list_does_not_matter_and_the_hash_is_fixed() {
+        let list = regions(&[("eu", 1), ("us", 1), ("ap", 2)]);
+        let mut reversed = list.clone();
+        reversed.reverse();
+        let accounts = accounts();
+        assert_eq!(homes(&accounts, &list), homes(&accounts, &reversed));
+        // Fixed values: a change of hash would move homes between releases mid-flight.
+        let first: Vec<String> = homes(&accounts[..6], &list);
+        assert_eq!(first, ["eu", "ap", "ap", "ap", "ap", "ap"]);
+    }
+
+    #[test]
+    fn a_region_added_takes_accounts_and_moves_none_between_the_others() {
+        let before = regions(&[("eu", 1), ("us", 1)]);
+        let after = regions(&[("eu", 1), ("us", 1), ("ap", 1)]);
+        let accounts = accounts();
+        let (was, is) = (homes(&accounts, &before), homes(&accounts, &after));
+        let moved = was.iter().zip(&is).filter(|(w, i)| w != i);
+        assert!(
+            moved.clone().all(|(_, i)| i == "ap"),
+            "only to the new region"
+        );
+        let share = moved.count() as f64 / accounts.len() as f64;
+        assert!((share - 1.0 / 3.0).abs() < 0.015, "{share:.3} moved");
+    }
+
+    #[test]
+    fn a_region_weighted_0_gives_its_accounts_out_and_moves_no_other() {
+        let before = regions(&[("eu", 1), ("us", 1), ("ap", 1)]);
+        let after = regions(&[("eu", 1), ("us", 1), ("ap", 0)]);
+        let accounts = accounts();
+        let (was, is) = (homes(&accounts, &before), homes(&accounts, &after));
+        for (w, i) in was.iter().zip(&is) {
+            assert!(i != "ap", "a region weighted 0 is home to none");
+            if w != "ap" {
+                assert_eq!(w, i, "an account of another region moved");
+            }
+        }
+        assert!(home_of("acct-1", &regions(&[("eu", 0)])).is_none());
+    }
+
+    #[test]
+    fn a_weight_raised_only_draws_accounts_to_its_region() {
+        let before = regions(&[("eu", 1), ("us", 1), ("ap", 1)]);
+        let after = regions(&[("eu", 1), ("us", 1), ("ap", 3)]);
+        let accounts = accounts();
+        let (was, is) = (homes(&accounts, &before), homes(&accounts, &after));
+        assert!(
+            was.iter()
+                .zip(&is)
+                .filter(|(w, i)| w != i)
+                .all(|(_, i)| i == "ap")
+        );
+    }
+}
