@@ -19,14 +19,22 @@ fn http() -> reqwest::Client {
 /// A play-start on plan `basic` (a cap of 1 in the examples): status and body; `None` when the
 /// limiter did not answer (its pod down or restarting).
 pub async fn try_play(limiter: &str, account: &str, device: &str) -> Option<(StatusCode, Value)> {
+    play_or_why(limiter, account, device).await.ok()
+}
+
+/// [`try_play`], with why the limiter did not answer.
+async fn play_or_why(
+    limiter: &str,
+    account: &str,
+    device: &str,
+) -> Result<(StatusCode, Value), reqwest::Error> {
     let response = http()
         .post(format!("{limiter}/v1/streams"))
         .json(&json!({"account_id": account, "device_id": device, "plan": "basic"}))
         .send()
-        .await
-        .ok()?;
+        .await?;
     let status = response.status();
-    Some((status, response.json().await.unwrap_or_default()))
+    Ok((status, response.json().await.unwrap_or_default()))
 }
 
 /// [`try_play`] that must be answered.
@@ -124,12 +132,17 @@ impl Prober {
                     if stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    match try_play(&limiter, &format!("{prefix}-{i}"), "tv").await {
-                        Some((status, body)) => {
+                    let sent = Instant::now();
+                    match play_or_why(&limiter, &format!("{prefix}-{i}"), "tv").await {
+                        Ok((status, body)) => {
                             assert!(!status.is_server_error(), "{status}: {body}");
                             answered += 1;
                         }
-                        None => unanswered += 1,
+                        Err(error) => {
+                            // Said, so that a suite that counts them shows why when it fails.
+                            eprintln!("play {i} unanswered after {:?}: {error:?}", sent.elapsed());
+                            unanswered += 1;
+                        }
                     }
                     if let Some(account) = capped.get(i % capped.len().max(1))
                         && let Some((status, body)) = try_play(&limiter, account, "phone").await
