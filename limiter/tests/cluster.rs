@@ -354,6 +354,10 @@ async fn play_at_the_cap(
                     tally.degraded_at(at);
                 }
                 _ => {
+                    // Said, so that a failure shows when and beside which heartbeat.
+                    eprintln!(
+                        "{account}: a second device granted by the store at {at:?}: {phone:?}; the tv's heartbeat that round: {beat:?}"
+                    );
                     tally.store_grants += 1;
                     api.stop(account, &phone.stream_id()).await;
                 }
