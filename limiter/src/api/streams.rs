@@ -107,27 +107,18 @@ pub async fn play_start(
 
 /// The `shadow` part of a granted play's answer: the rule as a 409 would have named it.
 fn shadow_info(limit: u32, verdict: ShadowVerdict) -> ShadowInfo {
-    let mut info = ShadowInfo {
-        would_refuse: verdict.would_refuse.is_some(),
-        rule: None,
-        limit: None,
-        device_type: None,
-        cap: None,
+    let rule = verdict.would_refuse;
+    let capped = match rule {
+        Some(DenyRule::DeviceTypeCap { kind, cap }) => Some((kind, cap)),
+        _ => None,
     };
-    match verdict.would_refuse {
-        None => {}
-        Some(DenyRule::MaxStreams) => {
-            info.rule = Some("max_streams".into());
-            info.limit = Some(limit);
-        }
-        Some(DenyRule::DeviceTypeCap { kind, cap }) => {
-            info.rule = Some("device_type_cap".into());
-            info.limit = Some(limit);
-            info.device_type = Some(kind);
-            info.cap = Some(cap);
-        }
+    ShadowInfo {
+        would_refuse: rule.is_some(),
+        rule: rule.map(|r| r.name().to_owned()),
+        limit: rule.map(|_| limit),
+        device_type: capped.map(|(kind, _)| kind),
+        cap: capped.map(|(_, cap)| cap),
     }
-    info
 }
 
 /// The 409 body for a refused play: which rule, in words a player can show.
@@ -144,21 +135,20 @@ fn limit_reached(limit: u32, rule: DenyRule) -> ApiError {
             ),
         )
         .with("limit", limit)
-        .with("rule", "max_streams"),
+        .with("rule", rule.name()),
         DenyRule::DeviceTypeCap { kind, cap } => {
-            let kind_name = serde_json::to_value(kind).unwrap_or_default();
             ApiError::new(
                 StatusCode::CONFLICT,
                 "concurrent_stream_limit",
                 format!(
                     "this plan allows {cap} stream{} at once on {} devices; stop one of them to play here",
                     plural(cap),
-                    kind_name.as_str().unwrap_or("such")
+                    kind.name()
                 ),
             )
             .with("limit", limit)
-            .with("rule", "device_type_cap")
-            .with("device_type", kind_name)
+            .with("rule", rule.name())
+            .with("device_type", kind.name())
             .with("cap", cap)
         }
     }

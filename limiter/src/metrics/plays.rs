@@ -5,7 +5,7 @@
 
 use prometheus::{IntCounterVec, Opts, Registry};
 
-use crate::model::{DenyRule, DeviceType};
+use crate::model::DenyRule;
 
 /// A play-start's outcome, the `decision` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,24 +31,13 @@ impl PlayOutcome {
     }
 }
 
-/// The rule's labels: `max_streams` or `device_type_cap` (as the 409 answer names them) and the
-/// capped type; empty for a play no rule refused.
+/// The rule's labels: its name (as the 409 answer names it) and the capped type; empty for a
+/// play no rule refused.
 pub fn rule_labels(rule: Option<DenyRule>) -> (&'static str, &'static str) {
     match rule {
         None => ("", ""),
-        Some(DenyRule::MaxStreams) => ("max_streams", ""),
-        Some(DenyRule::DeviceTypeCap { kind, .. }) => ("device_type_cap", kind_label(kind)),
-    }
-}
-
-fn kind_label(kind: DeviceType) -> &'static str {
-    match kind {
-        DeviceType::Tv => "tv",
-        DeviceType::Mobile => "mobile",
-        DeviceType::Tablet => "tablet",
-        DeviceType::Web => "web",
-        DeviceType::Console => "console",
-        DeviceType::Other => "other",
+        Some(DenyRule::MaxStreams) => (DenyRule::MaxStreams.name(), ""),
+        Some(rule @ DenyRule::DeviceTypeCap { kind, .. }) => (rule.name(), kind.name()),
     }
 }
 

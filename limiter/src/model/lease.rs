@@ -46,6 +46,18 @@ impl DeviceType {
         self as u8
     }
 
+    /// The type as JSON and metrics name it (its serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceType::Tv => "tv",
+            DeviceType::Mobile => "mobile",
+            DeviceType::Tablet => "tablet",
+            DeviceType::Web => "web",
+            DeviceType::Console => "console",
+            DeviceType::Other => "other",
+        }
+    }
+
     pub fn from_code(code: u8) -> DeviceType {
         Self::ALL
             .get(code as usize)
@@ -135,6 +147,16 @@ pub enum DenyRule {
     DeviceTypeCap { kind: DeviceType, cap: u32 },
 }
 
+impl DenyRule {
+    /// The rule as answers and metrics name it: `max_streams` or `device_type_cap`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DenyRule::MaxStreams => "max_streams",
+            DenyRule::DeviceTypeCap { .. } => "device_type_cap",
+        }
+    }
+}
+
 /// A live lease as lists and denials show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -169,6 +191,18 @@ impl Timing {
         Timing {
             ttl_ms,
             revocation_ms: 2 * ttl_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_types_name_is_its_json_name() {
+        for kind in DeviceType::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.name());
         }
     }
 }
