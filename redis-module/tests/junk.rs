@@ -229,23 +229,8 @@ fn junk_history_bounds_are_read_only_for_an_entry_and_then_refused() {
     for engine in Engine::present("junk history bounds") {
         let server = Server::with_module_on(engine, &[]);
         let mut c = server.connect();
-        let details = [4u8, 1, 0, 0, 0];
         let acquire = |c: &mut redis::Connection, device: &str, nonce: [u8; 16], bounds: &[u8]| {
-            redis::cmd("SL.ACQUIRE")
-                .arg(account_key("bounds"))
-                .arg(60_000)
-                .arg(120_000)
-                .arg("basic")
-                .arg(1)
-                .arg("basic")
-                .arg(1)
-                .arg(device)
-                .arg(&nonce[..])
-                .arg(&details[..])
-                .arg("")
-                .arg("")
-                .arg("")
-                .arg("")
+            basic_play("bounds", device, nonce)
                 .arg(bounds)
                 .query::<Value>(c)
         };
@@ -359,6 +344,27 @@ fn junk_history_bounds_are_read_only_for_an_entry_and_then_refused() {
     }
 }
 
+/// `SL.ACQUIRE` of a TV on `account` under plan basic (1 stream), a one-minute lease, with its
+/// first 14 arguments; the history's bounds and what follows are the caller's.
+fn basic_play(account: &str, device: &str, nonce: [u8; 16]) -> redis::Cmd {
+    let mut cmd = redis::cmd("SL.ACQUIRE");
+    cmd.arg(screenlimit_limiter::store::redis::account_key(account))
+        .arg(60_000)
+        .arg(120_000)
+        .arg("basic")
+        .arg(1)
+        .arg("basic")
+        .arg(1)
+        .arg(device)
+        .arg(&nonce[..])
+        .arg(&[4u8, 1, 0, 0, 0][..])
+        .arg("")
+        .arg("")
+        .arg("")
+        .arg("");
+    cmd
+}
+
 /// `SL.ACQUIRE`'s enforcement, one argument after the history's bounds: exactly `shadow`, or
 /// refused (`bad argument enforcement`, as the script) before anything is written, not even the
 /// account key's life; a 17th argument is a wrong number of arguments. With it, a play over the
@@ -366,26 +372,12 @@ fn junk_history_bounds_are_read_only_for_an_entry_and_then_refused() {
 /// history as kind 8; on every engine present.
 #[test]
 fn the_enforcement_is_shadow_or_refused_and_then_nothing_is_written() {
-    use screenlimit_limiter::store::redis::{account_key, history_key, lease_key};
+    use screenlimit_limiter::store::redis::{history_key, lease_key};
     for engine in Engine::present("the enforcement argument") {
         let server = Server::with_module_on(engine, &[]);
         let mut c = server.connect();
         let acquire = |c: &mut redis::Connection, device: &str, nonce: [u8; 16], more: &[&[u8]]| {
-            let mut cmd = redis::cmd("SL.ACQUIRE");
-            cmd.arg(account_key("shadow"))
-                .arg(60_000)
-                .arg(120_000)
-                .arg("basic")
-                .arg(1)
-                .arg("basic")
-                .arg(1)
-                .arg(device)
-                .arg(&nonce[..])
-                .arg(&[4u8, 1, 0, 0, 0][..])
-                .arg("")
-                .arg("")
-                .arg("")
-                .arg("");
+            let mut cmd = basic_play("shadow", device, nonce);
             for arg in more {
                 cmd.arg(*arg);
             }
