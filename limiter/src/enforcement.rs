@@ -71,13 +71,6 @@ impl EnforcementBook {
     pub fn enforces(&self, account_id: &str, plan: Option<&str>) -> bool {
         self.of_plan(plan).enforces(account_id)
     }
-
-    /// Whether any account may be in shadow.
-    pub fn any_shadow(&self) -> bool {
-        std::iter::once(&self.default)
-            .chain(self.plans.values())
-            .any(|e| e.percent < 100)
-    }
 }
 
 #[cfg(test)]
@@ -129,7 +122,5 @@ mod tests {
         assert!(!book.enforces("acct-1", Some("standard")));
         assert!(book.enforces("acct-1", Some("premium")));
         assert!(book.enforces("acct-1", None));
-        assert!(book.any_shadow());
-        assert!(!EnforcementBook::default().any_shadow());
     }
 }

@@ -33,7 +33,7 @@ impl PlayOutcome {
 
 /// The rule's labels: its name (as the 409 answer names it) and the capped type; empty for a
 /// play no rule refused.
-pub fn rule_labels(rule: Option<DenyRule>) -> (&'static str, &'static str) {
+fn rule_labels(rule: Option<DenyRule>) -> (&'static str, &'static str) {
     match rule {
         None => ("", ""),
         Some(DenyRule::MaxStreams) => (DenyRule::MaxStreams.name(), ""),
@@ -66,13 +66,5 @@ impl PlayCounter {
         self.0
             .with_label_values(&[outcome.label(), plan, rule, device_type])
             .inc();
-    }
-
-    /// The count so far (tests).
-    pub fn get(&self, outcome: PlayOutcome, plan: &str, rule: Option<DenyRule>) -> u64 {
-        let (rule, device_type) = rule_labels(rule);
-        self.0
-            .with_label_values(&[outcome.label(), plan, rule, device_type])
-            .get()
     }
 }

@@ -526,7 +526,7 @@ fn enforcement_enforces_every_account_unless_told_otherwise() {
     let config = Config::load(None, no_env).unwrap();
     let rules = Rules::from_config(&config, 1);
     assert_eq!(rules.enforcement.default, Enforcement::ENFORCE);
-    assert!(!rules.enforcement.any_shadow());
+    assert!(rules.enforcement.plans.is_empty());
 
     let yaml = "enforcement: { mode: enforce, enforce_percent: 30 }\n\
                 plans:\n  basic: 1\n  standard: { max_streams: 2, enforcement: { mode: shadow } }\n";
