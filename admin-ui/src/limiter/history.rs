@@ -18,7 +18,7 @@ fn entries<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<HistoryEntr
 }
 
 /// One event of an account's history; the fields its kind does not use are absent.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct HistoryEntry {
     /// RFC 3339 UTC.
     pub at: String,
@@ -52,13 +52,7 @@ impl HistoryEntry {
                 device: raw
                     .get("device")
                     .and_then(|d| serde_json::from_value(d.clone()).ok()),
-                rule: None,
-                limit: None,
-                holders: Vec::new(),
-                replaced: None,
-                actor: None,
-                ended_at: None,
-                until: None,
+                ..HistoryEntry::default()
             }
         })
     }

@@ -170,13 +170,7 @@ mod tests {
             at: "2026-12-05T20:14:00Z".into(),
             kind: kind.into(),
             device: Some(device("tablet-1", "Kids Tablet", "tablet")),
-            rule: None,
-            limit: None,
-            holders: Vec::new(),
-            replaced: None,
-            actor: None,
-            ended_at: None,
-            until: None,
+            ..HistoryEntry::default()
         }
     }
 
