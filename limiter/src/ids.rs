@@ -154,14 +154,14 @@ pub fn device_of(stream_id: &str) -> Option<&str> {
 
 /// The plan a stream was issued under. Its id carries it, so a lease lost with the store (a
 /// restart, a reshard) comes back under the right limit, not the default plan's.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PlanTag {
     pub name: String,
     pub limit: u32,
 }
 
 /// What a verified stream id names: the device it was issued to, its random part, its plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamRef {
     pub device_id: String,
     pub nonce: Nonce,

@@ -6,8 +6,10 @@ use prometheus::{
 };
 
 mod plays;
+mod regions;
 
 pub use plays::{PlayCounter, PlayOutcome};
+pub use regions::{CallOutcome, CallRecord, RegionMetrics};
 
 use crate::live::LiveStreams;
 use crate::overload::{Deadline, Overload, Route};
@@ -62,6 +64,8 @@ pub struct Metrics {
     decisions: IntCounterVec,
     /// Play-starts by decision, plan and rule.
     pub plays: PlayCounter,
+    /// The calls to other regions, per peer.
+    pub regions: RegionMetrics,
     latency: HistogramVec,
     store_errors: IntCounterVec,
     circuit_open: IntGaugeVec,
@@ -301,7 +305,9 @@ impl Metrics {
         let admission = AdmissionMetrics::new(&registry);
         let shard_state = ShardGauges::register(&registry);
         let plays = PlayCounter::register(&registry);
+        let regions = RegionMetrics::register(&registry);
         Metrics {
+            regions,
             shard_state,
             plays,
             registry,
@@ -379,9 +385,13 @@ impl Metrics {
     }
 
     pub fn store_error(&self, error: &StoreError) {
-        let shard = error.shard();
+        // A home region that did not answer is named by its region, not a shard of this one.
+        let shard = match error {
+            StoreError::Region { region, .. } => format!("region:{region}"),
+            error => error.shard().to_string(),
+        };
         self.store_errors
-            .with_label_values(&[&shard.to_string(), error.kind()])
+            .with_label_values(&[&shard, error.kind()])
             .inc();
     }
 

@@ -38,6 +38,10 @@ pub fn api_auth(config: &Config) -> Result<crate::api::auth::ApiAuth, crate::con
             .as_ref()
             .map(crate::player_tokens::PlayerTokens::from_config)
             .transpose()?,
+        region: match &config.regions {
+            Some(regions) => Some(regions.read_tokens()?.inbound),
+            None => None,
+        },
     })
 }
 

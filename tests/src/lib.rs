@@ -1,6 +1,5 @@
 //! What the system suites share: the pod runner ([`pods`]), certificates ([`certs`]), the
-//! browser ([`browser`]), a real API server where one is present ([`apiserver`]), a delayed link
-//! between regions ([`link`]), and where the
+//! browser ([`browser`]), a real API server where one is present ([`apiserver`]), and where the
 //! inputs come from (the operator's fixtures, `examples/`,
 //! the binaries built beside the test).
 //!
@@ -12,7 +11,6 @@ pub mod apiserver;
 pub mod browser;
 pub mod certs;
 pub mod install;
-pub mod link;
 pub mod pods;
 pub mod redis_pods;
 

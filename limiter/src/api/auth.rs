@@ -30,6 +30,8 @@ pub enum Audience {
     Both,
     /// Force-stop, overrides, audit, fleet, dashboard sessions.
     Support,
+    /// What other regions call (`/v1/regions/...`): the region token only.
+    Region,
     /// The document and unknown paths: any valid credential.
     Any,
 }
@@ -48,6 +50,7 @@ impl Audience {
             ["v1", "accounts", _, "streams"] => Audience::Both,
             ["v1", "accounts", ..] | ["v1", "audit"] | ["v1", "fleet"] => Audience::Support,
             ["v1", "dashboard-sessions", ..] => Audience::Support,
+            ["v1", "regions", ..] => Audience::Region,
             _ => Audience::Any,
         }
     }
@@ -66,6 +69,8 @@ pub enum Caller {
     Service { support: bool, gateway: bool },
     /// A player token: its own account (and device) only.
     Player(PlayerClaims),
+    /// Another region (`regions.token_file`): the region routes only.
+    Region,
 }
 
 impl Caller {
@@ -99,7 +104,7 @@ impl Caller {
     fn bound_device(&self) -> Option<&str> {
         match self {
             Caller::Player(claims) => claims.device_id.as_deref(),
-            Caller::Service { .. } => None,
+            Caller::Service { .. } | Caller::Region => None,
         }
     }
 }
@@ -139,6 +144,8 @@ pub fn check_account(
 pub struct ApiAuth {
     pub credentials: Credentials,
     pub players: Option<Arc<PlayerTokens>>,
+    /// The token other regions present (`regions.token_file`); it opens their routes only.
+    pub region: Option<String>,
 }
 
 impl ApiAuth {
@@ -151,11 +158,18 @@ impl ApiAuth {
                 single: token.is_some(),
             },
             players: None,
+            region: None,
         }
     }
 
     /// Whether any call needs a credential.
     pub fn enabled(&self) -> bool {
+        self.guards_public_routes() || self.region.is_some()
+    }
+
+    /// Whether the player and support routes need a credential (the region token alone does
+    /// not close them).
+    fn guards_public_routes(&self) -> bool {
         self.credentials.any(self.players.is_some())
     }
 
@@ -176,6 +190,9 @@ impl ApiAuth {
         );
         if support || gateway {
             return Ok(Caller::Service { support, gateway });
+        }
+        if matches(&self.region) {
+            return Ok(Caller::Region);
         }
         // A token with a dot is meant as a JWT: one that is not (two or four parts) is a
         // malformed player token, not a missing credential.
@@ -226,6 +243,12 @@ impl From<AuthError> for ApiError {
                 "this route is for support (the dashboard's support token); a player or \
                  gateway credential cannot open it",
             ),
+            AuthError::WrongAudience(Audience::Region) => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "regions_only",
+                "this route is for other regions of this install (their region token); no \
+                 other credential opens it",
+            ),
             AuthError::WrongAudience(_) => ApiError::new(
                 StatusCode::FORBIDDEN,
                 "players_only",
@@ -272,6 +295,8 @@ fn admits(caller: &Caller, audience: Audience) -> bool {
         (Caller::Service { support, .. }, Audience::Support) => *support,
         (Caller::Player(_), Audience::Player | Audience::Both) => true,
         (Caller::Player(_), Audience::Support) => false,
+        (Caller::Region, audience) => audience == Audience::Region,
+        (_, Audience::Region) => false,
     }
 }
 
@@ -283,7 +308,8 @@ pub async fn require_credential(
     next: Next,
 ) -> Response {
     let audience = Audience::of(request.uri().path());
-    if audience == Audience::Open {
+    if audience == Audience::Open || (audience != Audience::Region && !auth.guards_public_routes())
+    {
         return next.run(request).await;
     }
     let presented = request

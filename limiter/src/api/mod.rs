@@ -8,6 +8,7 @@ pub mod history;
 pub mod limits;
 pub mod openapi;
 pub mod ops;
+pub mod regions;
 pub mod responses;
 pub mod schema;
 pub mod sessions;
@@ -44,6 +45,22 @@ impl ApiOptions {
             cors: None,
         }
     }
+}
+
+/// What other regions call, with room for a full batch of renewals.
+fn region_routes() -> Router<AppState> {
+    use crate::regions::wire::{MAX_BODY_BYTES, Op};
+    let path = |op: Op| format!("/v1/regions/{}", op.name());
+    Router::new()
+        .route(&path(Op::Acquire), post(regions::acquire))
+        .route(&path(Op::Heartbeats), post(regions::heartbeats))
+        .route(&path(Op::Release), post(regions::release))
+        .route(&path(Op::ForceStop), post(regions::force_stop))
+        .route(&path(Op::List), post(regions::list))
+        .route(&path(Op::History), post(regions::history))
+        .route(&path(Op::Override), post(regions::set_override))
+        .route(&path(Op::Audit), post(regions::audit))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
 /// The whole API: each route behind the credential of its audience (`auth.rs`), the player
@@ -92,8 +109,11 @@ pub fn router(service: AppState, options: ApiOptions) -> Router {
         )
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .with_state(service);
+        .layer(DefaultBodyLimit::max(max_body_bytes));
+    if service.regions().is_some() {
+        router = router.merge(region_routes());
+    }
+    let mut router = router.with_state(service);
     if auth.enabled() {
         router = router.layer(axum::middleware::from_fn_with_state(
             Arc::new(auth),

@@ -268,7 +268,7 @@ pub fn resolve(auth: &ApiAuthConfig, single: Option<&PathBuf>) -> Result<Credent
     })
 }
 
-fn read_token(field: &'static str, path: &Path) -> Result<String, ConfigError> {
+pub(crate) fn read_token(field: &'static str, path: &Path) -> Result<String, ConfigError> {
     let token = read_named_file(field, path)?.trim().to_owned();
     if token.chars().count() < MIN_TOKEN_CHARS {
         return Err(invalid(

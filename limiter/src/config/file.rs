@@ -46,6 +46,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Where each account's plan comes from.
     pub plan_source: PlanSourceConfig,
+    /// This region and its peers, when the install is one of several regions.
+    pub regions: Option<super::regions::RegionsConfig>,
     /// Threads serving the API, each a single-threaded event loop with its own connections;
     /// 0 = one per CPU the process may use.
     pub threads: usize,
@@ -86,6 +88,7 @@ impl Default for Config {
             auth: ApiAuthConfig::default(),
             max_body_bytes: 8 * 1024,
             plan_source: PlanSourceConfig::default(),
+            regions: None,
             threads: 0,
             http: HttpConfig::default(),
             revision: None,
@@ -187,6 +190,16 @@ impl Config {
         self.enforcement.validate("enforcement", "")?;
         self.plan_source.validate(&self.plans)?;
         self.http.validate()?;
+        if let Some(regions) = &self.regions {
+            regions.validate()?;
+            if self.stream_id_secret.is_none() && self.stream_id_secret_file.is_none() {
+                return Err(invalid(
+                    "regions",
+                    "several regions need stream_id_secret (or stream_id_secret_file), the same in \
+                     every region: a stream id minted in one region is checked in the others",
+                ));
+            }
+        }
         if let Some(revision) = &self.revision
             && crate::ids::validate_token(revision).is_err()
         {

@@ -11,6 +11,7 @@ mod history;
 pub mod http;
 mod load;
 pub mod plans;
+pub mod regions;
 pub mod store;
 pub mod store_access;
 #[cfg(test)]
@@ -24,5 +25,6 @@ pub use file::{Config, MAX_THREADS};
 pub use history::*;
 pub use http::*;
 pub use plans::*;
+pub use regions::{PeerConfig, RegionTokens, RegionsConfig};
 pub use store::*;
 pub use store_access::{AuthConfig, RedisCredentials, StoreSecrets, TlsConfig};

@@ -9,7 +9,7 @@ use super::history::{HistoryDevice, HistoryEvent, RefusalRule};
 use super::lease::{DenyRule, Device, Lease, LimitOverride, Millis, Plan, Timing};
 use crate::ids::{Nonce, PlanTag, StreamRef};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AccountView {
     pub plan: PlanTag,
     /// The limit in force: the override's while one is active, else the plan's.

@@ -4,7 +4,7 @@
 use super::lease::{DenyRule, Device, Lease, Millis, OverrideGrant, Plan};
 use crate::ids::{Nonce, PlanTag, StreamRef};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct AcquireCmd {
     pub account_id: String,
     pub device: Device,
@@ -18,7 +18,7 @@ pub struct AcquireCmd {
     pub shadow: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AcquireOutcome {
     Granted {
         /// The plan the account is now held to (its id carries it).
@@ -38,7 +38,7 @@ pub enum AcquireOutcome {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum HeartbeatOutcome {
     Renewed {
         expires_at: Millis,
@@ -53,13 +53,13 @@ pub enum HeartbeatOutcome {
     Revoked,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReleaseOutcome {
     Released,
     NotHeld,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ForceStopOutcome {
     Stopped,
     AlreadyStopped,
@@ -67,7 +67,7 @@ pub enum ForceStopOutcome {
 }
 
 /// A force-stop as support asks for it; the audit log records who and why.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ForceStopCmd {
     pub account_id: String,
     pub stream: StreamRef,
@@ -79,7 +79,7 @@ pub struct ForceStopCmd {
 
 /// A temporary-limit change as support asks for it: grant `grant`, or with `None` remove the
 /// account's temporary limit; the audit log records who and why.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct OverrideCmd {
     pub account_id: String,
     pub grant: Option<OverrideGrant>,

@@ -67,7 +67,7 @@ impl DeviceType {
 }
 
 /// What a play-start tells about the device; kept with the lease for lists and the dashboard.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Device {
     pub id: String,
     pub kind: DeviceType,
@@ -77,7 +77,7 @@ pub struct Device {
 }
 
 /// Caps per device type inside a plan, indexed by [`DeviceType::code`]; 0 means no cap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct DeviceCaps(pub [u8; 6]);
 
 impl DeviceCaps {
@@ -94,7 +94,7 @@ impl DeviceCaps {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     pub name: String,
     pub limit: u32,
@@ -125,21 +125,21 @@ impl From<&PlanTag> for Plan {
 }
 
 /// A temporary limit support granted an account, replacing its plan's limit until `until`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LimitOverride {
     pub limit: u32,
     pub until: Millis,
 }
 
 /// What support asks for: `limit` streams for `duration_ms` from now (store time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OverrideGrant {
     pub limit: u32,
     pub duration_ms: Millis,
 }
 
 /// Which rule refused a play.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DenyRule {
     /// The account holds as many streams as its limit.
     MaxStreams,
@@ -158,7 +158,7 @@ impl DenyRule {
 }
 
 /// A live lease as lists and denials show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Lease {
     pub device: Device,
     pub nonce: Nonce,

@@ -188,6 +188,7 @@ fn restart_fields(started: &Config, new: &Config) -> Vec<&'static str> {
         &new.auth_token_file,
     );
     differs("auth", &started.auth, &new.auth);
+    differs("regions", &started.regions, &new.regions);
     let source = |c: &Config| {
         let mut source = c.plan_source.clone();
         source.fallback_plan = None; // live

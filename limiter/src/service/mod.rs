@@ -15,6 +15,7 @@ use crate::model::{
     SessionEventCmd, SessionState, Timing,
 };
 use crate::plans::PlanSource;
+use crate::regions::routed::RoutedStore;
 use crate::rules::{LiveRules, Rules};
 use crate::store::memory::MemoryStore;
 use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
@@ -44,7 +45,8 @@ async fn unless_shed<T>(
 
 /// The use cases over the shared store, with this instance's own store for `local_cap`.
 pub struct StreamService {
-    store: AnyStore,
+    /// This region's store, or for an account homed in another region, that region's.
+    store: RoutedStore,
     /// This instance's own store, used under `local_cap` when the shared store fails.
     local: Arc<MemoryStore>,
     codec: StreamIdCodec,
@@ -71,9 +73,19 @@ impl StreamService {
         let plans = PlanSource::from_config(config, rules.clone())?;
         let local = Arc::new(MemoryStore::with_rules(rules.clone()));
         local.spawn_sweeper(config.lease.ttl);
-        let store = AnyStore::from_config(&config.store, local.clone(), rules.clone())?;
+        let own = AnyStore::from_config(&config.store, local.clone(), rules.clone())?;
+        let metrics = Arc::new(Metrics::new());
+        let regions = match &config.regions {
+            Some(regions) => Some(Arc::new(crate::regions::map::RegionMap::from_config(
+                regions,
+                &regions.read_tokens()?,
+                &metrics.regions,
+            )?)),
+            None => None,
+        };
+        let store = RoutedStore::new(own, regions);
         let heartbeats = HeartbeatRate::new(
-            store.shard_indices(),
+            store.local().shard_indices(),
             config.lease.heartbeat_interval,
             Instant::now(),
         );
@@ -88,7 +100,7 @@ impl StreamService {
             plans,
             reload: Arc::new(crate::reload::status::ReloadStatus::new(&rules.load())),
             rules,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             overload: Arc::new(crate::overload::Overload::new(&config.http)),
             heartbeats,
             started: Instant::now(),
@@ -117,9 +129,19 @@ impl StreamService {
             .ok_or(ServiceError::UnknownStream)
     }
 
+    /// This region's own store: what the calls of other regions reach (`api/regions.rs`).
+    pub fn home_store(&self) -> &AnyStore {
+        self.store.local()
+    }
+
+    /// This region and its peers, when the install is one of several regions.
+    pub fn regions(&self) -> Option<&crate::regions::map::RegionMap> {
+        self.store.regions()
+    }
+
     /// At start: stops on store credentials, permissions or TLS that cannot work.
     pub async fn check_store_access(&self) -> Result<(), crate::config::ConfigError> {
-        self.store.check_access().await
+        self.store.local().check_access().await
     }
 
     /// Counts a store failure or a shed call and says whether the policy lets the operation go
@@ -293,7 +315,7 @@ impl StreamService {
         };
         if let HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } =
             renewal.outcome
-            && let Some(shard) = self.store.shard_of(account_id)
+            && let Some(shard) = self.store.local().shard_of(account_id)
         {
             self.heartbeats.heartbeat(shard);
         }
@@ -319,7 +341,9 @@ impl StreamService {
     ) -> Result<bool, ServiceError> {
         let started = Instant::now();
         let stream = self.verify(account_id, stream_id)?;
-        if self.policy() == FailurePolicy::LocalCap && matches!(self.store, AnyStore::Redis(_)) {
+        if self.policy() == FailurePolicy::LocalCap
+            && matches!(self.store.local(), AnyStore::Redis(_))
+        {
             // The local store may hold the stream from an earlier outage; free it there too.
             let _: ReleaseOutcome = self
                 .local
@@ -490,7 +514,7 @@ impl StreamService {
             instance: InstanceInfo {
                 version: env!("CARGO_PKG_VERSION").into(),
                 uptime_sec: self.started.elapsed().as_secs(),
-                backend: match self.store {
+                backend: match self.store.local() {
                     AnyStore::Memory(_) => "memory".into(),
                     AnyStore::Redis(_) => "redis".into(),
                 },
@@ -520,7 +544,7 @@ impl StreamService {
 
     /// Live streams per shard: exact on the embedded store, else the heartbeat-rate estimate.
     pub fn live_streams(&self) -> LiveStreams {
-        match &self.store {
+        match self.store.local() {
             AnyStore::Memory(store) => LiveStreams {
                 method: LiveMethod::Exact,
                 window_sec: 0.0,
@@ -530,7 +554,13 @@ impl StreamService {
                 let mut live = self.heartbeats.estimate(Instant::now());
                 // A cluster's counts are kept for every index a primary may get: show those of
                 // the shards there are now (and the ones below them).
-                let shards = self.store.circuits().iter().map(|(i, _)| i + 1).max();
+                let shards = self
+                    .store
+                    .local()
+                    .circuits()
+                    .iter()
+                    .map(|(i, _)| i + 1)
+                    .max();
                 live.shards.truncate(shards.unwrap_or(0));
                 live
             }
@@ -538,14 +568,15 @@ impl StreamService {
     }
 
     pub fn render_metrics(&self) -> String {
-        self.metrics.set_circuits(&self.store.circuits());
+        self.metrics.set_circuits(&self.store.local().circuits());
         self.metrics
-            .set_unusable_cluster_nodes(self.store.unusable_cluster_nodes());
-        self.metrics.set_shard_states(&self.store.shard_states());
-        for (shard, batches, commands) in self.store.batch_totals() {
+            .set_unusable_cluster_nodes(self.store.local().unusable_cluster_nodes());
+        self.metrics
+            .set_shard_states(&self.store.local().shard_states());
+        for (shard, batches, commands) in self.store.local().batch_totals() {
             self.metrics.sync_batches(shard, batches, commands);
         }
-        self.metrics.sync_admission(&self.store.admission());
+        self.metrics.sync_admission(&self.store.local().admission());
         self.metrics.sync_overload(&self.overload);
         self.metrics.set_live_streams(&self.live_streams());
         let mut text = self.metrics.render();

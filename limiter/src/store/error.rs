@@ -2,7 +2,7 @@
 //! both, so that the backends name it without importing the store's root.
 
 /// Why the store could not answer. The service turns these into the failure policy's decision.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum StoreError {
     #[error("shard {shard} did not answer within the store deadline")]
     Timeout { shard: usize },
@@ -35,6 +35,12 @@ pub enum StoreError {
         "shard {shard} refuses writes (NOREPLICAS: fewer replicas in sync than its min-replicas-to-write): it may have been replaced by a failover, or its replicas are down"
     )]
     NoReplicas { shard: usize },
+    /// The account's home region did not answer in time, or answered with something other than
+    /// a store answer (`regions`): the failure policy decides for its accounts until it does.
+    #[error(
+        "home region {region} did not answer: {message}; its accounts' plays are decided by the failure policy until it does"
+    )]
+    Region { region: String, message: String },
 }
 
 impl StoreError {
@@ -48,6 +54,7 @@ impl StoreError {
             StoreError::ReadOnly { .. } => "read_only",
             StoreError::NoReplicas { .. } => "no_replicas",
             StoreError::Shed { .. } => "shed",
+            StoreError::Region { .. } => "region",
         }
     }
 
@@ -69,6 +76,7 @@ impl StoreError {
             | StoreError::ReadOnly { shard }
             | StoreError::NoReplicas { shard }
             | StoreError::Shed { shard } => *shard,
+            StoreError::Region { .. } => usize::MAX,
         }
     }
 }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 pub mod cluster;
 pub mod cpu_quota;
+pub mod link;
 pub mod tls;
 
 pub const SECRET: &str = "conformance-test-stream-id-secret";
@@ -556,10 +557,20 @@ impl LimiterProcess {
         }
     }
 
+    /// Starts the binary on `port`, chosen beforehand (a test that must name its address to
+    /// others before it starts, as regions name their peers).
+    pub fn start_on(port: u16, config_yaml: &str, env: &[(&str, &str)]) -> Self {
+        Self::try_start_on(port, config_yaml, env)
+            .unwrap_or_else(|stderr| panic!("limiter did not start: {stderr}"))
+    }
+
     fn try_start_once(config_yaml: &str, env: &[(&str, &str)]) -> Result<Self, String> {
+        Self::try_start_on(free_port(), config_yaml, env)
+    }
+
+    fn try_start_on(port: u16, config_yaml: &str, env: &[(&str, &str)]) -> Result<Self, String> {
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("limiter.yaml");
-        let port = free_port();
         std::fs::write(
             &config_path,
             format!("listen: 127.0.0.1:{port}\n{config_yaml}"),

@@ -1,4 +1,5 @@
 mod api_access;
+mod regions;
 
 use std::time::Duration;
 

@@ -85,7 +85,13 @@ pub(super) async fn respond(
         }
         _ => {
             if !request.body().is_end_stream() {
-                request = buffered(request, lane.max_body_bytes).await;
+                // Another region's call may carry a window's renewals.
+                let limit = if request.uri().path().starts_with("/v1/regions/") {
+                    crate::regions::wire::MAX_BODY_BYTES
+                } else {
+                    lane.max_body_bytes
+                };
+                request = buffered(request, limit).await;
             }
             if body_timed_out.load(Ordering::Relaxed) {
                 // Answered 408 below.

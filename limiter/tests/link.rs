@@ -1,4 +1,4 @@
-//! The link the several-region suites put between regions (`screenlimit_system_tests::link`):
+//! The link the several-region suites put between regions (`support/link.rs`):
 //! each direction delayed by its one-way delay and jitter with the bytes in order, a cut that
 //! holds bytes and new connections until it heals, a reset that closes what it carries, and its
 //! counts.
@@ -7,7 +7,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use screenlimit_system_tests::link::{Link, LinkSpec};
+mod support;
+
+use support::link::{Link, LinkSpec};
 
 /// A line echo server on a free loopback port: each line comes back as it was sent.
 fn echo_server() -> SocketAddr {

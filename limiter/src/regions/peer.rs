@@ -1,0 +1,238 @@
+//! One other region as this one calls it: its limiters' URL, the token it takes, one HTTP client
+//! (HTTP/2: with prior knowledge on `http://`, by ALPN on `https://`, so that every call shares
+//! one connection and none pays a handshake), and each call under the regions' deadline. Its
+//! reachability is logged once per change, with the calls that failed meanwhile, never per call.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::wire::{MAX_BODY_BYTES, Op};
+use crate::config::PeerConfig;
+use crate::metrics::{CallOutcome, CallRecord, RegionMetrics};
+use crate::store::StoreError;
+
+/// How a peer answered lately, as `/v1/fleet` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerView {
+    pub name: String,
+    pub reachable: bool,
+    /// The last answered call's time, in milliseconds.
+    pub last_call_ms: Option<f64>,
+    pub calls: u64,
+    pub failed: u64,
+    /// Why the last failed call failed.
+    pub last_error: Option<String>,
+}
+
+pub struct Peer {
+    pub name: String,
+    /// Each operation's URL, built once from the base by path segments.
+    urls: Vec<reqwest::Url>,
+    authorization: reqwest::header::HeaderValue,
+    http: reqwest::Client,
+    timeout: Duration,
+    metrics: RegionMetrics,
+    reachable: AtomicBool,
+    calls: AtomicU64,
+    failed: AtomicU64,
+    /// Calls failed since the last change of reachability, for its log line.
+    failed_since_change: AtomicU64,
+    last: Mutex<(Option<f64>, Option<String>)>,
+}
+
+impl Peer {
+    pub fn new(
+        config: &PeerConfig,
+        token: &str,
+        timeout: Duration,
+        metrics: RegionMetrics,
+    ) -> anyhow::Result<Peer> {
+        let base = reqwest::Url::parse(&config.url)?;
+        let urls = Op::ALL
+            .iter()
+            .map(|op| {
+                let mut url = base.clone();
+                url.path_segments_mut()
+                    .map_err(|()| anyhow::anyhow!("{} cannot take a path", config.url))?
+                    .pop_if_empty()
+                    .extend(["v1", "regions", op.name()]);
+                Ok(url)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut builder = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .tcp_nodelay(true)
+            // A link that went silent (a partition) is found by its pings, not by the calls
+            // that wait on it.
+            .http2_keep_alive_interval(Duration::from_secs(5))
+            .http2_keep_alive_timeout(timeout.max(Duration::from_secs(1)))
+            .http2_keep_alive_while_idle(true)
+            .pool_idle_timeout(Duration::from_secs(90));
+        if base.scheme() == "http" {
+            builder = builder.http2_prior_knowledge();
+        }
+        if let Some(path) = &config.ca_file {
+            let pem = std::fs::read(path).map_err(|e| {
+                anyhow::anyhow!(
+                    "regions.peers {:?}: ca_file {}: {e}",
+                    config.name,
+                    path.display()
+                )
+            })?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let mut authorization = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))?;
+        authorization.set_sensitive(true);
+        Ok(Peer {
+            name: config.name.clone(),
+            urls,
+            authorization,
+            http: builder.build()?,
+            timeout,
+            metrics,
+            reachable: AtomicBool::new(true),
+            calls: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            failed_since_change: AtomicU64::new(0),
+            last: Mutex::new((None, None)),
+        })
+    }
+
+    /// Asks the peer's store `op` with `body`, carrying `carried` operations: its answer, the
+    /// error its store gave, or [`StoreError::Region`] when it gave neither in time.
+    pub async fn call<Q: Serialize, A: DeserializeOwned>(
+        &self,
+        op: Op,
+        body: &Q,
+        carried: usize,
+    ) -> Result<A, StoreError> {
+        let started = Instant::now();
+        let payload = serde_json::to_vec(body).map_err(|e| self.error(format!("encode: {e}")))?;
+        let sent = payload.len();
+        let exchange = tokio::time::timeout(self.timeout, self.exchange(op, payload)).await;
+        let reply = match exchange {
+            Ok(Ok(bytes)) => serde_json::from_slice::<Result<A, StoreError>>(&bytes)
+                .map(|answer| (answer, bytes.len()))
+                .map_err(|e| (format!("an answer that is not one: {e}"), bytes.len())),
+            Ok(Err(why)) => Err((why, 0)),
+            Err(_) => Err((
+                format!(
+                    "no answer within {}",
+                    humantime::format_duration(self.timeout)
+                ),
+                0,
+            )),
+        };
+        let elapsed = started.elapsed();
+        let (outcome, received) = match &reply {
+            Ok((_, received)) => (CallOutcome::Answered, *received),
+            Err((_, received)) => (CallOutcome::Failed, *received),
+        };
+        let record = CallRecord {
+            outcome,
+            elapsed,
+            sent,
+            received,
+            carried,
+        };
+        self.metrics.call(&self.name, op.name(), &record);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        match reply {
+            Ok((answer, _)) => {
+                self.note_answered(elapsed);
+                answer
+            }
+            Err((why, _)) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                self.note_failed(&why);
+                Err(self.error(why))
+            }
+        }
+    }
+
+    async fn exchange(&self, op: Op, payload: Vec<u8>) -> Result<Vec<u8>, String> {
+        let url = self.urls[op as usize].clone();
+        let mut response = self
+            .http
+            .post(url)
+            .header(reqwest::header::AUTHORIZATION, self.authorization.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(payload)
+            .send()
+            .await
+            .map_err(|e| describe(&e))?;
+        let status = response.status();
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+            if body.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(format!("an answer larger than {MAX_BODY_BYTES} bytes"));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        if !status.is_success() {
+            let code = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            return Err(format!("HTTP {} {code}", status.as_u16()));
+        }
+        Ok(body)
+    }
+
+    fn error(&self, message: String) -> StoreError {
+        StoreError::Region {
+            region: self.name.clone(),
+            message,
+        }
+    }
+
+    fn note_answered(&self, elapsed: Duration) {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).0 =
+            Some(elapsed.as_secs_f64() * 1000.0);
+        if !self.reachable.swap(true, Ordering::Relaxed) {
+            let failed = self.failed_since_change.swap(0, Ordering::Relaxed);
+            tracing::info!(peer = %self.name, failed_calls = failed, "region answers again");
+        }
+    }
+
+    fn note_failed(&self, why: &str) {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(why.to_owned());
+        self.failed_since_change.fetch_add(1, Ordering::Relaxed);
+        if self.reachable.swap(false, Ordering::Relaxed) {
+            tracing::warn!(peer = %self.name, error = why, "region did not answer; its accounts' plays follow the failure policy until it does");
+        }
+    }
+
+    pub fn view(&self) -> PeerView {
+        let (last_call_ms, last_error) =
+            self.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        PeerView {
+            name: self.name.clone(),
+            reachable: self.reachable.load(Ordering::Relaxed),
+            last_call_ms,
+            calls: self.calls.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            last_error,
+        }
+    }
+}
+
+/// A transport error in a few words, with its cause (reqwest's own text omits it).
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,363 @@
+//! Several regions on one machine: three limiters, each with its own Redis, each calling the
+//! others through a link of the test's own that delays each direction (`support/link.rs`). An
+//! account is decided at its home whichever region its devices play in: a roaming play costs one
+//! call to the home and about one round trip, its stream id works in every region, the race for
+//! the last slot across regions grants N, roaming heartbeats travel in batches, a home that does
+//! not answer leaves its accounts to the failure policy (one log line per change), and the region
+//! routes take the region token and checked bodies only.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use screenlimit_limiter::regions::home::{Region as HomeRegion, home_of};
+use serde_json::json;
+use support::link::{Link, LinkSpec};
+use support::{Api, LimiterProcess, RedisServer, free_port, redis_config};
+
+const NAMES: [&str; 3] = ["eu", "us", "ap"];
+/// One way; a round trip between two regions is twice this.
+const DELAY: Duration = Duration::from_millis(40);
+const PLANS: &str = "plans:\n  basic: 1\n  standard: 2\n  premium: 4\ndefault_plan: standard\n";
+
+struct Region {
+    limiter: LimiterProcess,
+    api: Api,
+    _redis: RedisServer,
+}
+
+/// Three regions, the links between each ordered pair, the region tokens.
+struct World {
+    regions: HashMap<&'static str, Region>,
+    links: HashMap<(&'static str, &'static str), Link>,
+    _dir: tempfile::TempDir,
+}
+
+fn token_path(dir: &std::path::Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.token"))
+}
+
+fn token(name: &str) -> String {
+    format!("region-token-of-{name}-0123456789")
+}
+
+impl World {
+    fn start(jitter: Duration) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: HashMap<&str, u16> = NAMES.iter().map(|&n| (n, free_port())).collect();
+        let spec = LinkSpec {
+            delay: DELAY,
+            jitter,
+        };
+        let mut links = HashMap::new();
+        for from in NAMES {
+            std::fs::write(token_path(dir.path(), from), token(from)).unwrap();
+            for to in NAMES.iter().filter(|&&to| to != from) {
+                let target = format!("127.0.0.1:{}", ports[to]).parse().unwrap();
+                links.insert((from, *to), Link::start(target, spec));
+            }
+        }
+        let mut regions = HashMap::new();
+        for name in NAMES {
+            let redis = RedisServer::start();
+            let mut config = redis_config(&[redis.url()], PLANS);
+            config.push_str(&format!(
+                "regions:\n  name: {name}\n  token_file: {}\n  timeout: 400ms\n  heartbeat_window: 100ms\n  peers:\n",
+                token_path(dir.path(), name).display()
+            ));
+            for peer in NAMES.iter().filter(|&&p| p != name) {
+                config.push_str(&format!(
+                    "    - {{ name: {peer}, url: \"{}\", token_file: {} }}\n",
+                    links[&(name, *peer)].url(),
+                    token_path(dir.path(), peer).display()
+                ));
+            }
+            let limiter = LimiterProcess::start_on(ports[name], &config, &[("RUST_LOG", "info")]);
+            let api = limiter.client();
+            regions.insert(
+                name,
+                Region {
+                    limiter,
+                    api,
+                    _redis: redis,
+                },
+            );
+        }
+        World {
+            regions,
+            links,
+            _dir: dir,
+        }
+    }
+
+    fn api(&self, region: &str) -> &Api {
+        &self.regions[region].api
+    }
+}
+
+/// `count` account ids whose home is `home` (every region weighs 1).
+fn homed_at(home: &str, count: usize, tag: &str) -> Vec<String> {
+    let table: Vec<HomeRegion> = NAMES
+        .iter()
+        .map(|n| HomeRegion {
+            name: (*n).into(),
+            weight: 1,
+        })
+        .collect();
+    (0..)
+        .map(|i| format!("{tag}-{i}"))
+        .filter(|a| home_of(a, &table).unwrap().name == home)
+        .take(count)
+        .collect()
+}
+
+fn play_body(account: &str, device: &str) -> serde_json::Value {
+    json!({ "account_id": account, "device_id": device, "plan": "standard" })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_roaming_play_is_decided_at_its_home_and_its_stream_id_works_in_every_region() {
+    let world = World::start(Duration::from_millis(5));
+    let account = &homed_at("us", 1, "roam")[0];
+    let play = world.api("eu").play(play_body(account, "tv")).await;
+    assert_eq!(play.status, StatusCode::OK, "{play:?}");
+    assert_eq!(
+        play.body["degraded"], false,
+        "decided by the home: {play:?}"
+    );
+    let stream_id = play.stream_id();
+
+    // The home's store holds it; every region lists it.
+    for region in NAMES {
+        let list = world.api(region).list(account).await;
+        assert_eq!(list.status, StatusCode::OK, "{region}: {list:?}");
+        let devices: Vec<_> = list.body["active"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["device_id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(devices, ["tv"], "{region}: {list:?}");
+    }
+    // Renewed from another region than the one it started in, stopped from a third.
+    let beat = world.api("ap").heartbeat(account, &stream_id).await;
+    assert_eq!(beat.status, StatusCode::OK, "{beat:?}");
+    assert_eq!(beat.body["degraded"], false, "{beat:?}");
+    let stop = world.api("us").stop(account, &stream_id).await;
+    assert_eq!(stop.status, StatusCode::OK, "{stop:?}");
+    let list = world.api("eu").list(account).await;
+    assert_eq!(list.body["active"], json!([]), "{list:?}");
+    // A stopped stream's heartbeat is told so in whichever region it is sent.
+    let beat = world.api("eu").heartbeat(account, &stream_id).await;
+    assert_eq!(beat.status, StatusCode::GONE, "{beat:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_race_for_the_last_slot_across_three_regions_grants_n() {
+    let world = World::start(Duration::from_millis(10));
+    for account in homed_at("us", 6, "race") {
+        // Two devices in each region, all at once, for a plan of 2.
+        let plays = NAMES.iter().flat_map(|&region| {
+            let api = world.api(region).clone();
+            let account = account.clone();
+            (0..2).map(move |i| {
+                let (api, account) = (api.clone(), account.clone());
+                async move {
+                    api.play(play_body(&account, &format!("{region}-{i}")))
+                        .await
+                }
+            })
+        });
+        let replies = futures::future::join_all(plays).await;
+        let granted = replies
+            .iter()
+            .filter(|r| r.status == StatusCode::OK)
+            .count();
+        let refused = replies
+            .iter()
+            .filter(|r| r.status == StatusCode::CONFLICT)
+            .count();
+        assert_eq!((granted, refused), (2, 4), "{account}: {replies:?}");
+        assert!(
+            replies.iter().all(|r| r.body["degraded"] != true),
+            "every play decided by the home: {replies:?}"
+        );
+        let list = world.api("us").list(&account).await;
+        assert_eq!(list.body["active"].as_array().unwrap().len(), 2);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_roaming_play_is_one_call_and_a_round_trip_and_its_heartbeats_travel_in_batches() {
+    let world = World::start(Duration::ZERO);
+    let eu = world.api("eu");
+    let metric = |op: &str| {
+        format!("screenlimit_region_calls_total{{op=\"{op}\",outcome=\"answered\",peer=\"us\"}}")
+    };
+    let forwarded =
+        |op: &str| format!("screenlimit_region_forwarded_total{{op=\"{op}\",peer=\"us\"}}");
+
+    // A play homed here crosses no link; a roaming one crosses one, there and back.
+    let mut home_ms = Vec::new();
+    for account in homed_at("eu", 9, "local") {
+        let started = Instant::now();
+        let reply = eu.play(play_body(&account, "tv")).await;
+        home_ms.push(started.elapsed());
+        assert_eq!(reply.status, StatusCode::OK);
+    }
+    let accounts = homed_at("us", 40, "batch");
+    let mut roaming_ms = Vec::new();
+    let mut streams = Vec::new();
+    for account in &accounts {
+        let started = Instant::now();
+        let reply = eu.play(play_body(account, "tv")).await;
+        roaming_ms.push(started.elapsed());
+        assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+        assert_eq!(reply.body["degraded"], false, "{reply:?}");
+        streams.push((account.clone(), reply.stream_id()));
+    }
+    home_ms.sort();
+    roaming_ms.sort();
+    let round_trip = 2 * DELAY;
+    assert!(
+        roaming_ms[0] >= round_trip,
+        "a roaming play crosses the link: fastest {:?}",
+        roaming_ms[0]
+    );
+    assert!(
+        home_ms[home_ms.len() / 2] < round_trip,
+        "a home play crosses none: median {:?}",
+        home_ms[home_ms.len() / 2]
+    );
+    eprintln!(
+        "median play: home {:?}, roaming {:?} (round trip {round_trip:?})",
+        home_ms[home_ms.len() / 2],
+        roaming_ms[roaming_ms.len() / 2]
+    );
+    assert_eq!(
+        eu.metric(&metric("acquire")).await,
+        Some(40.0),
+        "one call per play"
+    );
+
+    // Every roaming stream's heartbeat at once: a handful of calls carry them all.
+    let beats = streams
+        .iter()
+        .map(|(account, stream_id)| eu.heartbeat(account, stream_id));
+    let replies = futures::future::join_all(beats).await;
+    assert!(
+        replies
+            .iter()
+            .all(|r| r.status == StatusCode::OK && r.body["degraded"] == false),
+        "{replies:?}"
+    );
+    let calls = eu.metric(&metric("heartbeats")).await.unwrap();
+    assert!(
+        (1.0..=3.0).contains(&calls),
+        "{calls} calls for 40 heartbeats"
+    );
+    assert_eq!(eu.metric(&forwarded("heartbeats")).await, Some(40.0));
+    // HTTP/2: every call shared one connection.
+    assert_eq!(world.links[&("eu", "us")].connections(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_that_does_not_answer_leaves_its_plays_to_the_failure_policy_and_is_logged_once() {
+    let world = World::start(Duration::ZERO);
+    let eu = world.api("eu");
+    let accounts = homed_at("us", 12, "cut");
+    let warmed = eu.play(play_body(&accounts[0], "warm")).await;
+    assert_eq!(warmed.body["degraded"], false);
+
+    world.links[&("eu", "us")].cut();
+    for account in &accounts[1..] {
+        let started = Instant::now();
+        let reply = eu.play(play_body(account, "tv")).await;
+        assert_eq!(reply.status, StatusCode::OK, "fail open: {reply:?}");
+        assert_eq!(reply.body["degraded"], true, "{reply:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "answered within the regions' deadline: {:?}",
+            started.elapsed()
+        );
+    }
+    // Plays homed here or at a peer still reachable are decided as ever.
+    let local = eu
+        .play(play_body(&homed_at("eu", 1, "cut-local")[0], "tv"))
+        .await;
+    assert_eq!(local.body["degraded"], false, "{local:?}");
+    let other = eu
+        .play(play_body(&homed_at("ap", 1, "cut-ap")[0], "tv"))
+        .await;
+    assert_eq!(other.body["degraded"], false, "{other:?}");
+
+    world.links[&("eu", "us")].heal();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = eu.play(play_body(&accounts[0], "after")).await;
+        if reply.body["degraded"] == false {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the home never answered again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = world.regions["eu"].limiter.log();
+    let lost = log.matches("region did not answer").count();
+    let back = log.matches("region answers again").count();
+    assert_eq!((lost, back), (1, 1), "one line per change:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_region_routes_take_the_region_token_and_checked_bodies_only() {
+    let world = World::start(Duration::ZERO);
+    let us = world.api("us");
+    let url = format!("{}/v1/regions/acquire", us.base);
+    let account = &homed_at("us", 1, "hostile")[0];
+    let play = |account: &str| {
+        json!({
+            "account_id": account,
+            "device": { "id": "tv", "kind": "tv", "meta": "", "profile_id": "", "title_id": "" },
+            "nonce": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+            "plan": { "name": "standard", "limit": 2, "device_caps": [0, 0, 0, 0, 0, 0] },
+            "replace": null,
+            "shadow": false
+        })
+    };
+    let send = |token: Option<String>, body: serde_json::Value| {
+        let mut request = us.http.post(&url).json(&body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        us.send(request)
+    };
+    let refused = send(None, play(account)).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{refused:?}");
+    let refused = send(Some(token("eu") + "x"), play(account)).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{refused:?}");
+    // Another region's token is not this one's.
+    let refused = send(Some(token("eu")), play(account)).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{refused:?}");
+    let bad = send(Some(token("us")), play("../etc")).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad:?}");
+    assert_eq!(bad.body["field"], "account_id", "{bad:?}");
+    let ok = send(Some(token("us")), play(account)).await;
+    assert_eq!(ok.status, StatusCode::OK, "{ok:?}");
+    assert_eq!(ok.body["Ok"]["Granted"]["limit"], 2, "{ok:?}");
+    // The region token opens nothing else, and the public routes stay as they were (open here).
+    let list = us
+        .send(
+            us.http
+                .get(format!("{}/v1/accounts/{account}/streams", us.base))
+                .bearer_auth(token("us")),
+        )
+        .await;
+    assert_eq!(
+        list.status,
+        StatusCode::OK,
+        "no credential configured: {list:?}"
+    );
+    assert_eq!(list.body["active"].as_array().unwrap().len(), 1);
+}
