@@ -265,26 +265,44 @@ async fn a_roaming_play_is_one_call_and_a_round_trip_and_its_heartbeats_travel_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_home_that_does_not_answer_leaves_its_plays_to_the_failure_policy_and_is_logged_once() {
+async fn a_partition_caps_each_region_at_n_and_healing_brings_the_account_back_to_n() {
     let world = World::start(Duration::ZERO);
-    let eu = world.api("eu");
-    let accounts = homed_at("us", 12, "cut");
-    let warmed = eu.play(play_body(&accounts[0], "warm")).await;
-    assert_eq!(warmed.body["degraded"], false);
+    let (eu, us) = (world.api("eu"), world.api("us"));
+    let accounts = homed_at("us", 2, "cut");
+    // `full` has its 2 slots taken at home; `half` one of them.
+    let mut home_streams = Vec::new();
+    for (account, devices) in [(&accounts[0], 2), (&accounts[1], 1)] {
+        for i in 0..devices {
+            let reply = us.play(play_body(account, &format!("home-{i}"))).await;
+            assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+            home_streams.push((account.clone(), reply.stream_id()));
+        }
+    }
 
     world.links[&("eu", "us")].cut();
-    for account in &accounts[1..] {
-        let started = Instant::now();
-        let reply = eu.play(play_body(account, "tv")).await;
-        assert_eq!(reply.status, StatusCode::OK, "fail open: {reply:?}");
-        assert_eq!(reply.body["degraded"], true, "{reply:?}");
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "answered within the regions' deadline: {:?}",
-            started.elapsed()
-        );
+    // While the home does not answer, eu decides with its own store: at most 2 per account here.
+    let mut provisional = HashMap::new();
+    for account in &accounts {
+        let mut granted = Vec::new();
+        for device in ["eu-0", "eu-1", "eu-2"] {
+            let started = Instant::now();
+            let reply = eu.play(play_body(account, device)).await;
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "answered within the regions' deadline: {:?}",
+                started.elapsed()
+            );
+            match reply.status {
+                StatusCode::OK => granted.push(reply.stream_id()),
+                StatusCode::CONFLICT => {}
+                _ => panic!("{account} {device}: {reply:?}"),
+            }
+        }
+        assert_eq!(granted.len(), 2, "capped at N in this region: {account}");
+        provisional.insert(account.clone(), granted);
     }
-    // Plays homed here or at a peer still reachable are decided as ever.
+    // Plays homed here or at a peer that answers are decided as ever, and the home's own
+    // streams play on.
     let local = eu
         .play(play_body(&homed_at("eu", 1, "cut-local")[0], "tv"))
         .await;
@@ -293,17 +311,91 @@ async fn a_home_that_does_not_answer_leaves_its_plays_to_the_failure_policy_and_
         .play(play_body(&homed_at("ap", 1, "cut-ap")[0], "tv"))
         .await;
     assert_eq!(other.body["degraded"], false, "{other:?}");
+    for (account, stream_id) in &home_streams {
+        assert_eq!(
+            us.heartbeat(account, stream_id).await.status,
+            StatusCode::OK
+        );
+    }
+    // A provisional stream's heartbeat is renewed here while the cut lasts.
+    let beat = eu
+        .heartbeat(&accounts[0], &provisional[&accounts[0]][0])
+        .await;
+    assert_eq!(beat.status, StatusCode::OK, "{beat:?}");
 
     world.links[&("eu", "us")].heal();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let reply = eu.play(play_body(&accounts[0], "after")).await;
-        if reply.body["degraded"] == false {
-            break;
+    let healed = Instant::now();
+    // Within a heartbeat interval (30 s here): `full` keeps its 2 home streams and loses both
+    // of eu's; `half` keeps its home stream and eu's oldest, and loses eu's newest.
+    let expect_revoked = [
+        (&accounts[0], &provisional[&accounts[0]][0]),
+        (&accounts[0], &provisional[&accounts[0]][1]),
+        (&accounts[1], &provisional[&accounts[1]][1]),
+    ];
+    for (account, stream_id) in expect_revoked {
+        loop {
+            let beat = eu.heartbeat(account, stream_id).await;
+            if beat.status == StatusCode::GONE {
+                assert_eq!(
+                    beat.error(),
+                    "stream_revoked",
+                    "{account} {stream_id} {:?} after the heal: {beat:?}\n{}",
+                    healed.elapsed(),
+                    world.regions["eu"].limiter.log()
+                );
+                assert_eq!(
+                    beat.body["reason"], "over_limit_after_partition",
+                    "{beat:?}"
+                );
+                break;
+            }
+            assert_eq!(beat.status, StatusCode::OK, "{beat:?}");
+            assert!(
+                healed.elapsed() < Duration::from_secs(10),
+                "{account}: still playing {:?} after the heal",
+                healed.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert!(Instant::now() < deadline, "the home never answered again");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    eprintln!("the excess was told {:?} after the heal", healed.elapsed());
+    let kept = eu
+        .heartbeat(&accounts[1], &provisional[&accounts[1]][0])
+        .await;
+    assert_eq!(
+        kept.status,
+        StatusCode::OK,
+        "the oldest of eu's plays on: {kept:?}"
+    );
+    assert_eq!(kept.body["degraded"], false, "{kept:?}");
+    for (account, stream_id) in &home_streams {
+        let beat = us.heartbeat(account, stream_id).await;
+        assert_eq!(
+            beat.status,
+            StatusCode::OK,
+            "the home's streams play on: {beat:?}"
+        );
+    }
+    for account in &accounts {
+        let list = us.list(account).await;
+        assert_eq!(list.body["active"].as_array().unwrap().len(), 2, "{list:?}");
+    }
+    let counted = |name: &str, labels: &str| {
+        let line = format!("screenlimit_region_{name}{{{labels},peer=\"us\"}}");
+        async move { eu.metric(&line).await }
+    };
+    assert_eq!(
+        counted("provisional_total", "op=\"acquire\"").await,
+        Some(6.0)
+    );
+    assert_eq!(
+        counted("reconciled_total", "outcome=\"kept\"").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        counted("reconciled_total", "outcome=\"revoked\"").await,
+        Some(3.0)
+    );
     let log = world.regions["eu"].limiter.log();
     let lost = log.matches("region did not answer").count();
     let back = log.matches("region answers again").count();

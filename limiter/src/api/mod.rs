@@ -60,6 +60,8 @@ fn region_routes() -> Router<AppState> {
         .route(&path(Op::History), post(regions::history))
         .route(&path(Op::Override), post(regions::set_override))
         .route(&path(Op::Audit), post(regions::audit))
+        .route(&path(Op::Ping), post(regions::ping))
+        .route(&path(Op::Report), post(regions::report))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 

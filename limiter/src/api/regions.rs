@@ -51,6 +51,27 @@ pub async fn heartbeats(
     Ok(answer(Ok::<_, StoreError>(answers)))
 }
 
+/// The streams another region let play while this one did not answer, oldest first: each
+/// renewed, or taken back while its account has room, in that order (so the newest are the ones
+/// left out).
+pub async fn report(
+    State(service): State<AppState>,
+    ApiJson(batch): ApiJson<Heartbeats>,
+) -> Result<Response, ApiError> {
+    let batch = checked(batch)?;
+    let store = service.home_store();
+    let mut answers = Vec::with_capacity(batch.renewals.len());
+    for renewal in &batch.renewals {
+        answers.push(store.heartbeat(&renewal.account_id, &renewal.stream).await);
+    }
+    Ok(answer(Ok::<_, StoreError>(answers)))
+}
+
+/// Answers a probe: this region takes calls.
+pub async fn ping() -> Response {
+    answer(Ok::<_, StoreError>(()))
+}
+
 pub async fn release(
     State(service): State<AppState>,
     ApiJson(body): ApiJson<AccountStream>,

@@ -205,6 +205,15 @@ pub async fn heartbeat(
             "this stream was stopped from another device or by support; stop playing",
         )
         .with("action", "stop")),
+        HeartbeatOutcome::RevokedOverLimit => Err(ApiError::new(
+            StatusCode::GONE,
+            "stream_revoked",
+            "this stream was let play while the account's home region did not answer, and the \
+             account was over its limit once it answered again (the oldest streams keep playing); \
+             stop playing",
+        )
+        .with("action", "stop")
+        .with("reason", "over_limit_after_partition")),
     }
 }
 

@@ -1,7 +1,10 @@
 //! The calls between regions, per peer: `screenlimit_region_calls_total{peer,op,outcome}`,
 //! `screenlimit_region_call_seconds{peer}`, `screenlimit_region_bytes_total{peer,direction}`,
 //! `screenlimit_region_forwarded_total{peer,op}` (operations carried: a heartbeats call carries
-//! several) and `screenlimit_region_peer_up{peer}` (its last call answered).
+//! several), `screenlimit_region_peer_up{peer}` (its last call answered),
+//! `screenlimit_region_provisional_total{peer,op}` (plays and heartbeats of its accounts decided
+//! here while it did not answer) and `screenlimit_region_reconciled_total{peer,outcome}` (those
+//! streams once it answered again: `kept` by the home, `revoked` over the limit).
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
@@ -20,6 +23,8 @@ pub struct RegionMetrics {
     bytes: IntCounterVec,
     forwarded: IntCounterVec,
     up: IntGaugeVec,
+    provisional: IntCounterVec,
+    reconciled: IntCounterVec,
 }
 
 impl RegionMetrics {
@@ -62,6 +67,16 @@ impl RegionMetrics {
                 &["peer"],
             )
             .expect("valid metric"),
+            provisional: counter(
+                "region_provisional_total",
+                "Plays and heartbeats of accounts homed at a peer decided by this region's store while the peer did not answer, by peer and operation",
+                &["peer", "op"],
+            ),
+            reconciled: counter(
+                "region_reconciled_total",
+                "Streams let play while their home did not answer, once it answered again: kept by the home, or revoked over the account's limit",
+                &["peer", "outcome"],
+            ),
         };
         for metric in [
             Box::new(metrics.calls.clone()) as Box<dyn prometheus::core::Collector>,
@@ -69,6 +84,8 @@ impl RegionMetrics {
             Box::new(metrics.bytes.clone()),
             Box::new(metrics.forwarded.clone()),
             Box::new(metrics.up.clone()),
+            Box::new(metrics.provisional.clone()),
+            Box::new(metrics.reconciled.clone()),
         ] {
             registry.register(metric).expect("metric registered once");
         }
@@ -98,6 +115,22 @@ impl RegionMetrics {
         self.up
             .with_label_values(&[peer])
             .set(i64::from(call.outcome == CallOutcome::Answered));
+    }
+}
+
+impl RegionMetrics {
+    /// An operation of an account homed at `peer` decided here while `peer` did not answer.
+    pub fn provisional(&self, peer: &str, op: &str) {
+        self.provisional.with_label_values(&[peer, op]).inc();
+    }
+
+    /// Provisional streams reported home: how many it kept and how many were revoked.
+    pub fn reconciled(&self, peer: &str, kept: usize, revoked: usize) {
+        for (outcome, count) in [("kept", kept), ("revoked", revoked)] {
+            self.reconciled
+                .with_label_values(&[peer, outcome])
+                .inc_by(count as u64);
+        }
     }
 }
 

@@ -51,6 +51,9 @@ pub enum HeartbeatOutcome {
     Expired,
     /// Force-stopped, taken over or replaced by a newer play: stop playing.
     Revoked,
+    /// Let play by another region while the account's home did not answer, and found over the
+    /// account's limit once it answered again: stop playing. Only the regions answer it.
+    RevokedOverLimit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -73,7 +73,7 @@ impl HeartbeatBatch {
     }
 }
 
-async fn send(peer: &Peer, batch: Waiting) {
+async fn send(peer: &Arc<Peer>, batch: Waiting) {
     if batch.is_empty() {
         return;
     }

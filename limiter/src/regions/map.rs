@@ -6,13 +6,16 @@ use std::sync::Arc;
 use super::heartbeats::HeartbeatBatch;
 use super::home::{Region, home_of};
 use super::peer::{Peer, PeerView};
+use super::provisional::ProvisionalBook;
 use crate::config::{RegionTokens, RegionsConfig};
 use crate::metrics::RegionMetrics;
 
-/// A peer and the batch its roaming heartbeats wait in.
+/// A peer, the batch its roaming heartbeats wait in, and what this region let play while it
+/// did not answer.
 pub struct PeerLink {
     pub peer: Arc<Peer>,
     pub heartbeats: HeartbeatBatch,
+    pub provisional: Arc<ProvisionalBook>,
 }
 
 pub struct RegionMap {
@@ -48,6 +51,7 @@ impl RegionMap {
                 Ok(PeerLink {
                     heartbeats: HeartbeatBatch::new(peer.clone(), config.heartbeat_window),
                     peer,
+                    provisional: Arc::default(),
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -75,6 +79,10 @@ impl RegionMap {
     /// Every region with its weight.
     pub fn regions(&self) -> &[Region] {
         &self.table
+    }
+
+    pub fn links(&self) -> &[PeerLink] {
+        &self.peers
     }
 
     pub fn peers(&self) -> Vec<PeerView> {

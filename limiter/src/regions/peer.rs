@@ -1,11 +1,17 @@
 //! One other region as this one calls it: its limiters' URL, the token it takes, one HTTP client
 //! (HTTP/2: with prior knowledge on `http://`, by ALPN on `https://`, so that every call shares
-//! one connection and none pays a handshake), and each call under the regions' deadline. Its
-//! reachability is logged once per change, with the calls that failed meanwhile, never per call.
+//! one connection and none pays a handshake), and each call under the regions' deadline.
+//!
+//! After [`FAILURES_TO_OPEN`] calls in a row without an answer the peer is taken as unreachable:
+//! calls fail at once instead of each waiting out the deadline, and a probe asks it every
+//! [`PROBE_INTERVAL`] until it answers, then wakes [`Peer::healed`]. Each change is logged once,
+//! with the calls that failed meanwhile, never a line per call.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -14,6 +20,11 @@ use super::wire::{MAX_BODY_BYTES, Op};
 use crate::config::PeerConfig;
 use crate::metrics::{CallOutcome, CallRecord, RegionMetrics};
 use crate::store::StoreError;
+
+/// Calls in a row without an answer that make a peer unreachable.
+pub const FAILURES_TO_OPEN: u32 = 2;
+/// How often an unreachable peer is asked whether it answers again.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How a peer answered lately, as `/v1/fleet` shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +48,9 @@ pub struct Peer {
     timeout: Duration,
     metrics: RegionMetrics,
     reachable: AtomicBool,
+    failures_in_a_row: AtomicU32,
+    /// Woken when an unreachable peer answers again.
+    pub healed: Notify,
     calls: AtomicU64,
     failed: AtomicU64,
     /// Calls failed since the last change of reachability, for its log line.
@@ -99,6 +113,8 @@ impl Peer {
             timeout,
             metrics,
             reachable: AtomicBool::new(true),
+            failures_in_a_row: AtomicU32::new(0),
+            healed: Notify::new(),
             calls: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             failed_since_change: AtomicU64::new(0),
@@ -107,8 +123,37 @@ impl Peer {
     }
 
     /// Asks the peer's store `op` with `body`, carrying `carried` operations: its answer, the
-    /// error its store gave, or [`StoreError::Region`] when it gave neither in time.
+    /// error its store gave, or [`StoreError::Region`] when it gave neither in time (at once
+    /// while it is unreachable).
     pub async fn call<Q: Serialize, A: DeserializeOwned>(
+        self: &Arc<Self>,
+        op: Op,
+        body: &Q,
+        carried: usize,
+    ) -> Result<A, StoreError> {
+        if !self.reachable.load(Ordering::Relaxed) {
+            return Err(self.error("unreachable; asked again every second".into()));
+        }
+        let answer = self.send(op, body, carried).await;
+        if matches!(answer, Err(StoreError::Region { .. })) {
+            self.note_failed();
+        } else {
+            self.failures_in_a_row.store(0, Ordering::Relaxed);
+        }
+        answer
+    }
+
+    /// The region metrics this peer's calls are counted in.
+    pub fn metrics(&self) -> &RegionMetrics {
+        &self.metrics
+    }
+
+    /// Whether the peer is taken as answering.
+    pub fn reachable(&self) -> bool {
+        self.reachable.load(Ordering::Relaxed)
+    }
+
+    async fn send<Q: Serialize, A: DeserializeOwned>(
         &self,
         op: Op,
         body: &Q,
@@ -147,12 +192,14 @@ impl Peer {
         self.calls.fetch_add(1, Ordering::Relaxed);
         match reply {
             Ok((answer, _)) => {
-                self.note_answered(elapsed);
+                self.last.lock().unwrap_or_else(|p| p.into_inner()).0 =
+                    Some(elapsed.as_secs_f64() * 1000.0);
                 answer
             }
             Err((why, _)) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
-                self.note_failed(&why);
+                self.failed_since_change.fetch_add(1, Ordering::Relaxed);
+                self.last.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(why.clone());
                 Err(self.error(why))
             }
         }
@@ -194,21 +241,32 @@ impl Peer {
         }
     }
 
-    fn note_answered(&self, elapsed: Duration) {
-        self.last.lock().unwrap_or_else(|p| p.into_inner()).0 =
-            Some(elapsed.as_secs_f64() * 1000.0);
-        if !self.reachable.swap(true, Ordering::Relaxed) {
-            let failed = self.failed_since_change.swap(0, Ordering::Relaxed);
-            tracing::info!(peer = %self.name, failed_calls = failed, "region answers again");
+    /// One more call without an answer: the peer becomes unreachable at the threshold, and a
+    /// probe starts.
+    fn note_failed(self: &Arc<Self>) {
+        let in_a_row = self.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row < FAILURES_TO_OPEN || !self.reachable.swap(false, Ordering::Relaxed) {
+            return;
         }
+        let why = self.view().last_error.unwrap_or_default();
+        tracing::warn!(peer = %self.name, error = why, "region did not answer; its accounts' plays follow the failure policy until it does");
+        let peer = self.clone();
+        tokio::spawn(async move { peer.probe().await });
     }
 
-    fn note_failed(&self, why: &str) {
-        self.last.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(why.to_owned());
-        self.failed_since_change.fetch_add(1, Ordering::Relaxed);
-        if self.reachable.swap(false, Ordering::Relaxed) {
-            tracing::warn!(peer = %self.name, error = why, "region did not answer; its accounts' plays follow the failure policy until it does");
+    /// Asks the peer every [`PROBE_INTERVAL`] until it answers, then takes it as reachable.
+    async fn probe(&self) {
+        loop {
+            tokio::time::sleep(PROBE_INTERVAL).await;
+            if self.send::<_, ()>(Op::Ping, &(), 0).await.is_ok() {
+                break;
+            }
         }
+        self.failures_in_a_row.store(0, Ordering::Relaxed);
+        self.reachable.store(true, Ordering::Relaxed);
+        let failed = self.failed_since_change.swap(0, Ordering::Relaxed);
+        tracing::info!(peer = %self.name, failed_calls = failed, "region answers again");
+        self.healed.notify_one();
     }
 
     pub fn view(&self) -> PeerView {

@@ -1,28 +1,58 @@
 //! The store the service calls: an account homed in this region is decided by this region's
 //! store ([`AnyStore`]); one homed elsewhere has each of its operations sent to its home
 //! (`map.rs`), whose store alone decides its count. The service and the API do not branch on
-//! regions: a peer's failure is a [`StoreError`] like a shard's, and the failure policy decides.
+//! regions: a peer's failure is a [`StoreError`] like a shard's, and the failure policy decides,
+//! except that unless it is `closed` a play or heartbeat whose home does not answer is decided
+//! by this region's store, capped at the account's limit here (`provisional.rs`).
 
 use std::sync::Arc;
 
-use super::map::RegionMap;
+use super::map::{PeerLink, RegionMap};
 use super::wire::{AccountQuery, AccountStream, AuditQuery, Op};
+use crate::config::FailurePolicy;
 use crate::ids::StreamRef;
 use crate::model::{
     AccountView, AcquireCmd, AcquireOutcome, AuditEntry, AuditKind, ForceStopCmd, ForceStopOutcome,
     HeartbeatOutcome, HistoryEntry, LimitOverride, OverrideCmd, ReleaseOutcome, SessionEventCmd,
     SessionState,
 };
+use crate::rules::LiveRules;
 use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
 
 pub struct RoutedStore {
     local: AnyStore,
     regions: Option<Arc<RegionMap>>,
+    rules: LiveRules,
 }
 
 impl RoutedStore {
-    pub fn new(local: AnyStore, regions: Option<Arc<RegionMap>>) -> RoutedStore {
-        RoutedStore { local, regions }
+    /// With regions, starts each peer's reconciliation (inside a Tokio runtime).
+    pub fn new(local: AnyStore, regions: Option<Arc<RegionMap>>, rules: LiveRules) -> RoutedStore {
+        for link in regions.iter().flat_map(|r| r.links()) {
+            let rules = rules.clone();
+            tokio::spawn(super::provisional::reconcile_on_heal(
+                link.peer.clone(),
+                link.provisional.clone(),
+                local.clone(),
+                move || std::time::Duration::from_millis(rules.load().timing.revocation_ms),
+            ));
+        }
+        RoutedStore {
+            local,
+            regions,
+            rules,
+        }
+    }
+
+    /// Whether a play or heartbeat whose home does not answer is decided here, provisionally.
+    fn provisional(&self, link: &PeerLink, op: Op, account_id: &str, error: &StoreError) -> bool {
+        let decide = matches!(error, StoreError::Region { .. })
+            && self.rules.load().policy != FailurePolicy::Closed;
+        if decide {
+            link.provisional.note(account_id);
+            link.peer.metrics().provisional(&link.peer.name, op.name());
+        }
+        decide
     }
 
     /// This region's own store: what decides the accounts homed here, and what the calls of
@@ -35,9 +65,16 @@ impl RoutedStore {
         self.regions.as_deref()
     }
 
-    fn home(&self, account_id: &str) -> Option<&super::map::PeerLink> {
+    fn home(&self, account_id: &str) -> Option<&PeerLink> {
         self.regions.as_ref()?.home(account_id)
     }
+}
+
+fn is_renewal(outcome: HeartbeatOutcome) -> bool {
+    matches!(
+        outcome,
+        HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. }
+    )
 }
 
 fn stream_of(account_id: &str, stream: &StreamRef) -> AccountStream {
@@ -49,9 +86,14 @@ fn stream_of(account_id: &str, stream: &StreamRef) -> AccountStream {
 
 impl LeaseStore for RoutedStore {
     async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
-        match self.home(&cmd.account_id) {
-            Some(link) => link.peer.call(Op::Acquire, cmd, 1).await,
-            None => self.local.acquire(cmd).await,
+        let Some(link) = self.home(&cmd.account_id) else {
+            return self.local.acquire(cmd).await;
+        };
+        match link.peer.call(Op::Acquire, cmd, 1).await {
+            Err(error) if self.provisional(link, Op::Acquire, &cmd.account_id, &error) => {
+                self.local.acquire(cmd).await
+            }
+            answer => answer,
         }
     }
 
@@ -60,9 +102,38 @@ impl LeaseStore for RoutedStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        match self.home(account_id) {
-            Some(link) => link.heartbeats.renew(stream_of(account_id, stream)).await,
-            None => self.local.heartbeat(account_id, stream).await,
+        let Some(link) = self.home(account_id) else {
+            return self.local.heartbeat(account_id, stream).await;
+        };
+        let revoked = || link.provisional.is_revoked(account_id, &stream.nonce);
+        if revoked() {
+            return Ok(HeartbeatOutcome::RevokedOverLimit);
+        }
+        // An account let play here while its home did not answer stays here until its streams
+        // are reported home in their order (`provisional.rs`).
+        if link.provisional.is_pending(account_id)
+            && let Ok(renewed) = self.local.heartbeat(account_id, stream).await
+            && is_renewal(renewed)
+        {
+            return Ok(renewed);
+        }
+        let answer = match link.heartbeats.renew(stream_of(account_id, stream)).await {
+            Err(error) if self.provisional(link, Op::Heartbeats, account_id, &error) => {
+                // Kept here while the home does not answer; a stream this region has no room
+                // for keeps the home's error, so the failure policy lets it play on.
+                match self.local.heartbeat(account_id, stream).await {
+                    Ok(renewed) if is_renewal(renewed) => Ok(renewed),
+                    _ => Err(error),
+                }
+            }
+            answer => answer,
+        };
+        // Reported home and revoked while this heartbeat was on its way: it is told why.
+        match answer {
+            Ok(outcome) if !is_renewal(outcome) && revoked() => {
+                Ok(HeartbeatOutcome::RevokedOverLimit)
+            }
+            answer => answer,
         }
     }
 
@@ -71,12 +142,15 @@ impl LeaseStore for RoutedStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<ReleaseOutcome, StoreError> {
-        match self.home(account_id) {
-            Some(link) => {
-                let body = stream_of(account_id, stream);
-                link.peer.call(Op::Release, &body, 1).await
+        let Some(link) = self.home(account_id) else {
+            return self.local.release(account_id, stream).await;
+        };
+        let body = stream_of(account_id, stream);
+        match link.peer.call(Op::Release, &body, 1).await {
+            Err(error) if self.provisional(link, Op::Release, account_id, &error) => {
+                self.local.release(account_id, stream).await
             }
-            None => self.local.release(account_id, stream).await,
+            answer => answer,
         }
     }
 

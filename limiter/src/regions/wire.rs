@@ -21,10 +21,15 @@ pub enum Op {
     History,
     Override,
     Audit,
+    /// Whether the peer answers (a probe while it is taken as unreachable).
+    Ping,
+    /// The streams a region let play while the home did not answer, oldest first: each renewed
+    /// or taken back at the home in that order, as long as the account has room.
+    Report,
 }
 
 impl Op {
-    pub const ALL: [Op; 8] = [
+    pub const ALL: [Op; 10] = [
         Op::Acquire,
         Op::Heartbeats,
         Op::Release,
@@ -33,6 +38,8 @@ impl Op {
         Op::History,
         Op::Override,
         Op::Audit,
+        Op::Ping,
+        Op::Report,
     ];
 
     /// The path segment, and the `op` label of the region metrics.
@@ -46,6 +53,8 @@ impl Op {
             Op::History => "history",
             Op::Override => "override",
             Op::Audit => "audit",
+            Op::Ping => "ping",
+            Op::Report => "report",
         }
     }
 }

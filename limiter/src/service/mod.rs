@@ -83,7 +83,7 @@ impl StreamService {
             )?)),
             None => None,
         };
-        let store = RoutedStore::new(own, regions);
+        let store = RoutedStore::new(own, regions, rules.clone());
         let heartbeats = HeartbeatRate::new(
             store.local().shard_indices(),
             config.lease.heartbeat_interval,
@@ -324,7 +324,7 @@ impl StreamService {
             HeartbeatOutcome::Renewed { .. } => Decision::Renewed,
             HeartbeatOutcome::Reregistered { .. } => Decision::Reregistered,
             HeartbeatOutcome::Expired => Decision::Expired,
-            HeartbeatOutcome::Revoked => Decision::Revoked,
+            HeartbeatOutcome::Revoked | HeartbeatOutcome::RevokedOverLimit => Decision::Revoked,
         });
         self.metrics.observe("heartbeat", started.elapsed());
         Ok(renewal)
