@@ -141,6 +141,7 @@ async fn a_roaming_play_is_decided_at_its_home_and_its_stream_id_works_in_every_
             .map(|s| s["device_id"].as_str().unwrap().to_owned())
             .collect();
         assert_eq!(devices, ["tv"], "{region}: {list:?}");
+        assert_eq!(list.body["home_region"], "us", "{region}: {list:?}");
     }
     // Renewed from another region than the one it started in, stopped from a third.
     let beat = world.api("ap").heartbeat(account, &stream_id).await;
@@ -317,6 +318,21 @@ async fn a_partition_caps_each_region_at_n_and_healing_brings_the_account_back_t
             StatusCode::OK
         );
     }
+    let fleet: serde_json::Value = eu.get("/v1/fleet").await.json().await.unwrap();
+    let peers = &fleet["regions"]["peers"];
+    assert_eq!(fleet["regions"]["name"], "eu", "{fleet}");
+    assert_eq!(
+        fleet["regions"]["weights"],
+        json!({"eu": 1, "us": 1, "ap": 1})
+    );
+    assert_eq!(
+        (peers[0]["name"].as_str(), &peers[0]["reachable"]),
+        (Some("us"), &json!(false))
+    );
+    assert_eq!(
+        (peers[1]["name"].as_str(), &peers[1]["reachable"]),
+        (Some("ap"), &json!(true))
+    );
     // A provisional stream's heartbeat is renewed here while the cut lasts.
     let beat = eu
         .heartbeat(&accounts[0], &provisional[&accounts[0]][0])

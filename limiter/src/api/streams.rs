@@ -267,6 +267,9 @@ pub async fn list(
     check_account(&caller, &account_id)?;
     let streams = service.list(&account_id).await?;
     let ttl_ms = service.timing().ttl_ms;
+    let home_region = service
+        .regions()
+        .map(|r| r.home_name(&account_id).to_owned());
     Ok(Json(AccountStreamsResponse {
         account_id,
         plan: streams.plan,
@@ -276,6 +279,7 @@ pub async fn list(
             true => AccountEnforcement::Enforce,
             false => AccountEnforcement::Shadow,
         },
+        home_region,
         active: streams
             .active
             .into_iter()

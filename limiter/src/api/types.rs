@@ -252,6 +252,9 @@ pub struct AccountStreamsResponse {
     pub limit_override: Option<OverrideInfo>,
     /// `shadow` when the account's plays over its limit are let through and only counted.
     pub enforcement: AccountEnforcement,
+    /// With several regions: the region whose store decides this account's count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_region: Option<String>,
     pub active: Vec<StreamInfo>,
 }
 

@@ -76,16 +76,28 @@ impl RegionMap {
         home_of(account_id, &self.table).map_or(&self.here, |r| &r.name)
     }
 
-    /// Every region with its weight.
-    pub fn regions(&self) -> &[Region] {
-        &self.table
-    }
-
     pub fn links(&self) -> &[PeerLink] {
         &self.peers
     }
 
-    pub fn peers(&self) -> Vec<PeerView> {
-        self.peers.iter().map(|link| link.peer.view()).collect()
+    /// This region, every region's weight and how each peer answers, for `/v1/fleet`.
+    pub fn view(&self) -> RegionsView {
+        RegionsView {
+            name: self.here.clone(),
+            weights: (self.table.iter())
+                .map(|r| (r.name.clone(), r.weight))
+                .collect(),
+            peers: self.peers.iter().map(|link| link.peer.view()).collect(),
+        }
     }
+}
+
+/// The regions as `/v1/fleet` shows them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct RegionsView {
+    /// This region.
+    pub name: String,
+    /// Each region's share of the accounts' homes.
+    pub weights: std::collections::BTreeMap<String, u32>,
+    pub peers: Vec<PeerView>,
 }

@@ -27,9 +27,10 @@ pub const FAILURES_TO_OPEN: u32 = 2;
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How a peer answered lately, as `/v1/fleet` shows it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct PeerView {
     pub name: String,
+    /// False from the second call in a row it left unanswered until a probe gets an answer.
     pub reachable: bool,
     /// The last answered call's time, in milliseconds.
     pub last_call_ms: Option<f64>,

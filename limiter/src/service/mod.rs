@@ -539,6 +539,7 @@ impl StreamService {
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
             live_streams: self.live_streams(),
+            regions: self.store.regions().map(|r| r.view()),
         }
     }
 

@@ -105,6 +105,9 @@ pub struct FleetView {
     /// Live streams per shard: counted on the embedded store, estimated from this instance's
     /// heartbeats on Redis (sum over instances for the fleet).
     pub live_streams: LiveStreams,
+    /// With several regions: this one, the weights, how each peer answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regions: Option<crate::regions::map::RegionsView>,
 }
 
 /// The enforcement in force: the share of accounts enforced, in percent (100 every account,
