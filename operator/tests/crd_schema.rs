@@ -348,3 +348,81 @@ fn a_postgres_plan_source_needs_its_secret_ref() {
     .replace("      secretRef: { name: plan-db, key: url }\n", "");
     assert!(serde_yaml_ng::from_str::<StreamLimiter>(&text).is_err());
 }
+
+/// `spec.regions`: the limiter's bounds and defaults, the peers a list keyed by name, the
+/// Secret references required; the URL pattern (run as a regular expression, as the API server
+/// runs it) admits and refuses the URLs the operator's own validation does.
+#[test]
+fn regions_are_in_the_schema() {
+    let s = schema();
+    let regions = &s["properties"]["spec"]["properties"]["regions"];
+    assert!(regions.get("default").is_none(), "no regions unless given");
+    assert_eq!(
+        regions["required"],
+        serde_json::json!(["name", "peers", "tokenSecret"])
+    );
+    let fields = &regions["properties"];
+    for (field, min, max, default) in [
+        ("weight", 0.0, 1000.0, 1),
+        ("timeoutMillis", 10.0, 10000.0, 1000),
+        ("heartbeatWindowMillis", 0.0, 1000.0, 200),
+    ] {
+        assert_eq!(fields[field]["minimum"], min, "{field}");
+        assert_eq!(fields[field]["maximum"], max, "{field}");
+        assert_eq!(fields[field]["default"], default, "{field}");
+    }
+    let peers = &fields["peers"];
+    assert_eq!(peers["minItems"], 1);
+    assert_eq!(peers["maxItems"], 16);
+    assert_eq!(peers["x-kubernetes-list-type"], "map");
+    assert_eq!(
+        peers["x-kubernetes-list-map-keys"],
+        serde_json::json!(["name"])
+    );
+    let peer = &peers["items"];
+    assert_eq!(
+        peer["required"],
+        serde_json::json!(["name", "tokenSecret", "url"])
+    );
+    assert_eq!(peer["properties"]["weight"]["default"], 1);
+    assert!(peer["properties"]["caSecret"].get("default").is_none());
+    for name in [&fields["name"], &peer["properties"]["name"]] {
+        assert_eq!(name["pattern"], "^[A-Za-z0-9._:-]+$");
+        assert_eq!(name["maxLength"], 64);
+    }
+
+    let pattern = peer["properties"]["url"]["pattern"].as_str().unwrap();
+    let matches = |url: &str| {
+        let mut context = cel::Context::default();
+        context.add_variable("url", url).unwrap();
+        context.add_variable("pattern", pattern).unwrap();
+        cel::Program::compile("url.matches(pattern)")
+            .unwrap()
+            .execute(&context)
+            .unwrap()
+            == cel::Value::Bool(true)
+    };
+    let operator_admits = |url: &str| {
+        let mut sl = fixture("regions.yaml");
+        sl.spec.regions.as_mut().unwrap().peers[0].url = url.into();
+        screenlimit_operator::validate::validate(&sl).is_ok()
+    };
+    for (url, admitted) in [
+        ("https://limiter.us.example.com", true),
+        ("http://limiter-eu.screenlimit.svc:8080", true),
+        ("https://limiter.us.example.com/screenlimit/", true),
+        ("https://[fd00::1]:8443", true),
+        ("limiter.us.example.com", false),
+        ("ftp://limiter.us.example.com", false),
+        ("HTTPS://limiter.us.example.com", false),
+        ("https://", false),
+        ("https://:8080", false),
+        ("https://ops:pw@limiter.us", false),
+        ("https://limiter.us/?region=us", false),
+        ("https://limiter.us/#top", false),
+        ("https://limiter us", false),
+    ] {
+        assert_eq!(matches(url), admitted, "the schema's pattern on {url}");
+        assert_eq!(operator_admits(url), admitted, "the operator on {url}");
+    }
+}

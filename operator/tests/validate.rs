@@ -400,3 +400,111 @@ fn monitoring_labels_interval_and_thresholds_are_checked_with_the_field_named() 
         errors[3]
     );
 }
+
+/// `regions` by the limiter's own rules, each problem under its field; the stream id Secret named
+/// by the user (a generated one would differ between the regions); a URL the pattern lets
+/// through but the limiter's URL parser refuses is caught by the limiter's own check.
+#[test]
+fn regions_are_checked_with_the_field_named() {
+    let mut sl = fixture("regions.yaml");
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new());
+    sl.spec.stream_id_secret_name = None;
+    let errors = validate(&sl).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].field, "spec.streamIdSecretName");
+    assert!(errors[0].message.contains("same key"), "{errors:?}");
+
+    let mut sl = fixture("regions.yaml");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.name = "bad name".into();
+    regions.weight = 1001;
+    regions.timeout_millis = 9;
+    regions.heartbeat_window_millis = 1001;
+    regions.peers[0].name = "ap".into(); // ap twice
+    regions.peers[0].url = "ftp://limiter.us.example.com".into();
+    regions.peers[1].weight = -1;
+    assert_eq!(
+        fields(validate(&sl)),
+        [
+            "spec.regions.name",
+            "spec.regions.weight",
+            "spec.regions.peers[0].url",
+            "spec.regions.peers[1].name",
+            "spec.regions.peers[1].weight",
+            "spec.regions.timeoutMillis",
+            "spec.regions.heartbeatWindowMillis",
+        ]
+    );
+
+    // A peer named as this region, and every weight 0.
+    let mut sl = fixture("regions.yaml");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[1].name = "eu".into();
+    regions.weight = 0;
+    regions.peers.iter_mut().for_each(|p| p.weight = 0);
+    let errors = validate(&sl).unwrap_err();
+    let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        [
+            "spec.regions.peers[1].name: \"eu\" is this region's own name (regions.name)",
+            "spec.regions.weight: every region weighs 0, so no account would have a home; give one region a weight above 0",
+        ]
+    );
+
+    // No peer, or more than 16.
+    let mut sl = fixture("regions.yaml");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    let peer = regions.peers[1].clone();
+    regions.peers.clear();
+    assert_eq!(fields(validate(&sl)), ["spec.regions.peers"]);
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers = (0..17)
+        .map(|i| {
+            let mut p = peer.clone();
+            p.name = format!("r{i}");
+            p
+        })
+        .collect();
+    assert_eq!(fields(validate(&sl)), ["spec.regions.peers"]);
+    sl.spec.regions.as_mut().unwrap().peers.pop();
+    assert_eq!(fields(validate(&sl)), Vec::<String>::new());
+
+    // URLs: each refusal says why; what the pattern lets through and the limiter's parser
+    // refuses is refused by the limiter's own check.
+    for (url, says) in [
+        (
+            "limiter.us.example.com",
+            "must start with http:// or https://",
+        ),
+        ("https://", "names no host"),
+        ("https://:8080/x", "names no host"),
+        ("https://ops:pw@limiter.us", "must not carry credentials"),
+        (
+            "https://limiter.us/?x=1",
+            "must not have a query or fragment",
+        ),
+        (
+            "https://limiter.us/#top",
+            "must not have a query or fragment",
+        ),
+        ("https://limiter us", "without spaces"),
+        ("https://lim<iter.us", "is not a URL"),
+    ] {
+        let mut sl = fixture("regions.yaml");
+        sl.spec.regions.as_mut().unwrap().peers[0].url = url.into();
+        let errors = validate(&sl).unwrap_err();
+        assert_eq!(errors.len(), 1, "{url}: {errors:?}");
+        assert!(errors[0].message.contains(says), "{url}: {errors:?}");
+    }
+    for url in [
+        "http://limiter-eu.screenlimit.svc:8080",
+        "https://limiter.us.example.com/screenlimit/",
+        "https://[fd00::1]:8443",
+        "http://10.0.0.7:8080",
+    ] {
+        let mut sl = fixture("regions.yaml");
+        sl.spec.regions.as_mut().unwrap().peers[0].url = url.into();
+        assert_eq!(fields(validate(&sl)), Vec::<String>::new(), "{url}");
+    }
+}

@@ -3,8 +3,8 @@
 //! `schemars`/`x_kube` attributes its OpenAPI bounds and CEL rules.
 //!
 //! By part: `plans` (plans, plan source, lease), `enforcement` (shadow, a share enforced), `redis`, `limiter` (with the failure policy),
-//! `admin_ui`, `network` (NetworkPolicies), `monitoring`, `status`, and `shared` (what several
-//! parts use). Every type is re-exported here, so `crate::crd::X`
+//! `admin_ui`, `network` (NetworkPolicies), `monitoring`, `regions` (this region and its peers),
+//! `status`, and `shared` (what several parts use). Every type is re-exported here, so `crate::crd::X`
 //! names it wherever it lives.
 
 mod admin_ui;
@@ -14,6 +14,7 @@ mod monitoring;
 mod network;
 mod plans;
 mod redis;
+mod regions;
 mod shared;
 mod status;
 
@@ -24,6 +25,7 @@ pub use monitoring::*;
 pub use network::*;
 pub use plans::*;
 pub use redis::*;
+pub use regions::*;
 pub use shared::*;
 pub use status::*;
 
@@ -75,6 +77,7 @@ pub const MAX_STREAMS_CEILING: i32 = 100;
     validation = Rule::new("!has(self.planSource) || !has(self.planSource.fallbackPlan) || self.plans.exists(p, p.name == self.planSource.fallbackPlan)").message("planSource.fallbackPlan must name one of the plans").field_path(".planSource.fallbackPlan").reason(Reason::FieldValueInvalid),
     validation = Rule::new("!has(self.limiter) || !has(self.limiter.batchWindowMicros) || !has(self.failurePolicy) || !has(self.failurePolicy.storeTimeoutMillis) || self.limiter.batchWindowMicros * 2 <= self.failurePolicy.storeTimeoutMillis * 1000").message("limiter.batchWindowMicros must be at most half of failurePolicy.storeTimeoutMillis").field_path(".limiter.batchWindowMicros").reason(Reason::FieldValueInvalid),
     // An absent field counts at its default (limiter.rs, plans.rs), as the limiter would take it.
+    validation = Rule::new("!has(self.regions) || has(self.streamIdSecretName)").message("regions needs streamIdSecretName: every region must sign stream ids with the same key, from a Secret you create in each cluster").field_path(".streamIdSecretName").reason(Reason::FieldValueRequired),
     validation = Rule::new("(has(self.limiter) && has(self.limiter.renewalWindowMillis) ? self.limiter.renewalWindowMillis : 20) * 4 <= ((has(self.lease) && has(self.lease.ttlSeconds) ? self.lease.ttlSeconds : 90) - (has(self.lease) && has(self.lease.heartbeatIntervalSeconds) ? self.lease.heartbeatIntervalSeconds : 30)) * 1000").message("limiter.renewalWindowMillis must be at most a quarter of lease.ttlSeconds - lease.heartbeatIntervalSeconds (in milliseconds), so no lease ends while its renewal waits").field_path(".limiter.renewalWindowMillis").reason(Reason::FieldValueInvalid)
 )]
 #[serde(rename_all = "camelCase")]
@@ -128,7 +131,7 @@ pub struct StreamLimiterSpec {
 
     /// Secret holding the key that signs stream ids (key `stream-id-secret`). Every limiter
     /// replica must share it. Empty: the operator creates `<name>-stream-id` once with 32
-    /// random bytes and never rotates it.
+    /// random bytes and never rotates it. Required with `regions`: every region must share it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub stream_id_secret_name: Option<String>,
@@ -143,6 +146,13 @@ pub struct StreamLimiterSpec {
     /// serves `monitoring.coreos.com/v1` (condition `MonitoringAvailable` says).
     #[serde(default)]
     pub monitoring: MonitoringSpec,
+
+    /// This install's region among several (the limiter's `regions`; one `StreamLimiter` per
+    /// cluster): its name, weight and inbound token, and its peers. Each account then has one
+    /// home region whose store alone decides its count. Needs `streamIdSecretName`, the same
+    /// key in every region. A change rolls the limiter pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regions: Option<RegionsSpec>,
 }
 
 impl Default for StreamLimiterSpec {
@@ -160,6 +170,7 @@ impl Default for StreamLimiterSpec {
             stream_id_secret_name: None,
             network_policies: NetworkPoliciesSpec::default(),
             monitoring: MonitoringSpec::default(),
+            regions: None,
         }
     }
 }

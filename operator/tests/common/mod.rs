@@ -14,7 +14,7 @@ pub fn fixture(name: &str) -> StreamLimiter {
 }
 
 /// Every fixture in `tests/fixtures`: each one a valid resource.
-pub const FIXTURES: [&str; 7] = [
+pub const FIXTURES: [&str; 8] = [
     "managed.yaml",
     "external.yaml",
     "external-secret.yaml",
@@ -22,6 +22,7 @@ pub const FIXTURES: [&str; 7] = [
     "admin-ui-oidc.yaml",
     "ha.yaml",
     "secure.yaml",
+    "regions.yaml",
 ];
 
 /// The limiter binary built beside this test: `cargo nextest run --workspace` (scripts/test.sh)
