@@ -1060,3 +1060,181 @@ fn admin_ui_prometheus_url_reaches_the_pod_only_when_set() {
         "http://prometheus-operated.monitoring.svc:9090"
     );
 }
+
+/// Each region Secret key the limiter config names is mounted read-only from a volume of its
+/// own that holds only that key, as exactly the file the config names (no subPath). Paths and
+/// volume names come from the peer's place in the list, never its name (a region name may hold
+/// `:`, which a mount path may not, or be `..`).
+#[test]
+fn region_secrets_are_mounted_one_key_each_where_the_config_names_them() {
+    use std::path::Path;
+
+    let mut sl = fixture("regions.yaml");
+    let desired = build(&sl).unwrap();
+    let config = screenlimit_limiter::config::Config::from_yaml(&desired.limiter_config).unwrap();
+    let regions = config.regions.unwrap();
+    let pod = deployment_pod(&desired.deployments[0]);
+    let mounts = pod.containers[0].volume_mounts.as_ref().unwrap();
+    let mounted = |file: &Path| -> (String, String, String) {
+        let dir = file.parent().unwrap().to_str().unwrap();
+        let m = mounts
+            .iter()
+            .find(|m| m.mount_path == dir)
+            .unwrap_or_else(|| panic!("nothing mounted at {dir}"));
+        assert_eq!(m.read_only, Some(true), "{m:?}");
+        assert!(m.sub_path.is_none(), "{m:?}");
+        let source = volume(pod, &m.name).secret.as_ref().unwrap();
+        let items = source.items.as_ref().unwrap();
+        assert_eq!(items.len(), 1, "only the named key: {source:?}");
+        assert_eq!(
+            Path::new(&items[0].path),
+            file.strip_prefix(dir).unwrap(),
+            "{m:?}"
+        );
+        (
+            m.name.clone(),
+            source.secret_name.clone().unwrap(),
+            items[0].key.clone(),
+        )
+    };
+    let owned = |v: &str, s: &str, k: &str| (v.to_owned(), s.to_owned(), k.to_owned());
+    assert_eq!(
+        mounted(&regions.token_file),
+        owned("region-token", "region-eu", "token")
+    );
+    assert_eq!(
+        mounted(&regions.peers[0].token_file),
+        owned("region-peer-0-token", "region-peers", "us")
+    );
+    assert_eq!(
+        mounted(regions.peers[0].ca_file.as_ref().unwrap()),
+        owned("region-peer-0-ca", "region-us-ca", "ca.crt")
+    );
+    assert_eq!(
+        mounted(&regions.peers[1].token_file),
+        owned("region-peer-1-token", "region-peers", "ap")
+    );
+    let region_volumes: Vec<&str> = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|v| v.name.as_str())
+        .filter(|n| n.starts_with("region-"))
+        .collect();
+    assert_eq!(
+        region_volumes,
+        [
+            "region-token",
+            "region-peer-0-token",
+            "region-peer-0-ca",
+            "region-peer-1-token"
+        ]
+    );
+
+    // Names a mount path or a volume name could not take.
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.name = "eu:west".into();
+    regions.peers[0].name = "..".into();
+    regions.peers[1].name = "AP.South_1".into();
+    let desired = build(&sl).unwrap();
+    let pod = deployment_pod(&desired.deployments[0]);
+    for m in pod.containers[0].volume_mounts.as_ref().unwrap() {
+        assert!(
+            !m.mount_path.contains(':') && !m.mount_path.contains(".."),
+            "{m:?}"
+        );
+    }
+    for v in pod.volumes.as_ref().unwrap() {
+        let label = v.name.len() <= 63
+            && v.name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        assert!(label, "{} is not a DNS label", v.name);
+    }
+
+    // Without regions: no region volume.
+    let plain = build(&fixture("managed.yaml")).unwrap();
+    let pod = deployment_pod(&plain.deployments[0]);
+    assert!(
+        !pod.volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|v| v.name.starts_with("region"))
+    );
+}
+
+/// The limiter reads `regions` at start only: setting it, changing any of it (a peer's URL, a
+/// token's Secret key even where the file stays the same, a CA) or taking it out rolls the
+/// pods, and leaves the live config revision as it was.
+#[test]
+fn a_regions_change_rolls_the_limiter_pods() {
+    use screenlimit_operator::crd::SecretKeyRef;
+
+    let mut sl = fixture("regions.yaml");
+    let regions = sl.spec.regions.take().unwrap();
+    let before = build(&sl).unwrap();
+    assert!(
+        !screenlimit_operator::build::limiter_config::restart_part(
+            &sl,
+            &screenlimit_operator::names::Names::new(&sl.name_any()),
+            "video"
+        )
+        .contains("regions"),
+    );
+    let mut hashes = vec![before.config_hash.clone()];
+    let mut step = |sl: &screenlimit_operator::crd::StreamLimiter, what: &str| {
+        let desired = build(sl).unwrap();
+        assert!(
+            !hashes.contains(&desired.config_hash),
+            "{what} did not roll the pods"
+        );
+        assert_eq!(pod_annotation(&desired), desired.config_hash);
+        assert_eq!(
+            desired.config_revision, before.config_revision,
+            "{what} moved the live revision"
+        );
+        hashes.push(desired.config_hash.clone());
+        desired
+    };
+    sl.spec.regions = Some(regions.clone());
+    let with = step(&sl, "setting regions");
+    assert!(
+        screenlimit_operator::build::limiter_config::restart_part(
+            &sl,
+            &screenlimit_operator::names::Names::new(&sl.name_any()),
+            "video"
+        )
+        .contains("regions:"),
+    );
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[1].url = "https://limiter.ap.example.com".into();
+    step(&sl, "a peer's url");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[1].token_secret.key = "ap-2".into();
+    let key = step(&sl, "a peer token's Secret key");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.token_secret = SecretKeyRef {
+        name: "region-eu-2".into(),
+        key: "token".into(),
+    };
+    let inbound = step(&sl, "the inbound token's Secret");
+    assert_eq!(
+        inbound.limiter_config, key.limiter_config,
+        "the same files: only the hash tells"
+    );
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[0].ca_secret = None;
+    step(&sl, "a peer's CA");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.heartbeat_window_millis = 0;
+    step(&sl, "the heartbeat window");
+    assert_ne!(with.limiter_config, before.limiter_config);
+
+    // Taken out again: the pods of before.
+    sl.spec.regions = None;
+    let after = build(&sl).unwrap();
+    assert_eq!(after.config_hash, before.config_hash);
+    assert_eq!(after.limiter_config, before.limiter_config);
+}

@@ -880,3 +880,85 @@ fn player_auth_gateway_token_and_cors_reach_the_limiter_as_mounted_files() {
     );
     assert_eq!(config.auth, Default::default());
 }
+
+/// `spec.regions` becomes the limiter's `regions`, as the limiter's own loader reads it: the
+/// durations in milliseconds, the weights, the peers in their order, each token and CA as the
+/// file its Secret key is mounted as (`ca_file` only for a peer with `caSecret`). Without it,
+/// no `regions` at all.
+#[test]
+fn regions_reach_the_limiter_with_the_mounted_files() {
+    use std::path::PathBuf;
+
+    use screenlimit_limiter::config::{PeerConfig, RegionsConfig};
+
+    let (config, text) = config_of(&fixture("regions.yaml"));
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(
+        config.regions,
+        Some(RegionsConfig {
+            name: "eu".into(),
+            weight: 2,
+            token_file: PathBuf::from("/etc/screenlimit/regions/inbound/token"),
+            timeout: Duration::from_millis(800),
+            heartbeat_window: Duration::from_millis(100),
+            peers: vec![
+                PeerConfig {
+                    name: "us".into(),
+                    url: "https://limiter.us.example.com".into(),
+                    weight: 1,
+                    token_file: PathBuf::from("/etc/screenlimit/regions/peer-0-token/token"),
+                    ca_file: Some(PathBuf::from("/etc/screenlimit/regions/peer-0-ca/ca.crt")),
+                },
+                PeerConfig {
+                    name: "ap".into(),
+                    url: "http://limiter.ap.internal:8080/screenlimit".into(),
+                    weight: 1,
+                    token_file: PathBuf::from("/etc/screenlimit/regions/peer-1-token/token"),
+                    ca_file: None,
+                },
+            ],
+        })
+    );
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(
+        keys_of(&value["regions"]),
+        [
+            "name",
+            "weight",
+            "token_file",
+            "timeout",
+            "heartbeat_window",
+            "peers"
+        ]
+    );
+    assert_eq!(value["regions"]["timeout"], "800ms");
+    assert_eq!(value["regions"]["heartbeat_window"], "100ms");
+    assert_eq!(
+        keys_of(&value["regions"]["peers"][1]),
+        ["name", "url", "weight", "token_file"]
+    );
+    assert!(
+        config.stream_id_secret_file.is_some(),
+        "the limiter refuses regions without a stream id secret"
+    );
+
+    // The defaults are the limiter's.
+    let mut sl = fixture("regions.yaml");
+    let yaml = r#"{name: eu, tokenSecret: {name: t, key: k}, peers: [{name: us, url: "https://u", tokenSecret: {name: t, key: k}}]}"#;
+    sl.spec.regions = Some(serde_yaml_ng::from_str(yaml).unwrap());
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let defaults: RegionsConfig = serde_yaml_ng::from_str(
+        "{name: eu, token_file: t, peers: [{name: us, url: \"https://u\", token_file: t}]}",
+    )
+    .unwrap();
+    let regions = config.regions.unwrap();
+    assert_eq!(regions.weight, defaults.weight);
+    assert_eq!(regions.timeout, defaults.timeout);
+    assert_eq!(regions.heartbeat_window, defaults.heartbeat_window);
+    assert_eq!(regions.peers[0].weight, defaults.peers[0].weight);
+
+    let (config, text) = config_of(&fixture("managed.yaml"));
+    assert_eq!(config.regions, None);
+    assert!(!text.contains("regions"), "{text}");
+}

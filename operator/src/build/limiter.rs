@@ -179,6 +179,9 @@ pub fn deployment(
         volumes.push(limiter_tls_volume(secret));
         mounts.push(mount("redis-tls", TLS_DIR));
     }
+    let (region_volumes, region_mounts) = super::regions::volumes_and_mounts(sl);
+    volumes.extend(region_volumes);
+    mounts.extend(region_mounts);
     let mut vars = vec![env("SCREENLIMIT_LOG_FORMAT", "json")];
     let external = spec.redis.external.as_ref();
     let from_secrets = [

@@ -54,6 +54,9 @@ struct LimiterConfigFile<'a> {
     auth: Option<ApiAuth>,
     max_body_bytes: u32,
     http: Http,
+    /// This region and its peers: in the restart part (the limiter reads it at start only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    regions: Option<super::regions::RegionsBlock<'a>>,
     /// Live: part of the revision, not of what rolls the pods (left out of the restart part, so
     /// that its coming changed no pod template).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -539,6 +542,7 @@ fn file<'a>(sl: &'a StreamLimiter, names: &Names, namespace: &str) -> LimiterCon
                 }),
             }
         },
+        regions: super::regions::config(sl),
         history: Some(History {
             max_events: spec.limiter.history.max_events,
             retention: format!("{}h", spec.limiter.history.retention_hours),

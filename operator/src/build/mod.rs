@@ -11,6 +11,7 @@ pub mod pod;
 pub mod redis;
 pub mod redis_memory;
 pub mod redis_module;
+pub mod regions;
 pub mod secret;
 pub mod sentinel;
 
@@ -109,6 +110,10 @@ pub fn build(sl: &StreamLimiter) -> Result<Desired, BuildError> {
     }
     if let Some(tls) = access::tls_secret(sl) {
         hash_inputs.push(format!("redis-tls:{tls}"));
+    }
+    // The region Secrets' names and keys (the limiter reads the tokens and CAs at start).
+    if let Some(regions) = &spec.regions {
+        hash_inputs.extend(regions::hash_inputs(regions));
     }
     let refs: Vec<&str> = hash_inputs.iter().map(String::as_str).collect();
     // Plans, caps, lease timing, the failure policy, the renewal window and the history's bounds
