@@ -66,6 +66,9 @@ pub struct AccountStreams {
     /// limiters older than shadow enforcement, which enforce.
     #[serde(default)]
     pub enforcement: Option<String>,
+    /// With several regions: the region whose store decides the account's count.
+    #[serde(default)]
+    pub home_region: Option<String>,
     #[serde(default)]
     pub active: Vec<ActiveStream>,
 }
@@ -197,6 +200,34 @@ pub struct Fleet {
     /// Absent from limiters older than the field.
     #[serde(default)]
     pub live_streams: Option<LiveStreams>,
+    /// With several regions: this one, the weights, how each peer answers.
+    #[serde(default)]
+    pub regions: Option<Regions>,
+}
+
+/// The regions as one limiter instance sees them.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Regions {
+    pub name: String,
+    #[serde(default)]
+    pub weights: BTreeMap<String, u32>,
+    #[serde(default)]
+    pub peers: Vec<RegionPeer>,
+}
+
+/// A peer region: whether it answers, its last answered call's time, the calls it failed.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RegionPeer {
+    pub name: String,
+    pub reachable: bool,
+    #[serde(default)]
+    pub last_call_ms: Option<f64>,
+    #[serde(default)]
+    pub calls: u64,
+    #[serde(default)]
+    pub failed: u64,
+    #[serde(default)]
+    pub last_error: Option<String>,
 }
 
 /// The enforcement in force: the share of accounts refused over a limit, in percent (100 every

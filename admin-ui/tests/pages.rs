@@ -768,6 +768,78 @@ async fn fleet_page_shows_instances_shards_and_decisions() {
 /// shadow (without Prometheus, where the shares would come from); a limiter that enforces every
 /// account says so in one line.
 #[tokio::test]
+async fn with_several_regions_the_account_page_names_its_home_and_the_fleet_page_its_peers() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-region-token-of-twenty-chars").unwrap();
+    // The peer's address takes no connection: its accounts' plays are decided here.
+    let yaml = format!(
+        "stream_id_secret: shared-by-the-regions\nregions:\n  name: eu\n  token_file: {t}\n  timeout: 100ms\n  peers:\n    - {{ name: us, url: \"http://127.0.0.1:9\", token_file: {t} }}\n",
+        t = token.display()
+    );
+    let limiter = common::limiter_with(&yaml).await;
+    let dashboard = common::dashboard(Settings::with_users(&limiter, common::users())).await;
+    let table = [
+        screenlimit_limiter::regions::home::Region {
+            name: "eu".into(),
+            weight: 1,
+        },
+        screenlimit_limiter::regions::home::Region {
+            name: "us".into(),
+            weight: 1,
+        },
+    ];
+    let homed = |home: &str| {
+        (0..)
+            .map(|i| format!("acct-r{i}"))
+            .find(|a| {
+                screenlimit_limiter::regions::home::home_of(a, &table)
+                    .unwrap()
+                    .name
+                    == home
+            })
+            .unwrap()
+    };
+    let (here, away) = (homed("eu"), homed("us"));
+    for account in [&here, &away, &away] {
+        let (status, body) =
+            common::play_plan(&limiter, account, ("tv", "TV", "tv"), "basic").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let mut agent = Agent::signed_in(&dashboard, VIEWER).await;
+    let page = agent.get(&format!("/accounts/{here}")).await;
+    let named = r#"home region <strong id="home-region">eu</strong>"#;
+    assert!(page.body.contains(named), "{here}: {}", page.body);
+    // An account homed at the peer that does not answer: the page says which region that is.
+    let page = agent.get(&format!("/accounts/{away}")).await;
+    assert!(
+        page.body.contains("home region us did not answer"),
+        "{away}: {}",
+        page.body
+    );
+    let fleet = agent.get("/fleet").await;
+    for text in [
+        "Region <strong>eu</strong> and its peers",
+        "(homes by weight: eu 1 · us 1)",
+        r#"<tr id="peer-us"><td>us</td>"#,
+        r#"<td class="bad""#,
+    ] {
+        assert!(fleet.body.contains(text), "{text}: {}", fleet.body);
+    }
+    // Without regions, neither says a word of them.
+    let single = stack().await;
+    let mut agent = Agent::signed_in(&single.url, VIEWER).await;
+    assert!(
+        !agent
+            .get("/accounts/acct-1")
+            .await
+            .body
+            .contains("home-region")
+    );
+    assert!(!agent.get("/fleet").await.body.contains("its peers"));
+}
+
+#[tokio::test]
 async fn an_account_in_shadow_is_marked_and_the_fleet_page_says_what_is_in_shadow() {
     let limiter = common::limiter_with(common::SHADOW_PLANS).await;
     let dashboard = common::dashboard(Settings::with_users(&limiter, common::users())).await;

@@ -112,7 +112,8 @@ pub fn router(service: AppState, options: ApiOptions) -> Router {
         .fallback(|| async { ApiError::not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(max_body_bytes));
-    if service.regions().is_some() {
+    // Only behind their own token: a router built without it (in process) takes no region call.
+    if service.regions().is_some() && auth.region.is_some() {
         router = router.merge(region_routes());
     }
     let mut router = router.with_state(service);

@@ -78,6 +78,8 @@ pub struct DevicesView {
     pub limit_override: Option<OverrideView>,
     /// The account is in shadow: plays over its limit are let through and counted.
     pub in_shadow: bool,
+    /// With several regions: the region whose store decides the account's count.
+    pub home_region: Option<String>,
     pub in_use: usize,
     pub rows: Vec<DeviceRow>,
     pub can_force_stop: bool,
@@ -95,6 +97,7 @@ impl DevicesView {
             limit: 0,
             limit_override: None,
             in_shadow: false,
+            home_region: None,
             in_use: 0,
             rows: Vec::new(),
             can_force_stop: ctx.user.can_force_stop(),
@@ -113,6 +116,7 @@ impl DevicesView {
             .as_ref()
             .map(|o| OverrideView::new(o, now));
         self.in_shadow = streams.in_shadow();
+        self.home_region = streams.home_region.clone();
         self.in_use = streams.active.len();
         self.rows = streams
             .active

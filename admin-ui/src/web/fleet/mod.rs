@@ -14,6 +14,7 @@ pub mod history;
 pub mod long_range;
 mod range;
 mod recent;
+mod regions;
 pub mod sampler;
 pub mod shadow;
 mod views;

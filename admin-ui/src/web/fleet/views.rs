@@ -7,6 +7,7 @@ use super::chart::{self, Chart};
 use super::history;
 use super::range::{RECENT_PARAM, RangeLink};
 use super::recent;
+use super::regions::RegionsView;
 use super::shadow::{Figures, InstanceEnforcement, ShadowView};
 use crate::limiter::{Fleet, LiveStreams, plan_limit};
 use crate::view;
@@ -96,6 +97,8 @@ pub struct InstanceView {
     live: Option<LiveStreams>,
     /// What it says of enforcement (none when it did not answer).
     enforcement: Option<InstanceEnforcement>,
+    /// With several regions: its region and how each peer answers.
+    pub regions: Option<RegionsView>,
 }
 
 /// A live-stream figure as text: exact, or `≈` an estimate (`measuring…` before one exists).
@@ -131,6 +134,7 @@ impl InstanceView {
             active_how: String::new(),
             live: None,
             enforcement: None,
+            regions: None,
         }
     }
 
@@ -231,6 +235,7 @@ impl InstanceView {
             active_how,
             live,
             enforcement,
+            regions: fleet.regions.map(RegionsView::new),
         }
     }
 }
