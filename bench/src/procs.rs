@@ -328,8 +328,12 @@ fn us(d: Duration) -> String {
 
 impl LimiterProc {
     pub fn start(redis_url: &str, setup: &LimiterSetup) -> anyhow::Result<Self> {
+        Self::start_on(free_port(), redis_url, setup)
+    }
+
+    /// On `port`, chosen beforehand (a region names its peers' addresses before they start).
+    pub fn start_on(port: u16, redis_url: &str, setup: &LimiterSetup) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let port = free_port();
         let config = format!(
             "listen: 127.0.0.1:{port}\n\
              plans: {{ basic: 1, standard: 2, premium: 4 }}\n\

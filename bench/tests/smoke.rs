@@ -335,3 +335,31 @@ async fn store_cycle_smoke() {
         assert_eq!(report.figures["path"], expected);
     }
 }
+
+/// `regions`: two regions through a short delayed link; every play decided at its home (none
+/// degraded), one call per roaming play, heartbeats carried by fewer calls than heartbeats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regions_smoke() {
+    let argv = [
+        "screenlimit-loadgen",
+        "regions",
+        "--delay",
+        "5ms",
+        "--jitter",
+        "1ms",
+        "--plays",
+        "30",
+        "--concurrency",
+        "4",
+        "--heartbeat-spread",
+        "500ms",
+    ];
+    let report = run(Cli::try_parse_from(argv).expect("valid arguments"))
+        .await
+        .expect("regions runs");
+    assert!(report.ok(), "{}", report.table());
+    let figure = |name: &str| report.figures[name].as_f64().unwrap_or(f64::NAN);
+    assert_eq!(figure("calls_per_roaming_play"), 1.0, "{}", report.table());
+    assert!(figure("heartbeat_calls") < 30.0, "{}", report.table());
+    assert!(figure("roaming_play_p50_ms") >= 10.0, "crosses the link");
+}

@@ -160,10 +160,35 @@ pub struct PlanTag {
     pub limit: u32,
 }
 
+/// A nonce in what regions send each other: 22 characters of base64url, not an array of 16
+/// numbers (a renewal's largest field).
+pub mod nonce_text {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{NONCE_LEN, Nonce};
+
+    pub fn serialize<S: Serializer>(nonce: &Nonce, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&URL_SAFE_NO_PAD.encode(nonce))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Nonce, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(text)
+            .map_err(serde::de::Error::custom)?;
+        Nonce::try_from(bytes.as_slice()).map_err(|_| {
+            serde::de::Error::custom(format!("a nonce is {NONCE_LEN} bytes, not {}", bytes.len()))
+        })
+    }
+}
+
 /// What a verified stream id names: the device it was issued to, its random part, its plan.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamRef {
     pub device_id: String,
+    #[serde(with = "crate::ids::nonce_text")]
     pub nonce: Nonce,
     pub plan: PlanTag,
 }

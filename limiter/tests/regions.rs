@@ -428,7 +428,7 @@ async fn the_region_routes_take_the_region_token_and_checked_bodies_only() {
         json!({
             "account_id": account,
             "device": { "id": "tv", "kind": "tv", "meta": "", "profile_id": "", "title_id": "" },
-            "nonce": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+            "nonce": "AQEBAQEBAQEBAQEBAQEBAQ",
             "plan": { "name": "standard", "limit": 2, "device_caps": [0, 0, 0, 0, 0, 0] },
             "replace": null,
             "shadow": false

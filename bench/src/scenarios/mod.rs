@@ -9,6 +9,7 @@ pub mod overhead;
 pub mod overload;
 pub mod plan_cache;
 pub mod race;
+pub mod regions;
 pub mod slow_clients;
 pub mod steady;
 pub mod store_cycle;
@@ -66,6 +67,9 @@ pub enum Scenario {
     /// Play-starts offered open loop at multiples of one instance's measured capacity: answered
     /// p99, the share shed, errors and the store's load at each multiple.
     Overload(overload::OverloadArgs),
+    /// Two regions through a delayed link: home and roaming plays, the calls between regions
+    /// per roaming play and per heartbeat window, the bytes, projected to the reference peak.
+    Regions(regions::RegionsArgs),
 }
 
 impl Scenario {
@@ -91,6 +95,7 @@ impl Scenario {
             Scenario::Fleet(_) => "fleet",
             Scenario::SlowClients(_) => "slow-clients",
             Scenario::Overload(_) => "overload",
+            Scenario::Regions(_) => "regions",
         }
     }
 }
@@ -134,6 +139,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<Report> {
         Scenario::Overload(a) => {
             let r = overload::overload(a).await?;
             return finish(r, a.common.json.as_ref(), a.common.quiet);
+        }
+        Scenario::Regions(a) => {
+            let r = regions::regions(a).await?;
+            return finish(r, a.json.as_ref(), false);
         }
         other => other
             .common()

@@ -8,6 +8,7 @@ use crate::ids::{Nonce, PlanTag, StreamRef};
 pub struct AcquireCmd {
     pub account_id: String,
     pub device: Device,
+    #[serde(with = "crate::ids::nonce_text")]
     pub nonce: Nonce,
     /// The plan the request named; `None` keeps the account's remembered plan.
     pub plan: Option<Plan>,

@@ -161,6 +161,7 @@ impl DenyRule {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Lease {
     pub device: Device,
+    #[serde(with = "crate::ids::nonce_text")]
     pub nonce: Nonce,
     pub started_at: Millis,
     pub expires_at: Millis,
