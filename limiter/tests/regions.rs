@@ -26,7 +26,10 @@ const PLANS: &str = "plans:\n  basic: 1\n  standard: 2\n  premium: 4\ndefault_pl
 struct Region {
     limiter: LimiterProcess,
     api: Api,
-    _redis: RedisServer,
+    redis: RedisServer,
+    /// Its port and config, to start it again.
+    port: u16,
+    config: String,
 }
 
 /// Three regions, the links between each ordered pair, the region tokens.
@@ -82,7 +85,9 @@ impl World {
                 Region {
                     limiter,
                     api,
-                    _redis: redis,
+                    redis,
+                    port: ports[name],
+                    config,
                 },
             );
         }
@@ -95,6 +100,18 @@ impl World {
 
     fn api(&self, region: &str) -> &Api {
         &self.regions[region].api
+    }
+
+    /// The region's limiter killed (SIGKILL; its Redis keeps what it holds).
+    fn lose(&mut self, name: &str) {
+        self.regions.get_mut(name).unwrap().limiter.kill();
+    }
+
+    /// The region's limiter started again on its address.
+    fn restart(&mut self, name: &str) {
+        let region = self.regions.get_mut(name).unwrap();
+        region.limiter =
+            LimiterProcess::start_on(region.port, &region.config, &[("RUST_LOG", "info")]);
     }
 }
 
@@ -468,4 +485,82 @@ async fn the_region_routes_take_the_region_token_and_checked_bodies_only() {
         "no credential configured: {list:?}"
     );
     assert_eq!(list.body["active"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_region_lost_and_back_answers_no_5xx_leaks_nothing_and_logs_each_change_once() {
+    let mut world = World::start(Duration::ZERO);
+    let account = homed_at("us", 1, "lost").remove(0);
+    let home = world.api("us").play(play_body(&account, "home-0")).await;
+    assert_eq!(home.status, StatusCode::OK, "{home:?}");
+
+    world.lose("us");
+    let eu = world.api("eu").clone();
+    let mut answers = Vec::new();
+    let mut streams = Vec::new();
+    for device in ["eu-0", "eu-1"] {
+        let reply = eu.play(play_body(&account, device)).await;
+        answers.push(reply.status);
+        streams.push(reply.stream_id());
+    }
+    for _ in 0..3 {
+        for stream_id in &streams {
+            answers.push(eu.heartbeat(&account, stream_id).await.status);
+        }
+    }
+    let lease_keys = |world: &World| {
+        let reply = world.regions["eu"]
+            .redis
+            .command(&format!("KEYS sl:{{{account}}}?*"))
+            .unwrap_or_default();
+        reply.trim().to_owned()
+    };
+    assert_eq!(
+        lease_keys(&world).lines().next(),
+        Some("*2"),
+        "eu holds both meanwhile"
+    );
+    world.restart("us");
+    // The region answers again: eu's oldest stream joins the home's, the newest is revoked.
+    let started = Instant::now();
+    let revoked = loop {
+        let beat = eu.heartbeat(&account, &streams[1]).await;
+        answers.push(beat.status);
+        if beat.status == StatusCode::GONE {
+            break beat;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{beat:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        revoked.body["reason"], "over_limit_after_partition",
+        "{revoked:?}"
+    );
+    let kept = eu.heartbeat(&account, &streams[0]).await;
+    answers.push(kept.status);
+    assert_eq!(kept.status, StatusCode::OK, "{kept:?}");
+    let us = world.api("us");
+    let held: Vec<_> = us.list(&account).await.body["active"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["device_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        held,
+        ["home-0", "eu-0"],
+        "the home holds its own and eu's oldest"
+    );
+    let stop = eu.stop(&account, &streams[0]).await;
+    answers.push(stop.status);
+    assert!(
+        answers.iter().all(|s| !s.is_server_error()),
+        "no 5xx: {answers:?}"
+    );
+    // Nothing of the account is left live in eu's own store: no lease key.
+    assert_eq!(lease_keys(&world), "*0", "lease keys left in eu");
+    let log = world.regions["eu"].limiter.log();
+    let lost = log.matches("region did not answer").count();
+    let back = log.matches("region answers again").count();
+    assert_eq!((lost, back), (1, 1), "one line per change:\n{log}");
 }

@@ -663,6 +663,14 @@ impl LimiterProcess {
     }
 }
 
+impl LimiterProcess {
+    /// SIGKILL: a crash, or a region lost.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for LimiterProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
