@@ -2,6 +2,7 @@
 //! `screenlimit_region_call_seconds{peer}`, `screenlimit_region_bytes_total{peer,direction}`,
 //! `screenlimit_region_forwarded_total{peer,op}` (operations carried: a heartbeats call carries
 //! several), `screenlimit_region_peer_up{peer}` (its last call answered),
+//! `screenlimit_region_last_call_seconds{peer}` (its last answered call's time),
 //! `screenlimit_region_provisional_total{peer,op}` (plays and heartbeats of its accounts decided
 //! here while it did not answer) and `screenlimit_region_reconciled_total{peer,outcome}` (those
 //! streams once it answered again: `kept` by the home, `revoked` over the limit).
@@ -23,6 +24,7 @@ pub struct RegionMetrics {
     bytes: IntCounterVec,
     forwarded: IntCounterVec,
     up: IntGaugeVec,
+    last_call: prometheus::GaugeVec,
     provisional: IntCounterVec,
     reconciled: IntCounterVec,
 }
@@ -67,6 +69,14 @@ impl RegionMetrics {
                 &["peer"],
             )
             .expect("valid metric"),
+            last_call: prometheus::GaugeVec::new(
+                Opts::new(
+                    "region_last_call_seconds",
+                    "Time of the last call to another region that it answered",
+                ),
+                &["peer"],
+            )
+            .expect("valid metric"),
             provisional: counter(
                 "region_provisional_total",
                 "Plays and heartbeats of accounts homed at a peer decided by this region's store while the peer did not answer, by peer and operation",
@@ -84,6 +94,7 @@ impl RegionMetrics {
             Box::new(metrics.bytes.clone()),
             Box::new(metrics.forwarded.clone()),
             Box::new(metrics.up.clone()),
+            Box::new(metrics.last_call.clone()),
             Box::new(metrics.provisional.clone()),
             Box::new(metrics.reconciled.clone()),
         ] {
@@ -115,6 +126,11 @@ impl RegionMetrics {
         self.up
             .with_label_values(&[peer])
             .set(i64::from(call.outcome == CallOutcome::Answered));
+        if call.outcome == CallOutcome::Answered {
+            self.last_call
+                .with_label_values(&[peer])
+                .set(call.elapsed.as_secs_f64());
+        }
     }
 }
 
