@@ -1064,6 +1064,14 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
         history.set_override_on(&mut pair, fresh, 0, OVERRIDE_MS[1]);
         history.after_step(&mut pair, fresh);
     }
+    // An enforced play refused by a device-type cap (the family plan's one phone): on a slow
+    // machine, when the bursts' fewer steps missed it.
+    if history.seen.denied_cap == 0 || !history.seen.history.contains(&(1, 2)) {
+        let account = ACCOUNTS + 4;
+        history.play(&mut pair, account, 1, [11; 16], Some(PLANS[1]), None, false);
+        history.play(&mut pair, account, 2, [12; 16], Some(PLANS[1]), None, false);
+        history.after_step(&mut pair, account);
+    }
     // The same for plays in shadow, each on a fresh account: over a device-type cap (the
     // family plan's one phone), and in the general code, a take-over still over the limit once
     // its target is revoked (the shadow refusal's entry, then the take-over's) and a play that
