@@ -1,7 +1,8 @@
 //! `regions`: what a second region costs a play. Two regions on this machine, each a limiter on
 //! its own Redis, each calling the other through a link that delays each direction (`link.rs`,
-//! the test suites' proxy). Measured in one run: the link's own round trip, plays homed in the
-//! region they are made in, roaming plays (homed in the other region), the roaming streams'
+//! the test suites' proxy), and beside them a limiter without regions on region a's Redis.
+//! Measured in one run: the link's own round trip, plays at the limiter without regions, plays
+//! homed in the region they are made in, roaming plays (homed in the other region), the roaming streams'
 //! heartbeats and stops; the calls each made to the other region and the bytes the link carried
 //! for them, projected to the reference peak with a stated roaming share.
 
@@ -58,7 +59,7 @@ pub struct RegionsArgs {
 }
 
 struct Region {
-    _redis: RedisProc,
+    redis: RedisProc,
     limiter: LimiterProc,
 }
 
@@ -115,10 +116,7 @@ fn start(args: &RegionsArgs, dir: &std::path::Path) -> anyhow::Result<(Vec<Regio
         );
         let redis = RedisProc::start()?;
         let limiter = LimiterProc::start_on(ports[i], &redis.url(), &setup)?;
-        regions.push(Region {
-            _redis: redis,
-            limiter,
-        });
+        regions.push(Region { redis, limiter });
     }
     Ok((regions, links))
 }
@@ -203,6 +201,27 @@ pub async fn regions(args: &RegionsArgs) -> anyhow::Result<Report> {
         link_hist.record(t.elapsed().as_micros() as u64)?;
     }
 
+    // The same plays at a limiter without regions, on region a's Redis.
+    let plain = LimiterProc::start(
+        &regions[0].redis.url(),
+        &LimiterSetup::new(
+            Duration::from_secs(30),
+            Duration::from_secs(90),
+            Duration::from_millis(25),
+        ),
+    )?;
+    let plain_http = Arc::new(HttpClient::with_protocol(
+        std::slice::from_ref(&plain.url),
+        args.concurrency,
+        false,
+    )?);
+    let (plain_hist, _) = plays(
+        &plain_http,
+        &accounts_homed_at("a", "plain", args.plays),
+        args.concurrency,
+    )
+    .await?;
+
     let home_accounts = accounts_homed_at("a", "home", args.plays);
     let roaming_accounts = accounts_homed_at("b", "roam", args.plays);
     // Warm the peer connection, so the roaming plays measure calls, not a handshake.
@@ -265,6 +284,7 @@ pub async fn regions(args: &RegionsArgs) -> anyhow::Result<Report> {
     let stop_bytes = (links[0].bytes() - bytes_0) as f64 / streams.len() as f64;
 
     let link = summarize("link_round_trip", &link_hist, 0.0);
+    let plain = summarize("play_without_regions", &plain_hist, 0.0);
     let home = summarize("home_play", &home_hist, 0.0);
     let roaming = summarize("roaming_play", &roam_hist, roam_secs);
     let windows = hb_secs / args.heartbeat_window.as_secs_f64();
@@ -276,6 +296,8 @@ pub async fn regions(args: &RegionsArgs) -> anyhow::Result<Report> {
     report.figure("link_jitter_ms", args.jitter.as_millis() as u64);
     report.figure("link_round_trip_p50_ms", round2(link.p50_ms));
     report.figure("link_round_trip_p99_ms", round2(link.p99_ms));
+    report.figure("play_without_regions_p99_ms", round2(plain.p99_ms));
+    report.figure("home_play_p99_added_ms", round2(home.p99_ms - plain.p99_ms));
     report.figure("home_play_p50_ms", round2(home.p50_ms));
     report.figure("home_play_p99_ms", round2(home.p99_ms));
     report.figure("roaming_play_p50_ms", round2(roaming.p50_ms));
@@ -302,7 +324,7 @@ pub async fn regions(args: &RegionsArgs) -> anyhow::Result<Report> {
         "projected_cross_region_mbytes_per_sec_at_peak",
         round2(bytes_per_sec / 1e6),
     );
-    for summary in [link, home, roaming] {
+    for summary in [link, plain, home, roaming] {
         report.ops.push(summary);
     }
     report.duration_sec = started.elapsed().as_secs_f64();
