@@ -218,6 +218,7 @@ assert "deviceCaps" in spec["plans"]["items"]["properties"], "CRD lacks plans[].
 assert "enforcement" in spec and "enforcement" in spec["plans"]["items"]["properties"], \
     "CRD lacks spec.enforcement / plans[].enforcement"
 assert {"serviceMonitor", "prometheusRule"} <= set(spec["monitoring"]["properties"]), "CRD lacks spec.monitoring"
+assert "peers" in spec["regions"]["properties"], "CRD lacks spec.regions.peers"
 for example in ("examples/dev.yaml", "examples/production.yaml"):
     for doc in yaml.safe_load_all(open(example)):
         if doc and doc.get("kind") == "StreamLimiter":
