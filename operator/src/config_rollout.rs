@@ -1,9 +1,10 @@
-//! Which config each limiter pod runs. Plans and limits reach the running pods through their
-//! mounted ConfigMap (the limiter reloads it, `limiter/src/reload/`), without a roll, so the
-//! Deployment's status cannot say when a plan change is everywhere: each ready pod is asked for
-//! `screenlimit_config_info{revision="…"}` on its `/metrics` (open without the API token),
-//! through the API server's pod proxy, with a short deadline. A pod that cannot be asked counts
-//! as not yet on the revision; asking never fails the reconcile.
+//! What the limiter pods report on their `/metrics`, read once per ready pod. Plans and limits
+//! reach the running pods through their mounted ConfigMap (the limiter reloads it,
+//! `limiter/src/reload/`), without a roll, so the Deployment's status cannot say when a plan
+//! change is everywhere: each ready pod is asked for `screenlimit_config_info{revision="…"}` on
+//! its `/metrics` (open without the API token), through the API server's pod proxy, with a short
+//! deadline. A pod that cannot be asked counts as not yet on the revision; asking never fails the
+//! reconcile. The same text says which peer regions the pod reaches (`region_peers.rs`).
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
 use crate::names::{Component, LIMITER_PORT, Names};
+use crate::region_peers::{PodPeers, peers_in};
 
 /// How long one pod's `/metrics` may take through the proxy.
 const ASK_DEADLINE: Duration = Duration::from_secs(2);
@@ -35,13 +37,21 @@ impl ConfigRollout {
     }
 }
 
-/// Asks every ready limiter pod which config revision it runs.
+/// What the ready limiter pods report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LimiterReports {
+    pub config: ConfigRollout,
+    /// The peer regions' series of each pod whose `/metrics` was read.
+    pub peers: Vec<PodPeers>,
+}
+
+/// Asks every ready limiter pod which config revision it runs and how it reaches its peers.
 pub async fn observe(
     client: &kube::Client,
     ns: &str,
     names: &Names,
     revision: &str,
-) -> ConfigRollout {
+) -> LimiterReports {
     let selector = names
         .selector_labels(Component::Limiter)
         .iter()
@@ -49,15 +59,18 @@ pub async fn observe(
         .collect::<Vec<_>>()
         .join(",");
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let mut rollout = ConfigRollout {
-        revision: revision.to_owned(),
-        ..ConfigRollout::default()
+    let mut reports = LimiterReports {
+        config: ConfigRollout {
+            revision: revision.to_owned(),
+            ..ConfigRollout::default()
+        },
+        peers: Vec::new(),
     };
     let listed = match pods.list(&ListParams::default().labels(&selector)).await {
         Ok(list) => list.items,
         Err(error) => {
             tracing::debug!(%error, "cannot list the limiter pods; config rollout unknown");
-            return rollout;
+            return reports;
         }
     };
     let ready: Vec<String> = listed
@@ -66,15 +79,19 @@ pub async fn observe(
         .filter_map(|pod| pod.metadata.name.clone())
         .collect();
     let asked = futures::future::join_all(ready.iter().map(|name| ask(client, ns, name))).await;
+    let rollout = &mut reports.config;
     rollout.ready_pods = ready.len() as i32;
-    for running in asked {
-        match running {
+    for text in asked {
+        match text.as_deref().and_then(revision_in) {
             Some(r) if r == revision => rollout.on_revision += 1,
             Some(_) => {}
             None => rollout.unknown += 1,
         }
+        if let Some(text) = text {
+            reports.peers.push(peers_in(&text));
+        }
     }
-    rollout
+    reports
 }
 
 fn is_ready(pod: &Pod) -> bool {
@@ -86,15 +103,14 @@ fn is_ready(pod: &Pod) -> bool {
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// The revision one pod reports, or `None` when it cannot be asked within the deadline.
+/// One pod's `/metrics` text, or `None` when it cannot be read within the deadline.
 async fn ask(client: &kube::Client, ns: &str, pod: &str) -> Option<String> {
     let path = format!("/api/v1/namespaces/{ns}/pods/{pod}:{LIMITER_PORT}/proxy/metrics");
     let request = ::http::Request::get(path).body(Vec::new()).ok()?;
-    let text = tokio::time::timeout(ASK_DEADLINE, client.request_text(request))
+    tokio::time::timeout(ASK_DEADLINE, client.request_text(request))
         .await
         .ok()?
-        .ok()?;
-    revision_in(&text)
+        .ok()
 }
 
 /// The `revision` label of `screenlimit_config_info` in Prometheus text.

@@ -20,5 +20,6 @@ pub mod monitoring_api;
 pub mod monitoring_apply;
 pub mod names;
 pub mod reconcile;
+pub mod region_peers;
 pub mod status;
 pub mod validate;

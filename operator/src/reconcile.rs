@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::monitoring_api::ASK_AGAIN_AFTER;
 use crate::monitoring_apply::reconcile_monitoring;
 use crate::names::{FIELD_MANAGER, Names};
+use crate::region_peers::PeersObserved;
 use crate::status::{self, Assessment, Observed};
 use crate::validate::validate;
 
@@ -162,11 +163,17 @@ async fn reconcile_valid(sl: &StreamLimiter, ctx: &Context) -> Result<Action> {
 
     // Status, from what was read before this round's writes (their effects trigger the next).
     let mut observed = observe(sl, &names, &stateful_sets, &deployments, drift);
-    let rollout =
+    let reports =
         crate::config_rollout::observe(&ctx.client, &ns, &names, &desired.config_revision).await;
     // Pods taking in a changed file make no event to watch: look again soon until they all do.
-    let config_pending = !rollout.complete();
-    observed.config = Some(rollout);
+    let config_pending = !reports.config.complete();
+    observed.config = Some(reports.config);
+    observed.regions = sl.spec.regions.as_ref().map(|regions| {
+        Box::new(PeersObserved {
+            peers: regions.peers.iter().map(|p| p.name.clone()).collect(),
+            pods: reports.peers,
+        })
+    });
     // Wanted but not served: look again soon, the Prometheus Operator may be on its way.
     let monitoring_missing = !monitoring.missing.is_empty();
     observed.monitoring = monitoring;
@@ -434,6 +441,7 @@ fn observe(
             }
         }),
         config: None,
+        regions: None,
     }
 }
 
@@ -471,6 +479,10 @@ async fn patch_status(
             (status::MONITORING, "True") if old.is_some() => {
                 (EventType::Normal, "MonitoringApplied")
             }
+            (status::REGIONS_REACHABLE, "False") => (EventType::Warning, c.reason.as_str()),
+            (status::REGIONS_REACHABLE, "True") if was_false(old, status::REGIONS_REACHABLE) => {
+                (EventType::Normal, "PeersReachable")
+            }
             _ => continue,
         };
         publish(ctx, reference, kind, reason, c.message.clone()).await;
@@ -486,6 +498,15 @@ async fn patch_status(
         )).await;
     }
     Ok(new)
+}
+
+/// Whether condition `type_` was `False` in `old`.
+fn was_false(old: Option<&StreamLimiterStatus>, type_: &str) -> bool {
+    old.is_some_and(|o| {
+        o.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "False")
+    })
 }
 
 /// Publishes an Event; a failure is logged, never fails the reconcile.

@@ -4,7 +4,8 @@
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 
 use crate::build::monitoring::MonitoringKind;
-use crate::crd::{Condition, ShardStatus, StreamLimiterStatus};
+use crate::crd::{Condition, PeerState, RegionsStatus, ShardStatus, StreamLimiterStatus};
+use crate::region_peers::PeersObserved;
 use crate::validate::FieldError;
 
 pub const READY: &str = "Ready";
@@ -16,6 +17,8 @@ pub const REDIS_MEMORY: &str = "RedisMemoryBounded";
 pub const MONITORING: &str = "MonitoringAvailable";
 /// Whether every ready limiter pod runs the config revision last rendered.
 pub const CONFIG_APPLIED: &str = "ConfigApplied";
+/// With `spec.regions`: whether the limiter pods reach every peer region.
+pub const REGIONS_REACHABLE: &str = "RegionsReachable";
 
 /// What became of `spec.monitoring`: the kinds it asks for, and those the cluster does not
 /// serve (so they were not created).
@@ -49,6 +52,9 @@ pub struct Observed {
     pub redis_memory: Option<MemoryBound>,
     /// Which config revision the limiter pods run, when they were asked.
     pub config: Option<crate::config_rollout::ConfigRollout>,
+    /// With `spec.regions`: what the limiter pods said of the peers (boxed: most installs run
+    /// one region).
+    pub regions: Option<Box<PeersObserved>>,
 }
 
 /// What bounds a managed shard's memory.
@@ -265,6 +271,67 @@ fn config_condition(
     )
 }
 
+/// `RegionsReachable`: `False` when some peer is unreachable from every pod that called it,
+/// `Unknown` while a peer has not been called yet (or no pod could be asked), else `True`.
+fn regions_condition(regions: &RegionsStatus, generation: Option<i64>) -> Condition {
+    let named = |state: PeerState| {
+        regions
+            .peers
+            .iter()
+            .filter(|p| p.state == state)
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let unreachable = named(PeerState::Unreachable);
+    if !unreachable.is_empty() {
+        return condition(
+            REGIONS_REACHABLE,
+            false,
+            "PeerUnreachable",
+            format!(
+                "peer region {unreachable} did not answer the last call of any limiter pod that called it: \
+                 until it answers, the plays of the accounts homed there are decided by this region's own store \
+                 (provisional leases; 503 with failure policy closed); check the link to its url and its limiter \
+                 pods (docs/regions.md, \"When a home does not answer\")"
+            ),
+            generation,
+        );
+    }
+    let unknown = named(PeerState::Unknown);
+    if !unknown.is_empty() {
+        let asked = regions.peers.first().map_or(0, |p| p.pods_asked);
+        let (reason, message) = if asked == 0 {
+            (
+                "NoPodAsked",
+                "no ready limiter pod's /metrics could be read through the API server's pod proxy"
+                    .to_owned(),
+            )
+        } else {
+            (
+                "PeersNotCalledYet",
+                format!(
+                    "no asked limiter pod has called peer region {unknown} yet (a limiter calls a peer for the \
+                     plays and heartbeats of the accounts homed there)"
+                ),
+            )
+        };
+        let mut c = condition(REGIONS_REACHABLE, false, reason, message, generation);
+        c.status = "Unknown".to_owned();
+        return c;
+    }
+    condition(
+        REGIONS_REACHABLE,
+        true,
+        "PeersReachable",
+        format!(
+            "every peer region ({}) answered the last call of at least one limiter pod",
+            named(PeerState::Reachable)
+        ),
+        generation,
+    )
+}
+
 /// The new status. `now` is an RFC 3339 time used only for conditions whose status changed.
 pub fn compute(
     old: Option<&StreamLimiterStatus>,
@@ -293,12 +360,16 @@ pub fn compute(
                 status.config_hash = old.config_hash.clone();
                 status.config_revision = old.config_revision.clone();
                 status.limiter_pods_on_config_revision = old.limiter_pods_on_config_revision;
+                status.regions = old.regions.clone();
             }
             let kept_monitoring = old
                 .into_iter()
                 .flat_map(|o| &o.conditions)
                 .filter(|c| {
-                    c.type_ == MONITORING || c.type_ == REDIS_MEMORY || c.type_ == CONFIG_APPLIED
+                    c.type_ == MONITORING
+                        || c.type_ == REDIS_MEMORY
+                        || c.type_ == CONFIG_APPLIED
+                        || c.type_ == REGIONS_REACHABLE
                 })
                 .cloned();
             let mut conditions = vec![
@@ -424,6 +495,15 @@ pub fn compute(
                 status.config_revision = Some(config.revision.clone());
                 status.limiter_pods_on_config_revision = Some(config.on_revision);
                 conditions.push(config_condition(config, generation));
+            }
+            if let Some(peers) = &obs.regions {
+                let regions = crate::region_peers::status(
+                    &peers.peers,
+                    &peers.pods,
+                    old.and_then(|o| o.regions.as_ref()),
+                );
+                conditions.push(regions_condition(&regions, generation));
+                status.regions = Some(regions);
             }
             conditions
         }

@@ -85,9 +85,19 @@ fn names_columns_and_scope() {
             "Ready-Shards",
             "Limiters",
             "Ready-Limiters",
+            "Regions",
             "Age"
         ]
     );
+    // Only with `kubectl get -o wide`: most installs run one region.
+    let regions = version
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.name == "Regions")
+        .unwrap();
+    assert_eq!(regions.priority, Some(1));
 }
 
 #[test]

@@ -1039,3 +1039,70 @@ async fn the_status_says_when_every_ready_limiter_pod_runs_the_rendered_config_r
         "{applied}"
     );
 }
+
+#[tokio::test]
+async fn the_status_says_which_peer_regions_the_limiter_pods_reach() {
+    let sl = fixture("regions.yaml");
+    let revision = screenlimit_operator::build::build(&sl)
+        .unwrap()
+        .config_revision;
+    let mut scenario = scenario_for(&sl);
+    scenario.secret_exists = true;
+    scenario.lists = vec![
+        ("pods", limiter_pod("demo-limiter-a", true)),
+        ("pods", limiter_pod("demo-limiter-b", true)),
+    ];
+    // Both pods reach `us`; neither has called `ap` yet.
+    let peers = |up: u8, seconds: &str| {
+        format!(
+            "{}screenlimit_region_peer_up{{peer=\"us\"}} {up}\n\
+             screenlimit_region_last_call_seconds{{peer=\"us\"}} {seconds}\n",
+            info_metric(&revision)
+        )
+    };
+    scenario.pod_metrics = vec![
+        ("demo-limiter-a", peers(1, "0.0834")),
+        ("demo-limiter-b", peers(1, "0.0712")),
+    ];
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl.clone())), scenario.clone()).await;
+    result.unwrap();
+    let asked = calls
+        .iter()
+        .filter(|c| c.path.ends_with("/proxy/metrics"))
+        .count();
+    assert_eq!(asked, 2, "one read per pod for the revision and the peers");
+    let status = status_patch(&calls);
+    assert_eq!(status["limiterPodsOnConfigRevision"], 2);
+    assert_eq!(
+        status["regions"],
+        json!({"peers": [
+            {"name": "us", "state": "Reachable", "podsReachable": 2, "podsAsked": 2, "lastCallMillis": 83},
+            {"name": "ap", "state": "Unknown", "podsReachable": 0, "podsAsked": 2},
+        ]})
+    );
+    let regions = condition(&status, "RegionsReachable");
+    assert_eq!(
+        (regions["status"].as_str(), regions["reason"].as_str()),
+        (Some("Unknown"), Some("PeersNotCalledYet"))
+    );
+
+    // `us` stops answering every pod: the condition turns False with a Warning Event.
+    scenario.pod_metrics = vec![
+        ("demo-limiter-a", peers(0, "0.0834")),
+        ("demo-limiter-b", peers(0, "0.0712")),
+    ];
+    let (result, calls, _, _) = run(DeserializeGuard(Ok(sl)), scenario).await;
+    result.unwrap();
+    let status = status_patch(&calls);
+    assert_eq!(status["regions"]["peers"][0]["state"], "Unreachable");
+    let regions = condition(&status, "RegionsReachable");
+    assert_eq!(
+        (regions["status"].as_str(), regions["reason"].as_str()),
+        (Some("False"), Some("PeerUnreachable"))
+    );
+    assert!(
+        event_reasons(&calls).contains(&"PeerUnreachable".to_owned()),
+        "{:?}",
+        event_reasons(&calls)
+    );
+}

@@ -70,6 +70,7 @@ pub const MAX_STREAMS_CEILING: i32 = 100;
     printcolumn(name = "Ready-Shards", type_ = "integer", json_path = ".status.readyShards", description = "Managed shards whose pods are all ready"),
     printcolumn(name = "Limiters", type_ = "integer", json_path = ".spec.limiter.replicas", description = "Desired limiter replicas"),
     printcolumn(name = "Ready-Limiters", type_ = "integer", json_path = ".status.limiterReadyReplicas", description = "Limiter replicas ready to serve"),
+    printcolumn(name = "Regions", type_ = "string", json_path = ".status.conditions[?(@.type==\"RegionsReachable\")].reason", description = "With spec.regions: whether the limiter pods reach every peer region (PeersReachable, PeerUnreachable, PeersNotCalledYet, NoPodAsked)", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[x_kube(

@@ -40,6 +40,59 @@ pub struct StreamLimiterStatus {
     /// turns true when they all do).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limiter_pods_on_config_revision: Option<i32>,
+    /// With `spec.regions` only: whether this region's limiter pods reach each peer region, as
+    /// the ready limiter pods report it on their `/metrics` (read with the config revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regions: Option<RegionsStatus>,
+}
+
+/// How this region's limiter pods reach its peer regions.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegionsStatus {
+    /// One entry per `spec.regions.peers`, in their order.
+    #[serde(default)]
+    #[schemars(length(max = 16))]
+    pub peers: Vec<RegionPeerStatus>,
+}
+
+/// Whether this region's limiter pods reach one peer region.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegionPeerStatus {
+    /// The peer's name (`spec.regions.peers[].name`).
+    #[schemars(length(max = 64))]
+    pub name: String,
+    /// `Reachable`: the last call of at least one asked pod to the peer answered (`podsReachable`
+    /// says how many); `Unreachable`: the pods have called it and the last call of every one
+    /// failed (deadline, connection, no reply); `Unknown`: no asked pod has called it yet (a
+    /// limiter calls a peer for the plays and heartbeats of the accounts homed there), or no pod
+    /// could be asked.
+    pub state: PeerState,
+    /// Of the asked pods, those whose last call to the peer answered
+    /// (`screenlimit_region_peer_up{peer}` 1).
+    pub pods_reachable: i32,
+    /// Ready limiter pods whose `/metrics` was read (the same for every peer).
+    pub pods_asked: i32,
+    /// The time of the last answered call to the peer, in milliseconds: the highest of the asked
+    /// pods' `screenlimit_region_last_call_seconds{peer}`, rounded; absent while none has one.
+    /// It is updated when it moves by more than a quarter (or 5 ms), not for every jitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_call_millis: Option<i64>,
+}
+
+/// Whether a peer region answers this region's limiter pods.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+pub enum PeerState {
+    /// The last call of at least one asked pod answered.
+    Reachable,
+    /// Every asked pod that called it saw its last call fail.
+    Unreachable,
+    /// No asked pod has called it yet, or no pod could be asked.
+    #[default]
+    Unknown,
 }
 
 /// Readiness of one managed shard.
