@@ -107,3 +107,34 @@ fn a_missing_secret_or_token_file_is_a_config_error() {
         "/nonexistent/screenlimit/token",
     );
 }
+
+#[test]
+fn a_regions_file_that_cannot_be_read_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-region-token-of-twenty-chars").unwrap();
+    let regions = |inbound: &str, ca: &str| {
+        format!(
+            "stream_id_secret: shared-by-every-region\nregions:\n  name: eu\n  token_file: {inbound}\n  peers:\n    - {{ name: us, url: \"https://us.example\", token_file: {}{ca} }}\n",
+            token.display()
+        )
+    };
+    assert_refused(
+        &regions("/nonexistent/screenlimit/region-token", ""),
+        "regions.token_file",
+        "/nonexistent/screenlimit/region-token",
+    );
+    let inbound = token.display().to_string();
+    assert_refused(
+        &regions(&inbound, ", ca_file: /nonexistent/screenlimit/ca.crt"),
+        "regions.peers",
+        "/nonexistent/screenlimit/ca.crt",
+    );
+    let not_pem = dir.path().join("ca.crt");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    assert_refused(
+        &regions(&inbound, &format!(", ca_file: {}", not_pem.display())),
+        "regions.peers",
+        "holds no PEM certificate",
+    );
+}

@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 
 use super::wire::{MAX_BODY_BYTES, Op};
 use crate::config::PeerConfig;
+use crate::config::error::{invalid, read_named_file};
 use crate::metrics::{CallOutcome, CallRecord, RegionMetrics};
 use crate::store::StoreError;
 
@@ -93,14 +94,24 @@ impl Peer {
             builder = builder.http2_prior_knowledge();
         }
         if let Some(path) = &config.ca_file {
-            let pem = std::fs::read(path).map_err(|e| {
-                anyhow::anyhow!(
-                    "regions.peers {:?}: ca_file {}: {e}",
-                    config.name,
-                    path.display()
+            // Config errors (exit 2), naming the field, like the token files.
+            let pem = read_named_file("regions.peers", path)?;
+            let no_certs = |why: String| {
+                invalid(
+                    "regions.peers",
+                    format!(
+                        "peer {:?}: ca_file {} holds no PEM certificate{why}",
+                        config.name,
+                        path.display()
+                    ),
                 )
-            })?;
-            for cert in reqwest::Certificate::from_pem_bundle(&pem)? {
+            };
+            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+                .map_err(|e| no_certs(format!(" ({e})")))?;
+            if certs.is_empty() {
+                return Err(no_certs(String::new()).into());
+            }
+            for cert in certs {
                 builder = builder.add_root_certificate(cert);
             }
         }
