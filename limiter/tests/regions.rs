@@ -471,6 +471,39 @@ async fn the_region_routes_take_the_region_token_and_checked_bodies_only() {
     let ok = send(Some(token("us")), play(account)).await;
     assert_eq!(ok.status, StatusCode::OK, "{ok:?}");
     assert_eq!(ok.body["Ok"]["Granted"]["limit"], 2, "{ok:?}");
+    // A full batch of renewals is far beyond the public routes' 8 KiB bound: it is taken whole,
+    // each renewal answered; one more renewal than a batch holds is refused.
+    let renewal = json!({
+        "account_id": account,
+        "stream": { "device_id": "tv", "nonce": "AQEBAQEBAQEBAQEBAQEBAQ", "plan": { "name": "standard", "limit": 2 } }
+    });
+    let batch = |n: usize| json!({ "renewals": vec![renewal.clone(); n] });
+    let beats = format!("{}/v1/regions/heartbeats", us.base);
+    let full = us
+        .send(
+            us.http
+                .post(&beats)
+                .bearer_auth(token("us"))
+                .json(&batch(512)),
+        )
+        .await;
+    assert_eq!(full.status, StatusCode::OK, "{full:?}");
+    let answers = full.body["Ok"].as_array().unwrap();
+    assert_eq!(answers.len(), 512);
+    assert!(
+        answers.iter().all(|a| a["Ok"]["Renewed"].is_object()),
+        "{answers:?}"
+    );
+    let over = us
+        .send(
+            us.http
+                .post(&beats)
+                .bearer_auth(token("us"))
+                .json(&batch(513)),
+        )
+        .await;
+    assert_eq!(over.status, StatusCode::UNPROCESSABLE_ENTITY, "{over:?}");
+    assert_eq!(over.body["field"], "renewals", "{over:?}");
     // The region token opens nothing else, and the public routes stay as they were (open here).
     let list = us
         .send(

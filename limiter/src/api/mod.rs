@@ -50,7 +50,7 @@ impl ApiOptions {
 /// What other regions call, with room for a full batch of renewals.
 fn region_routes() -> Router<AppState> {
     use crate::regions::wire::{MAX_BODY_BYTES, Op};
-    let path = |op: Op| format!("/v1/regions/{}", op.name());
+    let path = Op::path;
     Router::new()
         .route(&path(Op::Acquire), post(regions::acquire))
         .route(&path(Op::Heartbeats), post(regions::heartbeats))

@@ -10,6 +10,9 @@ use crate::config::MAX_STREAMS_CEILING;
 use crate::ids::{DEVICE_META, StreamRef, validate_text, validate_token};
 use crate::model::{AcquireCmd, AuditKind, Device, ForceStopCmd, OverrideCmd, Plan};
 
+/// Where the region routes start; an operation's path is this and its name.
+pub const PATH_PREFIX: &str = "/v1/regions/";
+
 /// The operations, by the last segment of their path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -41,6 +44,11 @@ impl Op {
         Op::Ping,
         Op::Report,
     ];
+
+    /// Its route: [`PATH_PREFIX`] and its name.
+    pub fn path(self) -> String {
+        format!("{PATH_PREFIX}{}", self.name())
+    }
 
     /// The path segment, and the `op` label of the region metrics.
     pub fn name(self) -> &'static str {

@@ -86,7 +86,11 @@ pub(super) async fn respond(
         _ => {
             if !request.body().is_end_stream() {
                 // Another region's call may carry a window's renewals.
-                let limit = if request.uri().path().starts_with("/v1/regions/") {
+                let limit = if request
+                    .uri()
+                    .path()
+                    .starts_with(crate::regions::wire::PATH_PREFIX)
+                {
                     crate::regions::wire::MAX_BODY_BYTES
                 } else {
                     lane.max_body_bytes
