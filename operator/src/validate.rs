@@ -7,32 +7,16 @@ use std::collections::BTreeSet;
 
 use kube::{Resource, ResourceExt};
 
+mod field;
+mod regions;
+
 use crate::crd::{
-    EnforcementMode, EnforcementSpec, ExternalRedisSpec, MAX_NAME_LEN, MAX_PLANS, MAX_REGION_PEERS,
-    MAX_SHARDS, MAX_STREAMS_CEILING, MonitoringSpec, PlanSourceKind, RedisMode, RegionsSpec,
-    StreamLimiter,
+    EnforcementMode, EnforcementSpec, ExternalRedisSpec, MAX_NAME_LEN, MAX_PLANS, MAX_SHARDS,
+    MAX_STREAMS_CEILING, MonitoringSpec, PlanSourceKind, RedisMode, StreamLimiter,
 };
-
-/// One rejected field, with a message a person can act on.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
-
-fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError {
-        field: field.into(),
-        message: message.into(),
-    }
-}
-
-fn valid_token(s: &str) -> bool {
-    (1..=64).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
-}
+pub use field::FieldError;
+use field::{err, valid_token};
+use regions::validate_regions;
 
 /// Every problem with the resource, or nothing.
 pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
@@ -510,145 +494,6 @@ fn validate_enforcement(e: &EnforcementSpec, field: &str, errors: &mut Vec<Field
             format!("{field}.enforcePercent"),
             "applies to mode: enforce (mode: shadow enforces no account); remove it, or set mode: enforce",
         ));
-    }
-}
-
-/// The limiter's own rules for `regions` (its `config/regions.rs`), by field; then, when those
-/// pass, the limiter's own check of the same block, for what only its URL parser can tell.
-fn validate_regions(r: &RegionsSpec, errors: &mut Vec<FieldError>) {
-    let before = errors.len();
-    let token_rule = "must be 1-64 characters of A-Z a-z 0-9 . _ : -";
-    if !valid_token(&r.name) {
-        errors.push(err(
-            "spec.regions.name",
-            format!("{:?} {token_rule}", r.name),
-        ));
-    }
-    if r.peers.is_empty() || r.peers.len() > MAX_REGION_PEERS {
-        errors.push(err(
-            "spec.regions.peers",
-            format!(
-                "{} peers; name 1 to {MAX_REGION_PEERS} (without peers, leave regions out)",
-                r.peers.len()
-            ),
-        ));
-    }
-    let weight_rule = |field: String, weight: i32, errors: &mut Vec<FieldError>| {
-        if !(0..=1000).contains(&weight) {
-            errors.push(err(
-                field,
-                format!("{weight} is out of range; use 0 to 1000"),
-            ));
-        }
-    };
-    weight_rule("spec.regions.weight".into(), r.weight, errors);
-    let mut seen = BTreeSet::from([r.name.as_str()]);
-    for (i, peer) in r.peers.iter().enumerate() {
-        if !valid_token(&peer.name) {
-            errors.push(err(
-                format!("spec.regions.peers[{i}].name"),
-                format!("{:?} {token_rule}", peer.name),
-            ));
-        } else if peer.name == r.name {
-            errors.push(err(
-                format!("spec.regions.peers[{i}].name"),
-                format!("{:?} is this region's own name (regions.name)", peer.name),
-            ));
-        } else if !seen.insert(peer.name.as_str()) {
-            errors.push(err(
-                format!("spec.regions.peers[{i}].name"),
-                format!(
-                    "peer {:?} is named twice; peer names must be unique",
-                    peer.name
-                ),
-            ));
-        }
-        if let Some(why) = peer_url_problem(&peer.url) {
-            errors.push(err(
-                format!("spec.regions.peers[{i}].url"),
-                format!("{:?} {why}", peer.url),
-            ));
-        }
-        weight_rule(
-            format!("spec.regions.peers[{i}].weight"),
-            peer.weight,
-            errors,
-        );
-    }
-    if r.weight == 0 && r.peers.iter().all(|p| p.weight == 0) {
-        errors.push(err(
-            "spec.regions.weight",
-            "every region weighs 0, so no account would have a home; give one region a weight above 0",
-        ));
-    }
-    if !(10..=10_000).contains(&r.timeout_millis) {
-        errors.push(err(
-            "spec.regions.timeoutMillis",
-            "must be 10 to 10000 (a round trip between regions, and some)",
-        ));
-    }
-    if !(0..=1_000).contains(&r.heartbeat_window_millis) {
-        errors.push(err(
-            "spec.regions.heartbeatWindowMillis",
-            "must be 0 to 1000",
-        ));
-    }
-    if errors.len() == before
-        && let Err(e) = limiter_regions(r).validate()
-    {
-        errors.push(err("spec.regions", e.to_string()));
-    }
-}
-
-/// Why a peer's URL is refused, by the schema's pattern: `http://` or `https://`, a host, no
-/// credentials, query or fragment.
-fn peer_url_problem(url: &str) -> Option<&'static str> {
-    let Some(rest) = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-    else {
-        return Some("must start with http:// or https://");
-    };
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    if authority.is_empty() || authority.starts_with(':') {
-        return Some("names no host");
-    }
-    if authority.contains('@') {
-        return Some("must not carry credentials (use tokenSecret)");
-    }
-    if url.contains(['?', '#']) {
-        return Some("must not have a query or fragment");
-    }
-    if url.contains(char::is_whitespace) || url.len() > 2048 {
-        return Some("must be one URL of at most 2048 characters, without spaces");
-    }
-    None
-}
-
-/// The block as the limiter takes it (the files are the build's; only their names matter here).
-fn limiter_regions(r: &RegionsSpec) -> screenlimit_limiter::config::RegionsConfig {
-    use screenlimit_limiter::config::{PeerConfig, RegionsConfig};
-    use std::time::Duration;
-    let weight = |w: i32| u32::try_from(w).unwrap_or(u32::MAX);
-    RegionsConfig {
-        name: r.name.clone(),
-        weight: weight(r.weight),
-        token_file: "token".into(),
-        timeout: Duration::from_millis(u64::try_from(r.timeout_millis).unwrap_or(0)),
-        heartbeat_window: Duration::from_millis(
-            u64::try_from(r.heartbeat_window_millis).unwrap_or(u64::MAX),
-        ),
-        peers: r
-            .peers
-            .iter()
-            .map(|p| PeerConfig {
-                name: p.name.clone(),
-                url: p.url.clone(),
-                weight: weight(p.weight),
-                token_file: "token".into(),
-                ca_file: p.ca_secret.as_ref().map(|_| "ca.crt".into()),
-            })
-            .collect(),
     }
 }
 
