@@ -508,3 +508,71 @@ fn regions_are_checked_with_the_field_named() {
         assert_eq!(fields(validate(&sl)), Vec::<String>::new(), "{url}");
     }
 }
+
+/// Evacuations and secondaries by the CRD's rules, each under its field: a secondary names
+/// another region of the spec (this region's one of the peers; a peer's this region or another
+/// peer), and one region of weight above 0 stays not evacuated (every weight 0 keeps its own
+/// message).
+#[test]
+fn evacuations_and_secondaries_are_checked_with_the_field_named() {
+    let said = |sl: &screenlimit_operator::crd::StreamLimiter| -> Vec<String> {
+        match validate(sl) {
+            Ok(()) => Vec::new(),
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    };
+    // eu evacuated to us, us to ap, ap to eu: admitted.
+    let mut sl = fixture("regions.yaml");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.evacuated = true;
+    regions.secondary = Some("us".into());
+    regions.peers[0].evacuated = true;
+    regions.peers[0].secondary = Some("ap".into());
+    regions.peers[1].secondary = Some("eu".into());
+    assert_eq!(said(&sl), Vec::<String>::new());
+
+    // Every region of weight above 0 evacuated: ap's weight 0 does not count.
+    let ok = sl.clone();
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[1].weight = 0;
+    assert_eq!(
+        said(&sl),
+        [
+            "spec.regions.evacuated: every region of weight above 0 is evacuated, so no account would have a home; keep one region of weight above 0 not evacuated"
+        ]
+    );
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.weight = 0;
+    regions.peers[0].weight = 0;
+    assert_eq!(
+        said(&sl),
+        [
+            "spec.regions.weight: every region weighs 0, so no account would have a home; give one region a weight above 0"
+        ]
+    );
+
+    // Secondaries that name this region itself, the peer itself, or no region of the spec.
+    let mut sl = ok;
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.secondary = Some("eu".into());
+    regions.peers[0].secondary = Some("us".into());
+    regions.peers[1].secondary = Some("sa".into());
+    assert_eq!(
+        said(&sl),
+        [
+            "spec.regions.secondary: \"eu\" must name one of the peers (another region than this one)",
+            "spec.regions.peers[0].secondary: \"us\" is the peer itself; name another region",
+            "spec.regions.peers[1].secondary: \"sa\" must name a region of this spec: regions.name or a peer's name",
+        ]
+    );
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.secondary = Some("sa".into());
+    regions.peers[0].secondary = Some("ap".into());
+    regions.peers[1].secondary = Some("us".into());
+    assert_eq!(
+        said(&sl),
+        [
+            "spec.regions.secondary: \"sa\" must name one of the peers (another region than this one)"
+        ]
+    );
+}

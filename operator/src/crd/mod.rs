@@ -151,7 +151,8 @@ pub struct StreamLimiterSpec {
     /// This install's region among several (the limiter's `regions`; one `StreamLimiter` per
     /// cluster): its name, weight and inbound token, and its peers. Each account then has one
     /// home region whose store alone decides its count. Needs `streamIdSecretName`, the same
-    /// key in every region. A change rolls the limiter pods.
+    /// key in every region. A change rolls the limiter pods, but for the weights, evacuations
+    /// and secondaries, which the limiter applies live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regions: Option<RegionsSpec>,
 }

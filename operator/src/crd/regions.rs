@@ -1,6 +1,7 @@
 //! `spec.regions`: this install's region among several (one `StreamLimiter` per cluster), and its
 //! peers, as the limiter's `regions` takes them. The tokens and CAs are Secret keys, mounted
-//! into the limiter pods; a change rolls them (the limiter reads `regions` at start only).
+//! into the limiter pods; a change rolls them (the limiter reads them at start only), but for
+//! the homes (weights, evacuations, secondaries), which the limiter applies live.
 
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
@@ -11,11 +12,16 @@ use super::shared::{SecretKeyRef, default_one};
 pub const MAX_REGION_PEERS: usize = 16;
 
 /// This region and its peers (the limiter's `regions`). Every region names the same regions
-/// with the same weights: each its own as `name`/`weight`, the others as `peers`.
+/// with the same weights, evacuations and secondaries: each its own as `name`/`weight`/...,
+/// the others as `peers` (how they pick the homes: `evacuated`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[x_kube(
     validation = Rule::new("self.peers.all(p, p.name != self.name)").message("no peer may carry this region's own name (regions.name)").field_path(".peers").reason(Reason::FieldValueInvalid),
-    validation = Rule::new("self.weight > 0 || self.peers.exists(p, p.weight > 0)").message("every region weighs 0, so no account would have a home; give one region a weight above 0").field_path(".weight").reason(Reason::FieldValueInvalid)
+    validation = Rule::new("self.weight > 0 || self.peers.exists(p, p.weight > 0)").message("every region weighs 0, so no account would have a home; give one region a weight above 0").field_path(".weight").reason(Reason::FieldValueInvalid),
+    // Kept apart from the rule above (which it leaves to say its own when every weight is 0).
+    validation = Rule::new("(self.weight == 0 && self.peers.all(p, p.weight == 0)) || (self.weight > 0 && !self.evacuated) || self.peers.exists(p, p.weight > 0 && !p.evacuated)").message("every region of weight above 0 is evacuated, so no account would have a home; keep one region of weight above 0 not evacuated").field_path(".evacuated").reason(Reason::FieldValueInvalid),
+    validation = Rule::new("!has(self.secondary) || self.peers.exists(p, p.name == self.secondary)").message("regions.secondary must name one of the peers (another region than this one)").field_path(".secondary").reason(Reason::FieldValueInvalid),
+    validation = Rule::new("self.peers.all(p, !has(p.secondary) || p.secondary == self.name || self.peers.exists(q, q.name == p.secondary))").message("a peer's secondary must name a region of this spec: regions.name or a peer's name").field_path(".peers").reason(Reason::FieldValueInvalid)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RegionsSpec {
@@ -23,11 +29,25 @@ pub struct RegionsSpec {
     /// most 64.
     #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:-]+$"))]
     pub name: String,
-    /// This region's share of the accounts' homes (0 to 1000; 0: home of none, e.g. while it is
-    /// evacuated).
+    /// This region's share of the accounts' homes (0 to 1000; 0: home of none). Applied live.
     #[serde(default = "default_one")]
     #[schemars(range(min = 0, max = 1000))]
     pub weight: i32,
+    /// While true, this region is home of no account. An account's home is the region the
+    /// weighted hash picks among the regions of weight above 0, evacuated ones included; if
+    /// that region is evacuated, the home is its `secondary` when that names a region not
+    /// evacuated and of weight above 0, else the hash's best region among those not evacuated.
+    /// Applied live: no pod restarts; a new home learns the moved accounts' streams for one
+    /// lease TTL. Set the same in every region's `StreamLimiter` (here, in the others as
+    /// `peers[].evacuated`).
+    #[serde(default)]
+    pub evacuated: bool,
+    /// Where this region's accounts go while it is evacuated: one of the `peers` by name (same
+    /// rules as a name). Without it, each account goes to the hash's best region among those
+    /// not evacuated. Applied live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:-]+$"))]
+    pub secondary: Option<String>,
     /// A key of a Secret holding the token peers present when they call this region (at least
     /// 16 printable ASCII characters, no spaces); each peer's own `peers[].tokenSecret` holds
     /// the same token. It opens the region routes only.
@@ -53,6 +73,9 @@ pub struct RegionsSpec {
 
 /// Another region, as this one calls it.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(
+    validation = Rule::new("!has(self.secondary) || self.secondary != self.name").message("a peer's secondary must be another region than the peer itself").field_path(".secondary").reason(Reason::FieldValueInvalid)
+)]
 #[serde(rename_all = "camelCase")]
 pub struct RegionPeerSpec {
     /// The peer's name (its own `regions.name`): letters, digits, `.`, `_`, `:` or `-`, at
@@ -68,9 +91,19 @@ pub struct RegionPeerSpec {
     )]
     pub url: String,
     /// The peer's share of the accounts' homes (0 to 1000), as the peer gives it itself.
+    /// Applied live.
     #[serde(default = "default_one")]
     #[schemars(range(min = 0, max = 1000))]
     pub weight: i32,
+    /// Whether the peer is evacuated (home of no account), as the peer gives it itself.
+    /// Applied live.
+    #[serde(default)]
+    pub evacuated: bool,
+    /// Where the peer's accounts go while it is evacuated, as the peer gives it itself: this
+    /// region's `name` or another peer's. Applied live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9._:-]+$"))]
+    pub secondary: Option<String>,
     /// A key of a Secret holding the token this region presents to the peer (the peer's own
     /// `regions.tokenSecret`).
     pub token_secret: SecretKeyRef,

@@ -73,7 +73,14 @@ pub(super) fn validate_regions(r: &RegionsSpec, errors: &mut Vec<FieldError>) {
             "spec.regions.weight",
             "every region weighs 0, so no account would have a home; give one region a weight above 0",
         ));
+    } else if (r.weight == 0 || r.evacuated) && r.peers.iter().all(|p| p.weight == 0 || p.evacuated)
+    {
+        errors.push(err(
+            "spec.regions.evacuated",
+            "every region of weight above 0 is evacuated, so no account would have a home; keep one region of weight above 0 not evacuated",
+        ));
     }
+    validate_secondaries(r, errors);
     if !(10..=10_000).contains(&r.timeout_millis) {
         errors.push(err(
             "spec.regions.timeoutMillis",
@@ -90,6 +97,39 @@ pub(super) fn validate_regions(r: &RegionsSpec, errors: &mut Vec<FieldError>) {
         && let Err(e) = limiter_regions(r).validate()
     {
         errors.push(err("spec.regions", e.to_string()));
+    }
+}
+
+/// Each `secondary` names another region of the spec: this region's names a peer, a peer's
+/// names this region or another peer.
+fn validate_secondaries(r: &RegionsSpec, errors: &mut Vec<FieldError>) {
+    let is_peer = |name: &str| r.peers.iter().any(|p| p.name == name);
+    if let Some(secondary) = &r.secondary
+        && !is_peer(secondary)
+    {
+        errors.push(err(
+            "spec.regions.secondary",
+            format!("{secondary:?} must name one of the peers (another region than this one)"),
+        ));
+    }
+    for (i, peer) in r.peers.iter().enumerate() {
+        let Some(secondary) = &peer.secondary else {
+            continue;
+        };
+        let field = format!("spec.regions.peers[{i}].secondary");
+        if *secondary == peer.name {
+            errors.push(err(
+                field,
+                format!("{secondary:?} is the peer itself; name another region"),
+            ));
+        } else if *secondary != r.name && !is_peer(secondary) {
+            errors.push(err(
+                field,
+                format!(
+                    "{secondary:?} must name a region of this spec: regions.name or a peer's name"
+                ),
+            ));
+        }
     }
 }
 
