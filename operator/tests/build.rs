@@ -1165,9 +1165,10 @@ fn region_secrets_are_mounted_one_key_each_where_the_config_names_them() {
     );
 }
 
-/// The limiter reads `regions` at start only: setting it, changing any of it (a peer's URL, a
-/// token's Secret key even where the file stays the same, a CA) or taking it out rolls the
-/// pods, and leaves the live config revision as it was.
+/// The limiter reads `regions` at start only, but for the homes: setting it, changing any of
+/// the rest (a peer's URL, a token's Secret key even where the file stays the same, a CA, the
+/// heartbeat window) or taking it out rolls the pods; the rest leaves the live config revision
+/// as it was.
 #[test]
 fn a_regions_change_rolls_the_limiter_pods() {
     use screenlimit_operator::crd::SecretKeyRef;
@@ -1191,15 +1192,15 @@ fn a_regions_change_rolls_the_limiter_pods() {
             "{what} did not roll the pods"
         );
         assert_eq!(pod_annotation(&desired), desired.config_hash);
-        assert_eq!(
-            desired.config_revision, before.config_revision,
-            "{what} moved the live revision"
-        );
         hashes.push(desired.config_hash.clone());
         desired
     };
     sl.spec.regions = Some(regions.clone());
     let with = step(&sl, "setting regions");
+    assert_ne!(
+        with.config_revision, before.config_revision,
+        "the homes are live: setting regions moves the revision too"
+    );
     assert!(
         screenlimit_operator::build::limiter_config::restart_part(
             &sl,
@@ -1208,9 +1209,10 @@ fn a_regions_change_rolls_the_limiter_pods() {
         )
         .contains("regions:"),
     );
+    let mut rest = Vec::new();
     let regions = sl.spec.regions.as_mut().unwrap();
     regions.peers[1].url = "https://limiter.ap.example.com".into();
-    step(&sl, "a peer's url");
+    rest.push(("a peer's url", step(&sl, "a peer's url")));
     let regions = sl.spec.regions.as_mut().unwrap();
     regions.peers[1].token_secret.key = "ap-2".into();
     let key = step(&sl, "a peer token's Secret key");
@@ -1224,17 +1226,91 @@ fn a_regions_change_rolls_the_limiter_pods() {
         inbound.limiter_config, key.limiter_config,
         "the same files: only the hash tells"
     );
+    rest.push(("a peer token's Secret key", key));
+    rest.push(("the inbound token's Secret", inbound));
     let regions = sl.spec.regions.as_mut().unwrap();
     regions.peers[0].ca_secret = None;
-    step(&sl, "a peer's CA");
+    rest.push(("a peer's CA", step(&sl, "a peer's CA")));
     let regions = sl.spec.regions.as_mut().unwrap();
     regions.heartbeat_window_millis = 0;
-    step(&sl, "the heartbeat window");
+    rest.push(("the heartbeat window", step(&sl, "the heartbeat window")));
+    for (what, desired) in rest {
+        assert_eq!(
+            desired.config_revision, with.config_revision,
+            "{what} moved the live revision"
+        );
+    }
     assert_ne!(with.limiter_config, before.limiter_config);
 
-    // Taken out again: the pods of before.
+    // Taken out again: the pods and the revision of before.
     sl.spec.regions = None;
     let after = build(&sl).unwrap();
     assert_eq!(after.config_hash, before.config_hash);
+    assert_eq!(after.config_revision, before.config_revision);
     assert_eq!(after.limiter_config, before.limiter_config);
+}
+
+/// The limiter applies the homes (each region's weight, evacuation and secondary) from its
+/// mounted file without a restart, and a restart would lose the new home's learning: changing
+/// them changes the file and its revision, never the limiter's pod template.
+#[test]
+fn a_regions_homes_change_reaches_the_pods_live() {
+    let mut sl = fixture("regions.yaml");
+    let before = build(&sl).unwrap();
+    let mut revisions = vec![before.config_revision.clone()];
+    let mut live = |sl: &screenlimit_operator::crd::StreamLimiter, what: &str| {
+        let desired = build(sl).unwrap();
+        assert_eq!(
+            desired.config_hash, before.config_hash,
+            "{what} rolled the pods"
+        );
+        assert_eq!(
+            pod_annotation(&desired),
+            pod_annotation(&before),
+            "{what} changed the pod template"
+        );
+        assert!(
+            !revisions.contains(&desired.config_revision),
+            "{what} did not move the revision"
+        );
+        assert!(
+            limiter_yaml(&desired).contains(&format!("revision: {}", desired.config_revision)),
+            "{what}: the file carries its revision"
+        );
+        revisions.push(desired.config_revision.clone());
+        desired
+    };
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[0].weight = 3;
+    live(&sl, "a peer's weight");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[0].evacuated = true;
+    live(&sl, "evacuating a peer");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[0].secondary = Some("ap".into());
+    live(&sl, "a peer's secondary");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.weight = 5;
+    live(&sl, "this region's weight");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.evacuated = true;
+    regions.secondary = Some("ap".into());
+    let evacuated = live(&sl, "evacuating this region");
+    let text = limiter_yaml(&evacuated);
+    assert!(
+        text.contains(
+            "  evacuated: true
+  secondary: ap
+"
+        ),
+        "{text}"
+    );
+
+    // A peer's URL beside it still rolls them, and leaves the revision.
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.peers[1].url = "https://limiter.ap.example.com".into();
+    let rolled = build(&sl).unwrap();
+    assert_ne!(rolled.config_hash, before.config_hash);
+    assert_eq!(pod_annotation(&rolled), rolled.config_hash);
+    assert_eq!(rolled.config_revision, evacuated.config_revision);
 }

@@ -962,3 +962,51 @@ fn regions_reach_the_limiter_with_the_mounted_files() {
     assert_eq!(config.regions, None);
     assert!(!text.contains("regions"), "{text}");
 }
+
+/// Each region's evacuation and secondary reach the limiter's `regions`, beside its weight
+/// (this region's and each peer's); `evacuated` only when true (the limiter's default is false)
+/// and `secondary` only when set, so that a spec which sets neither renders what it did before.
+#[test]
+fn evacuations_and_secondaries_reach_the_regions_block() {
+    let mut sl = fixture("regions.yaml");
+    let regions = sl.spec.regions.as_mut().unwrap();
+    regions.evacuated = true;
+    regions.secondary = Some("us".into());
+    regions.peers[0].evacuated = true;
+    regions.peers[1].secondary = Some("eu".into());
+    let text = build(&sl).unwrap().limiter_config;
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let block = &value["regions"];
+    assert_eq!(
+        keys_of(block),
+        [
+            "name",
+            "weight",
+            "evacuated",
+            "secondary",
+            "token_file",
+            "timeout",
+            "heartbeat_window",
+            "peers"
+        ]
+    );
+    assert_eq!(block["evacuated"], true);
+    assert_eq!(block["secondary"], "us");
+    assert_eq!(
+        keys_of(&block["peers"][0]),
+        [
+            "name",
+            "url",
+            "weight",
+            "evacuated",
+            "token_file",
+            "ca_file"
+        ]
+    );
+    assert_eq!(block["peers"][0]["evacuated"], true);
+    assert_eq!(
+        keys_of(&block["peers"][1]),
+        ["name", "url", "weight", "secondary", "token_file"]
+    );
+    assert_eq!(block["peers"][1]["secondary"], "eu");
+}

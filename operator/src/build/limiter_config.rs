@@ -54,7 +54,8 @@ struct LimiterConfigFile<'a> {
     auth: Option<ApiAuth>,
     max_body_bytes: u32,
     http: Http,
-    /// This region and its peers: in the restart part (the limiter reads it at start only).
+    /// This region and its peers: in the restart part (the limiter reads them at start only),
+    /// but for the homes (weights, evacuations, secondaries), which are live.
     #[serde(skip_serializing_if = "Option::is_none")]
     regions: Option<super::regions::RegionsBlock<'a>>,
     /// Live: part of the revision, not of what rolls the pods (left out of the restart part, so
@@ -74,7 +75,7 @@ struct LimiterConfigFile<'a> {
 /// What the limiter changes without a restart when the mounted file changes (its `rules.rs`):
 /// plans with their device caps and own enforcement, the default and fallback plans, the lease
 /// timing, the failure policy, the renewal window, the account history's bounds, the
-/// enforcement. Everything else in the file rolls the pods.
+/// enforcement, the regions' homes. Everything else in the file rolls the pods.
 #[derive(Serialize, Debug)]
 struct LivePart<'a> {
     plans: &'a BTreeMap<&'a str, PlanRule>,
@@ -86,6 +87,9 @@ struct LivePart<'a> {
     history: Option<&'a History>,
     #[serde(skip_serializing_if = "Option::is_none")]
     enforcement: Option<&'a Enforcement>,
+    /// Left out without `regions`, so that the revision stays what it was there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    region_homes: Option<Vec<super::regions::Home<'a>>>,
 }
 
 impl<'a> LimiterConfigFile<'a> {
@@ -99,6 +103,7 @@ impl<'a> LimiterConfigFile<'a> {
             renewal_window: &self.store.renewal_window,
             history: self.history.as_ref(),
             enforcement: self.enforcement.as_ref(),
+            region_homes: self.regions.as_ref().map(|r| r.homes()),
         }
     }
 
@@ -115,6 +120,9 @@ impl<'a> LimiterConfigFile<'a> {
         self.store.renewal_window = String::new();
         self.history = None;
         self.enforcement = None;
+        if let Some(regions) = &mut self.regions {
+            regions.clear_homes();
+        }
         self.revision = None;
         serde_yaml_ng::to_string(&self).expect("the limiter config always serializes")
     }

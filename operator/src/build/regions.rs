@@ -33,11 +33,18 @@ pub fn peer_ca_dir(index: usize) -> String {
     format!("{REGIONS_DIR}/peer-{index}-ca")
 }
 
-/// The limiter's `regions`, with the files the Secrets are mounted as.
+/// The limiter's `regions`, with the files the Secrets are mounted as. The homes (weights,
+/// evacuations, secondaries) are the limiter's live part; `clear_homes` takes them out.
 #[derive(Serialize, Debug)]
 pub struct RegionsBlock<'a> {
     name: &'a str,
     weight: i32,
+    /// Written only when true (the limiter's default is false), so that a spec which never
+    /// evacuated renders the file it did before.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    evacuated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secondary: Option<&'a str>,
     token_file: String,
     timeout: String,
     heartbeat_window: String,
@@ -49,6 +56,10 @@ struct PeerBlock<'a> {
     name: &'a str,
     url: &'a str,
     weight: i32,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    evacuated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secondary: Option<&'a str>,
     token_file: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     ca_file: Option<String>,
@@ -60,6 +71,8 @@ pub fn config(sl: &StreamLimiter) -> Option<RegionsBlock<'_>> {
     Some(RegionsBlock {
         name: &regions.name,
         weight: regions.weight,
+        evacuated: regions.evacuated,
+        secondary: regions.secondary.as_deref(),
         token_file: format!("{}/{TOKEN_FILE}", inbound_token_dir()),
         timeout: format!("{}ms", regions.timeout_millis),
         heartbeat_window: format!("{}ms", regions.heartbeat_window_millis),
@@ -71,6 +84,8 @@ pub fn config(sl: &StreamLimiter) -> Option<RegionsBlock<'_>> {
                 name: &peer.name,
                 url: &peer.url,
                 weight: peer.weight,
+                evacuated: peer.evacuated,
+                secondary: peer.secondary.as_deref(),
                 token_file: format!("{}/{TOKEN_FILE}", peer_token_dir(i)),
                 ca_file: peer
                     .ca_secret
@@ -79,6 +94,50 @@ pub fn config(sl: &StreamLimiter) -> Option<RegionsBlock<'_>> {
             })
             .collect(),
     })
+}
+
+/// One region's part in the homes (weight, evacuation, secondary) under its name: what the
+/// limiter applies live from the mounted file.
+#[derive(Serialize, Debug)]
+pub struct Home<'a> {
+    name: &'a str,
+    weight: i32,
+    evacuated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secondary: Option<&'a str>,
+}
+
+impl<'a> RegionsBlock<'a> {
+    /// The homes of this region, then of each peer in `peers` order.
+    pub fn homes(&self) -> Vec<Home<'a>> {
+        let home = Home {
+            name: self.name,
+            weight: self.weight,
+            evacuated: self.evacuated,
+            secondary: self.secondary,
+        };
+        std::iter::once(home)
+            .chain(self.peers.iter().map(|p| Home {
+                name: p.name,
+                weight: p.weight,
+                evacuated: p.evacuated,
+                secondary: p.secondary,
+            }))
+            .collect()
+    }
+
+    /// The block without the homes (each weight 0, none evacuated, no secondary): what of it
+    /// rolls the pods.
+    pub fn clear_homes(&mut self) {
+        self.weight = 0;
+        self.evacuated = false;
+        self.secondary = None;
+        for peer in &mut self.peers {
+            peer.weight = 0;
+            peer.evacuated = false;
+            peer.secondary = None;
+        }
+    }
 }
 
 /// The volumes and mounts of the region Secrets: the inbound token, then each peer's token and
