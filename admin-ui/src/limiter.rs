@@ -211,8 +211,23 @@ pub struct Regions {
     pub name: String,
     #[serde(default)]
     pub weights: BTreeMap<String, u32>,
+    /// The regions evacuated, each with the region that takes its accounts.
+    #[serde(default)]
+    pub evacuated: Vec<Evacuated>,
+    /// How long the accounts whose home moved here still learn, in milliseconds.
+    #[serde(default)]
+    pub learning_ms: Option<u64>,
     #[serde(default)]
     pub peers: Vec<RegionPeer>,
+}
+
+/// A region home of no account for now, and where its accounts went (none named: spread over
+/// the others by weight).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Evacuated {
+    pub name: String,
+    #[serde(default)]
+    pub secondary: Option<String>,
 }
 
 /// A peer region: whether it answers, its last answered call's time, the calls it failed.

@@ -783,10 +783,12 @@ async fn with_several_regions_the_account_page_names_its_home_and_the_fleet_page
         screenlimit_limiter::regions::home::Region {
             name: "eu".into(),
             weight: 1,
+            ..Default::default()
         },
         screenlimit_limiter::regions::home::Region {
             name: "us".into(),
             weight: 1,
+            ..Default::default()
         },
     ];
     let homed = |home: &str| {
@@ -826,6 +828,17 @@ async fn with_several_regions_the_account_page_names_its_home_and_the_fleet_page
     ] {
         assert!(fleet.body.contains(text), "{text}: {}", fleet.body);
     }
+    assert!(!fleet.body.contains("Evacuated"), "{}", fleet.body);
+    // The peer evacuated: the fleet page says where its accounts went.
+    let evacuated = common::limiter_with(
+        &yaml.replace("{ name: us,", "{ name: us, evacuated: true, secondary: eu,"),
+    )
+    .await;
+    let dashboard = common::dashboard(Settings::with_users(&evacuated, common::users())).await;
+    let mut agent = Agent::signed_in(&dashboard, VIEWER).await;
+    let fleet = agent.get("/fleet").await;
+    let said = r#"<span class="bad small" id="evacuated">Evacuated: us → eu</span>"#;
+    assert!(fleet.body.contains(said), "{}", fleet.body);
     // Without regions, neither says a word of them.
     let single = stack().await;
     let mut agent = Agent::signed_in(&single.url, VIEWER).await;

@@ -49,6 +49,11 @@ fn token(name: &str) -> String {
 
 impl World {
     fn start(jitter: Duration) -> World {
+        World::start_with(jitter, "")
+    }
+
+    /// With `extra` config in every region (e.g. shorter leases).
+    fn start_with(jitter: Duration, extra: &str) -> World {
         let dir = tempfile::tempdir().unwrap();
         let ports: HashMap<&str, u16> = NAMES.iter().map(|&n| (n, free_port())).collect();
         let spec = LinkSpec {
@@ -66,7 +71,7 @@ impl World {
         let mut regions = HashMap::new();
         for name in NAMES {
             let redis = RedisServer::start();
-            let mut config = redis_config(&[redis.url()], PLANS);
+            let mut config = redis_config(&[redis.url()], &format!("{PLANS}{extra}"));
             config.push_str(&format!(
                 "regions:\n  name: {name}\n  token_file: {}\n  timeout: 400ms\n  heartbeat_window: 100ms\n  peers:\n",
                 token_path(dir.path(), name).display()
@@ -107,6 +112,45 @@ impl World {
         self.regions.get_mut(name).unwrap().limiter.kill();
     }
 
+    /// Every region's config rewritten with `region` evacuated to `secondary` (`None`: the
+    /// evacuation ended); returns once each region's `/v1/fleet` shows it.
+    async fn evacuate(&mut self, region: &str, secondary: Option<&str>) {
+        for (name, r) in &mut self.regions {
+            // The config each started with names no evacuation.
+            let config = match (secondary, *name == region) {
+                (None, _) => r.config.clone(),
+                (Some(secondary), true) => r.config.replace(
+                    &format!("  name: {region}\n"),
+                    &format!("  name: {region}\n  evacuated: true\n  secondary: {secondary}\n"),
+                ),
+                (Some(secondary), false) => r.config.replace(
+                    &format!("- {{ name: {region}, "),
+                    &format!("- {{ name: {region}, evacuated: true, secondary: {secondary}, "),
+                ),
+            };
+            r.limiter.rewrite_config(&config);
+        }
+        let evacuated = match secondary {
+            Some(secondary) => json!([{ "name": region, "secondary": secondary }]),
+            None => json!([]),
+        };
+        for name in NAMES {
+            let started = Instant::now();
+            loop {
+                let fleet: serde_json::Value =
+                    self.api(name).get("/v1/fleet").await.json().await.unwrap();
+                if fleet["regions"]["evacuated"] == evacuated {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "{name}: {fleet}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
     /// The region's limiter started again on its address.
     fn restart(&mut self, name: &str) {
         let region = self.regions.get_mut(name).unwrap();
@@ -122,6 +166,7 @@ fn homed_at(home: &str, count: usize, tag: &str) -> Vec<String> {
         .map(|n| HomeRegion {
             name: (*n).into(),
             weight: 1,
+            ..HomeRegion::default()
         })
         .collect();
     (0..)
@@ -596,4 +641,97 @@ async fn a_region_lost_and_back_answers_no_5xx_leaks_nothing_and_logs_each_chang
     let lost = log.matches("region did not answer").count();
     let back = log.matches("region answers again").count();
     assert_eq!((lost, back), (1, 1), "one line per change:\n{log}");
+}
+
+/// Heartbeats each stream from `region`; every one must be renewed.
+async fn all_renewed(api: &Api, streams: &[(String, String)], when: &str) {
+    for (account, stream_id) in streams {
+        let beat = api.heartbeat(account, stream_id).await;
+        assert_eq!(beat.status, StatusCode::OK, "{when}: {account}: {beat:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_moved_learns_its_live_streams_for_one_ttl_then_enforces_n() {
+    // Leases of 3 s, so that learning ends within the test.
+    let mut world = World::start_with(
+        Duration::from_millis(5),
+        "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
+    );
+    let account = homed_at("ap", 1, "moved").remove(0);
+    let mut live = Vec::new();
+    for device in ["tv", "phone"] {
+        let play = world.api("us").play(play_body(&account, device)).await;
+        assert_eq!(play.status, StatusCode::OK, "{play:?}");
+        live.push((account.clone(), play.stream_id()));
+    }
+
+    let lease_keys = |world: &World, region: &str| {
+        let reply = world.regions[region]
+            .redis
+            .command(&format!("KEYS sl:{{{account}}}?*"));
+        reply.unwrap_or_default().trim().to_owned()
+    };
+    assert!(lease_keys(&world, "ap").starts_with("*2"), "ap holds both");
+
+    // ap evacuated: its accounts go to eu, whose store has none of their streams yet.
+    world.evacuate("ap", Some("eu")).await;
+    let moved = Instant::now();
+    let list = world.api("us").list(&account).await;
+    assert_eq!(list.body["home_region"], "eu", "{list:?}");
+    // New plays are decided against what eu has seen: both granted while it learns.
+    let mut newer = Vec::new();
+    for device in ["tablet", "laptop"] {
+        let play = world.api("us").play(play_body(&account, device)).await;
+        assert_eq!(play.status, StatusCode::OK, "while learning: {play:?}");
+        newer.push((account.clone(), play.stream_id()));
+    }
+    // The live streams are not refused: they re-register at eu although it is at the limit,
+    // from the region they play in and from the evacuated one alike.
+    all_renewed(world.api("us"), &live[..1], "learning, from us").await;
+    all_renewed(world.api("ap"), &live[1..], "learning, from ap").await;
+    let fleet: serde_json::Value = world.api("eu").get("/v1/fleet").await.json().await.unwrap();
+    assert!(
+        fleet["regions"]["learning_ms"].as_u64().unwrap() > 0,
+        "{fleet}"
+    );
+    // Every stream plays on through the learning TTL and after it.
+    let mut streams = live.clone();
+    streams.extend(newer.iter().cloned());
+    while moved.elapsed() < Duration::from_millis(4_500) {
+        all_renewed(world.api("us"), &streams, "through the move").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let fleet: serde_json::Value = world.api("eu").get("/v1/fleet").await.json().await.unwrap();
+    assert_eq!(fleet["regions"]["learning_ms"], json!(null), "{fleet}");
+    let list = world.api("eu").list(&account).await;
+    assert_eq!(list.body["active"].as_array().unwrap().len(), 4, "{list:?}");
+    assert_eq!(
+        world
+            .api("eu")
+            .metric("screenlimit_region_learned_total")
+            .await,
+        Some(2.0)
+    );
+
+    // Learning over, N is enforced: no new play while 4 play, nor when 2 stopped.
+    let refused = world.api("ap").play(play_body(&account, "car")).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{refused:?}");
+    for (account, stream_id) in &newer {
+        let stop = world.api("us").stop(account, stream_id).await;
+        assert_eq!(stop.status, StatusCode::OK, "{stop:?}");
+    }
+    let refused = world.api("eu").play(play_body(&account, "car")).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "at N: {refused:?}");
+    // The old home let its leases of the account run out: no lease key is left there.
+    assert_eq!(lease_keys(&world, "ap"), "*0", "ap's leases");
+
+    // The evacuation over, the account goes back to ap, which learns in its turn.
+    world.evacuate("ap", None).await;
+    all_renewed(world.api("eu"), &live, "back at ap").await;
+    let list = world.api("us").list(&account).await;
+    assert_eq!(list.body["home_region"], "ap", "{list:?}");
+    assert_eq!(list.body["active"].as_array().unwrap().len(), 2, "{list:?}");
+    let refused = world.api("us").play(play_body(&account, "car")).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "at N: {refused:?}");
 }

@@ -898,6 +898,8 @@ fn regions_reach_the_limiter_with_the_mounted_files() {
         Some(RegionsConfig {
             name: "eu".into(),
             weight: 2,
+            evacuated: false,
+            secondary: None,
             token_file: PathBuf::from("/etc/screenlimit/regions/inbound/token"),
             timeout: Duration::from_millis(800),
             heartbeat_window: Duration::from_millis(100),
@@ -906,6 +908,8 @@ fn regions_reach_the_limiter_with_the_mounted_files() {
                     name: "us".into(),
                     url: "https://limiter.us.example.com".into(),
                     weight: 1,
+                    evacuated: false,
+                    secondary: None,
                     token_file: PathBuf::from("/etc/screenlimit/regions/peer-0-token/token"),
                     ca_file: Some(PathBuf::from("/etc/screenlimit/regions/peer-0-ca/ca.crt")),
                 },
@@ -913,6 +917,8 @@ fn regions_reach_the_limiter_with_the_mounted_files() {
                     name: "ap".into(),
                     url: "http://limiter.ap.internal:8080/screenlimit".into(),
                     weight: 1,
+                    evacuated: false,
+                    secondary: None,
                     token_file: PathBuf::from("/etc/screenlimit/regions/peer-1-token/token"),
                     ca_file: None,
                 },
@@ -975,6 +981,18 @@ fn evacuations_and_secondaries_reach_the_regions_block() {
     regions.peers[0].evacuated = true;
     regions.peers[1].secondary = Some("eu".into());
     let text = build(&sl).unwrap().limiter_config;
+    // The limiter's own loader takes them, and its home rule reads them.
+    let config = Config::from_yaml(&text).unwrap();
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let homes = config.regions.unwrap().homes();
+    let evacuated: Vec<_> = homes
+        .iter()
+        .map(|r| (r.evacuated, r.secondary.as_deref()))
+        .collect();
+    assert_eq!(
+        evacuated,
+        [(true, Some("us")), (true, None), (false, Some("eu"))]
+    );
     let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
     let block = &value["regions"];
     assert_eq!(

@@ -42,11 +42,11 @@ pub async fn heartbeats(
     ApiJson(batch): ApiJson<Heartbeats>,
 ) -> Result<Response, ApiError> {
     let batch = checked(batch)?;
-    let store = service.home_store();
+    let store = service.routed_store();
     let renewals = batch
         .renewals
         .iter()
-        .map(|r| store.heartbeat(&r.account_id, &r.stream));
+        .map(|r| store.heartbeat_here(&r.account_id, &r.stream));
     let answers = futures::future::join_all(renewals).await;
     Ok(answer(Ok::<_, StoreError>(answers)))
 }

@@ -267,9 +267,7 @@ pub async fn list(
     check_account(&caller, &account_id)?;
     let streams = service.list(&account_id).await?;
     let ttl_ms = service.timing().ttl_ms;
-    let home_region = service
-        .regions()
-        .map(|r| r.home_name(&account_id).to_owned());
+    let home_region = service.regions().map(|r| r.home_name(&account_id));
     Ok(Json(AccountStreamsResponse {
         account_id,
         plan: streams.plan,

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::api_access::read_token;
 use super::error::{ConfigError, invalid};
+use crate::regions::home::Region;
 
 /// Most peers an install may name.
 pub const MAX_PEERS: usize = 16;
@@ -22,9 +23,16 @@ pub const MAX_HEARTBEAT_WINDOW: Duration = Duration::from_secs(1);
 pub struct RegionsConfig {
     /// This region's name, as its peers name it.
     pub name: String,
-    /// This region's share of the accounts' homes (0: home of none, e.g. while it is evacuated).
+    /// This region's share of the accounts' homes (0: home of none).
     #[serde(default = "one")]
     pub weight: u32,
+    /// Home of no account while true: the accounts it would hold go to `secondary`.
+    #[serde(default)]
+    pub evacuated: bool,
+    /// The region that takes this region's accounts while it is evacuated (else they spread
+    /// over the open regions by the weights).
+    #[serde(default)]
+    pub secondary: Option<String>,
     /// The token peers present when they call this region (`Authorization: Bearer`).
     pub token_file: PathBuf,
     /// Deadline of one call to a peer, connection included.
@@ -45,6 +53,12 @@ pub struct PeerConfig {
     pub url: String,
     #[serde(default = "one")]
     pub weight: u32,
+    /// As the peer's own `evacuated`.
+    #[serde(default)]
+    pub evacuated: bool,
+    /// As the peer's own `secondary`.
+    #[serde(default)]
+    pub secondary: Option<String>,
     /// The token this region presents to the peer (the peer's own `regions.token_file`).
     pub token_file: PathBuf,
     /// PEM certificates that sign the peer's certificate, beside the system's roots.
@@ -133,6 +147,7 @@ impl RegionsConfig {
                 "every region weighs 0, so no account has a home; give one a weight",
             ));
         }
+        self.check_homes(&names)?;
         if !(Duration::from_millis(10)..=Duration::from_secs(10)).contains(&self.timeout) {
             return Err(invalid(
                 "regions.timeout",
@@ -152,6 +167,69 @@ impl RegionsConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Each secondary names another region of the list, and one region at least can be a home.
+    fn check_homes(&self, names: &[&str]) -> Result<(), ConfigError> {
+        let regions = std::iter::once((&self.name, self.weight, self.evacuated, &self.secondary))
+            .chain((self.peers.iter()).map(|p| (&p.name, p.weight, p.evacuated, &p.secondary)));
+        for (name, _, _, secondary) in regions.clone() {
+            match secondary {
+                Some(s) if s == name => {
+                    return Err(invalid(
+                        "regions",
+                        format!("region {name:?} is its own secondary; name another region"),
+                    ));
+                }
+                Some(s) if !names.contains(&s.as_str()) => {
+                    return Err(invalid(
+                        "regions",
+                        format!(
+                            "the secondary of region {name:?}, {s:?}, is not a region of this list"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if !regions
+            .clone()
+            .any(|(_, weight, evacuated, _)| weight > 0 && !evacuated)
+        {
+            return Err(invalid(
+                "regions",
+                "every region with a weight is evacuated, so no account has a home; \
+                 end one evacuation",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The part a reload puts in force: which region is each account's home.
+    pub fn homes(&self) -> Vec<Region> {
+        std::iter::once(Region {
+            name: self.name.clone(),
+            weight: self.weight,
+            evacuated: self.evacuated,
+            secondary: self.secondary.clone(),
+        })
+        .chain(self.peers.iter().map(|p| Region {
+            name: p.name.clone(),
+            weight: p.weight,
+            evacuated: p.evacuated,
+            secondary: p.secondary.clone(),
+        }))
+        .collect()
+    }
+
+    /// The rest, which only a restart puts in force.
+    pub fn without_homes(&self) -> RegionsConfig {
+        let mut rest = self.clone();
+        (rest.weight, rest.evacuated, rest.secondary) = (0, false, None);
+        for peer in &mut rest.peers {
+            (peer.weight, peer.evacuated, peer.secondary) = (0, false, None);
+        }
+        rest
     }
 
     /// Reads the tokens; each must be a token `auth` would take.

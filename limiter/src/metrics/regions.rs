@@ -5,7 +5,9 @@
 //! `screenlimit_region_last_call_seconds{peer}` (its last answered call's time),
 //! `screenlimit_region_provisional_total{peer,op}` (plays and heartbeats of its accounts decided
 //! here while it did not answer) and `screenlimit_region_reconciled_total{peer,outcome}` (those
-//! streams once it answered again: `kept` by the home, `revoked` over the limit).
+//! streams once it answered again: `kept` by the home, `revoked` over the limit), and for a home
+//! moved here, `screenlimit_region_learned_total` (live streams of its accounts re-registered by
+//! heartbeat while learning, at the limit or not).
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
@@ -27,6 +29,7 @@ pub struct RegionMetrics {
     last_call: prometheus::GaugeVec,
     provisional: IntCounterVec,
     reconciled: IntCounterVec,
+    learned: prometheus::IntCounter,
 }
 
 impl RegionMetrics {
@@ -87,6 +90,11 @@ impl RegionMetrics {
                 "Streams let play while their home did not answer, once it answered again: kept by the home, or revoked over the account's limit",
                 &["peer", "outcome"],
             ),
+            learned: prometheus::IntCounter::new(
+                "region_learned_total",
+                "Streams of accounts whose home moved here re-registered by heartbeat in the lease TTL after the move (learning), at the limit or not",
+            )
+            .expect("valid metric"),
         };
         for metric in [
             Box::new(metrics.calls.clone()) as Box<dyn prometheus::core::Collector>,
@@ -97,10 +105,16 @@ impl RegionMetrics {
             Box::new(metrics.last_call.clone()),
             Box::new(metrics.provisional.clone()),
             Box::new(metrics.reconciled.clone()),
+            Box::new(metrics.learned.clone()),
         ] {
             registry.register(metric).expect("metric registered once");
         }
         metrics
+    }
+
+    /// A stream of an account whose home moved here, re-registered while it learns.
+    pub fn learned(&self) {
+        self.learned.inc();
     }
 
     /// One call: its operation, how it ended, how long it took, the bytes each way, and how many

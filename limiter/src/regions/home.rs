@@ -6,21 +6,46 @@
 //! region added takes accounts from the others and gives none between them, a region removed (or
 //! its weight set to 0) gives its accounts out and moves no other, a weight raised only draws
 //! accounts to that region.
+//!
+//! A region evacuated (maintenance, an outage) keeps its place in the hash, and the accounts it
+//! wins go to its secondary, or, with none that can take them, to the best region of the hash
+//! that is not evacuated: every other account stays where it is, and the accounts come back when
+//! the evacuation ends.
 
-/// A region as the home rule sees it: its name and its weight (0: home of no account).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A region as the home rule sees it: its name, its weight (0: home of no account), and whether
+/// it is evacuated, with the region that takes its accounts meanwhile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Region {
     pub name: String,
     pub weight: u32,
+    pub evacuated: bool,
+    pub secondary: Option<String>,
 }
 
-/// The home of `account_id` among `regions`: the one with the highest score; `None` when no
-/// region has a weight. Ties (equal scores) go to the name that sorts first, so the order of the
+impl Region {
+    /// Whether it may be an account's home now.
+    fn open(&self) -> bool {
+        self.weight > 0 && !self.evacuated
+    }
+}
+
+/// The home of `account_id` among `regions`: the one with the highest score, or when that one is
+/// evacuated, its secondary (if open) or else the highest score among the open ones; `None` when
+/// no region is open. Ties (equal scores) go to the name that sorts first, so the order of the
 /// list does not matter.
 pub fn home_of<'a>(account_id: &str, regions: &'a [Region]) -> Option<&'a Region> {
+    let hashed = best(account_id, regions.iter().filter(|r| r.weight > 0))?;
+    if !hashed.evacuated {
+        return Some(hashed);
+    }
+    let secondary = hashed.secondary.as_deref();
+    secondary
+        .and_then(|name| regions.iter().find(|r| r.name == name && r.open()))
+        .or_else(|| best(account_id, regions.iter().filter(|r| r.open())))
+}
+
+fn best<'a>(account_id: &str, regions: impl Iterator<Item = &'a Region>) -> Option<&'a Region> {
     regions
-        .iter()
-        .filter(|r| r.weight > 0)
         .map(|r| (score(account_id, r), r))
         .max_by(|(a, ra), (b, rb)| a.total_cmp(b).then_with(|| rb.name.cmp(&ra.name)))
         .map(|(_, r)| r)
@@ -49,6 +74,7 @@ mod tests {
             .map(|&(name, weight)| Region {
                 name: name.into(),
                 weight,
+                ..Region::default()
             })
             .collect()
     }
@@ -132,5 +158,40 @@ mod tests {
                 .filter(|(w, i)| w != i)
                 .all(|(_, i)| i == "ap")
         );
+    }
+
+    #[test]
+    fn an_evacuated_region_gives_its_accounts_to_its_secondary_and_moves_no_other() {
+        let before = regions(&[("eu", 1), ("us", 1), ("ap", 1)]);
+        let mut after = before.clone();
+        after[2].evacuated = true;
+        after[2].secondary = Some("eu".into());
+        let accounts = accounts();
+        let (was, is) = (homes(&accounts, &before), homes(&accounts, &after));
+        for (w, i) in was.iter().zip(&is) {
+            match w.as_str() {
+                "ap" => assert_eq!(i, "eu", "to the secondary"),
+                _ => assert_eq!(w, i, "an account of another region moved"),
+            }
+        }
+        // The evacuation over, every account is back where it was.
+        after[2].evacuated = false;
+        assert_eq!(homes(&accounts, &after), was);
+    }
+
+    #[test]
+    fn with_no_open_secondary_the_accounts_spread_as_if_the_region_weighed_0() {
+        let weighed_0 = regions(&[("eu", 1), ("us", 1), ("ap", 0)]);
+        let mut evacuated = regions(&[("eu", 1), ("us", 1), ("ap", 1)]);
+        evacuated[2].evacuated = true;
+        let accounts = accounts();
+        assert_eq!(homes(&accounts, &evacuated), homes(&accounts, &weighed_0));
+        // A secondary itself evacuated (or weighing 0) is passed over the same way.
+        evacuated[2].secondary = Some("us".into());
+        evacuated[1].evacuated = true;
+        let only_eu = homes(&accounts, &evacuated);
+        assert!(only_eu.iter().all(|h| h == "eu"));
+        evacuated[0].evacuated = true;
+        assert!(home_of("acct-1", &evacuated).is_none(), "no region is open");
     }
 }

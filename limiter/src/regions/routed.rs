@@ -68,6 +68,31 @@ impl RoutedStore {
     fn home(&self, account_id: &str) -> Option<&PeerLink> {
         self.regions.as_ref()?.home(account_id)
     }
+
+    /// A heartbeat of an account homed here, from this region or another: while its home has
+    /// just moved here, its live streams re-register even at its limit (learning mode).
+    pub async fn heartbeat_here(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        match self
+            .regions
+            .as_ref()
+            .is_some_and(|r| r.learning(account_id))
+        {
+            true => {
+                let outcome = self.local.heartbeat(account_id, stream).await?;
+                if let (Some(regions), HeartbeatOutcome::Reregistered { .. }) =
+                    (&self.regions, outcome)
+                {
+                    regions.learned();
+                }
+                Ok(outcome)
+            }
+            false => self.local.heartbeat(account_id, stream).await,
+        }
+    }
 }
 
 fn is_renewal(outcome: HeartbeatOutcome) -> bool {
@@ -103,7 +128,7 @@ impl LeaseStore for RoutedStore {
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
         let Some(link) = self.home(account_id) else {
-            return self.local.heartbeat(account_id, stream).await;
+            return self.heartbeat_here(account_id, stream).await;
         };
         let revoked = || link.provisional.is_revoked(account_id, &stream.nonce);
         if revoked() {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, RegionsConfig};
 use crate::rules::Rules;
 use crate::service::StreamService;
 
@@ -117,6 +117,16 @@ fn apply(service: &StreamService, started: &Config, in_force: &Config, new: &Con
         service.rules.replace(rules);
         generation
     };
+    if let (Some(regions), Some(homes)) = (service.regions(), &new.regions) {
+        let ttl = Duration::from_millis(service.rules.load().timing.ttl_ms);
+        if regions.set_homes(homes.homes(), ttl) {
+            tracing::info!(
+                generation,
+                learning = ?ttl,
+                "the regions' homes changed; the accounts whose home moved here learn for one lease TTL (their live streams re-register even at the limit)"
+            );
+        }
+    }
     service.reload.applied(&restart_needed);
     if restart_needed.is_empty() {
         tracing::info!(generation, revision = new.revision.as_deref(), changed = ?live, "config file changed; in force");
@@ -149,6 +159,11 @@ fn live_fields(old: &Config, new: &Config) -> Vec<&'static str> {
         "plan_source.fallback_plan",
         &old.plan_source.fallback_plan,
         &new.plan_source.fallback_plan,
+    );
+    differs(
+        "regions.homes",
+        &old.regions.as_ref().map(RegionsConfig::homes),
+        &new.regions.as_ref().map(RegionsConfig::homes),
     );
     differs("revision", &old.revision, &new.revision);
     changed
@@ -188,7 +203,11 @@ fn restart_fields(started: &Config, new: &Config) -> Vec<&'static str> {
         &new.auth_token_file,
     );
     differs("auth", &started.auth, &new.auth);
-    differs("regions", &started.regions, &new.regions);
+    differs(
+        "regions",
+        &started.regions.as_ref().map(RegionsConfig::without_homes),
+        &new.regions.as_ref().map(RegionsConfig::without_homes),
+    );
     let source = |c: &Config| {
         let mut source = c.plan_source.clone();
         source.fallback_plan = None; // live
@@ -221,6 +240,24 @@ mod tests {
         );
         assert_eq!(restart_fields(&old, &new), ["listen", "threads"]);
         assert!(live_fields(&old, &old).is_empty() && restart_fields(&old, &old).is_empty());
+    }
+
+    #[test]
+    fn the_regions_homes_are_live_and_their_peers_are_not() {
+        let regions = |homes: &str, url: &str| {
+            config(&format!(
+                "stream_id_secret: s\nregions:\n  name: eu\n  token_file: /t\n{homes}  peers:\n    - {{ name: us, url: \"{url}\", token_file: /t }}\n"
+            ))
+        };
+        let old = regions("", "http://us.example");
+        for homes in ["  weight: 3\n", "  evacuated: true\n  secondary: us\n"] {
+            let new = regions(homes, "http://us.example");
+            assert_eq!(live_fields(&old, &new), ["regions.homes"], "{homes}");
+            assert!(restart_fields(&old, &new).is_empty(), "{homes}");
+        }
+        let moved = regions("", "http://us2.example");
+        assert!(live_fields(&old, &moved).is_empty());
+        assert_eq!(restart_fields(&old, &moved), ["regions"]);
     }
 
     #[test]

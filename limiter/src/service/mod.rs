@@ -134,6 +134,12 @@ impl StreamService {
         self.store.local()
     }
 
+    /// The store that routes by home, for the region calls that decide here with its rules
+    /// (a heartbeat of an account learning, `api/regions.rs`).
+    pub fn routed_store(&self) -> &RoutedStore {
+        &self.store
+    }
+
     /// This region and its peers, when the install is one of several regions.
     pub fn regions(&self) -> Option<&crate::regions::map::RegionMap> {
         self.store.regions()

@@ -166,6 +166,8 @@ fn limiter_regions(r: &RegionsSpec) -> screenlimit_limiter::config::RegionsConfi
     RegionsConfig {
         name: r.name.clone(),
         weight: weight(r.weight),
+        evacuated: r.evacuated,
+        secondary: r.secondary.clone(),
         token_file: "token".into(),
         timeout: Duration::from_millis(u64::try_from(r.timeout_millis).unwrap_or(0)),
         heartbeat_window: Duration::from_millis(
@@ -178,6 +180,8 @@ fn limiter_regions(r: &RegionsSpec) -> screenlimit_limiter::config::RegionsConfi
                 name: p.name.clone(),
                 url: p.url.clone(),
                 weight: weight(p.weight),
+                evacuated: p.evacuated,
+                secondary: p.secondary.clone(),
                 token_file: "token".into(),
                 ca_file: p.ca_secret.as_ref().map(|_| "ca.crt".into()),
             })

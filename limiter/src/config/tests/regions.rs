@@ -26,6 +26,26 @@ fn a_region_with_its_peers_is_taken_with_defaults() {
 }
 
 #[test]
+fn an_evacuation_names_the_region_that_takes_its_accounts() {
+    let body = format!(
+        "  evacuated: true\n  secondary: us\n{}",
+        PEERS.replace("name: us,", "name: us, weight: 2,")
+    );
+    let config = Config::from_yaml(&regions(&body)).unwrap();
+    config.validate().unwrap();
+    let evacuated = config.regions.unwrap();
+    let homes = evacuated.homes();
+    assert_eq!(homes.len(), 2);
+    assert!(homes[0].evacuated && homes[0].secondary.as_deref() == Some("us"));
+    assert_eq!((homes[1].name.as_str(), homes[1].weight), ("us", 2));
+    assert!(!homes[1].evacuated && homes[1].secondary.is_none());
+    // What only a restart changes leaves the homes out: the same as with none of them.
+    let plain = Config::from_yaml(&regions(PEERS)).unwrap().regions.unwrap();
+    assert_ne!(plain.homes(), homes);
+    assert_eq!(plain.without_homes(), evacuated.without_homes());
+}
+
+#[test]
 fn each_wrong_field_is_named() {
     let peer = |fields: &str| format!("  peers:\n    - {{ name: us, token_file: /t, {fields} }}\n");
     for (body, field, words) in [
@@ -69,6 +89,24 @@ fn each_wrong_field_is_named() {
             peer("url: \"http://us.example\", weight: 1001"),
             "regions",
             "use 0 to 1000",
+        ),
+        (
+            format!("  secondary: eu\n{PEERS}"),
+            "regions",
+            "its own secondary",
+        ),
+        (
+            peer("url: \"http://us.example\", secondary: ap"),
+            "regions",
+            "not a region of this list",
+        ),
+        (
+            format!(
+                "  evacuated: true\n{}",
+                peer("url: \"http://us.example\", evacuated: true, secondary: eu")
+            ),
+            "regions",
+            "end one evacuation",
         ),
         (
             format!("  timeout: 5ms\n{PEERS}"),
