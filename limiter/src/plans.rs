@@ -79,6 +79,15 @@ impl PlanSource {
         }
     }
 
+    /// The home region the plan source names for the account: only the database does
+    /// (`regions.home_sources: [plan_source]`).
+    pub async fn home(&self, account_id: &str, cached_only: bool) -> Option<String> {
+        match self {
+            PlanSource::Request(_) => None,
+            PlanSource::Postgres(pg) => pg.home(account_id, cached_only).await,
+        }
+    }
+
     /// Like `resolve`, without asking the database: a cached plan of any age, else the
     /// fallback plan (degraded). For calls shed under overload.
     pub async fn resolve_cached(
@@ -103,6 +112,8 @@ impl PlanSource {
 struct CachedPlan {
     /// `None`: the database has no row for the account.
     name: Option<String>,
+    /// The home region the row names (the query's second column, when it has one).
+    home: Option<String>,
     fetched: Instant,
     /// The cache epoch it was fetched in; an older epoch means "look again".
     epoch: u64,
@@ -185,12 +196,20 @@ impl PostgresPlans {
                 .query_opt(&statement, &[&account_id])
                 .await
                 .map_err(|e| e.to_string())?;
-            let name = row
+            let name = (row.as_ref())
                 .map(|r| r.try_get::<_, String>(0))
                 .transpose()
                 .map_err(|e| e.to_string())?;
+            // A second column names the home region; NULL (or no second column) names none.
+            let home = match row.as_ref().filter(|r| r.len() > 1) {
+                Some(r) => r
+                    .try_get::<_, Option<String>>(1)
+                    .map_err(|e| e.to_string())?,
+                None => None,
+            };
             Ok(CachedPlan {
                 name,
+                home,
                 fetched: Instant::now(),
                 epoch: self.epoch.load(Ordering::Relaxed),
             })
@@ -238,6 +257,25 @@ impl PostgresPlans {
                 degraded: true,
             }),
         }
+    }
+
+    /// The home region the database names for the account: the cached row while it is fresh,
+    /// else a new lookup (its cached row of any age if the database does not answer); with
+    /// `cached_only`, never the database (a call shed under overload).
+    pub async fn home(&self, account_id: &str, cached_only: bool) -> Option<String> {
+        let cached = self.cache.get(account_id).await;
+        let fresh = cached.as_ref().is_some_and(|entry| {
+            entry.fetched.elapsed() < self.ttl && entry.epoch == self.epoch.load(Ordering::Relaxed)
+        });
+        if fresh || cached_only {
+            return cached.and_then(|entry| entry.home);
+        }
+        // The same lookup a play-start makes, which refreshes the cache.
+        _ = self.resolve(account_id).await;
+        self.cache
+            .get(account_id)
+            .await
+            .and_then(|entry| entry.home)
     }
 
     fn decide(

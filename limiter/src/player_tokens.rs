@@ -29,6 +29,9 @@ pub struct PlayerClaims {
     pub account_id: String,
     /// Present when `auth.players.device_claim` is configured.
     pub device_id: Option<String>,
+    /// The account's home region, when `auth.players.home_claim` is configured and the token
+    /// carries it.
+    pub home_region: Option<String>,
 }
 
 /// Why a token is refused; each is named in the 401 answer (`reason`).
@@ -218,6 +221,10 @@ impl PlayerTokens {
             device_id: match &self.config.device_claim {
                 Some(name) => Some(text(name)?),
                 None => None,
+            },
+            home_region: match &self.config.home_claim {
+                Some(name) if claims.contains_key(name) => Some(text(name)?),
+                _ => None,
             },
         })
     }

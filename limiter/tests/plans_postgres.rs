@@ -216,3 +216,89 @@ async fn unknown_accounts_can_be_refused() {
         (StatusCode::FORBIDDEN, "unknown_account")
     );
 }
+
+/// With several regions, the row's second column names the account's home region; `NULL` names
+/// none (the hash homes it). A change reaches the limiter by the same notification as a plan's.
+#[tokio::test]
+async fn the_database_names_an_accounts_home_region_and_a_change_moves_it() {
+    use screenlimit_limiter::regions::home::{Region, home_of};
+
+    let (pg, db) = setup().await;
+    let table: Vec<Region> = ["eu", "us", "ap"]
+        .iter()
+        .map(|name| Region {
+            name: (*name).into(),
+            weight: 1,
+            ..Region::default()
+        })
+        .collect();
+    let local = (0..)
+        .map(|i| format!("fam-local-{i}"))
+        .find(|a| home_of(a, &table).unwrap().name == "eu")
+        .unwrap();
+    db.batch_execute(&format!(
+        "ALTER TABLE subscriptions ADD COLUMN home text;
+         UPDATE subscriptions SET home = 'us' WHERE account_id = 'fam-premium';
+         INSERT INTO subscriptions VALUES ('{local}', 'basic', NULL);
+         CREATE TRIGGER screenlimit_home_change AFTER UPDATE OF home ON subscriptions
+           FOR EACH ROW EXECUTE FUNCTION screenlimit_notify_plan_change();"
+    ))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-region-token-of-twenty-chars").unwrap();
+    // The peers take no connection: a play homed there is decided here, provisionally, and
+    // counted under the peer it is homed at.
+    let limiter = LimiterProcess::start(&format!(
+        "plan_source:\n  kind: postgres\n  postgres_url: \"{}\"\n  query: \"SELECT plan, home FROM subscriptions WHERE account_id = $1\"\n  cache_ttl: 10m\n\
+         stream_id_secret: shared-by-the-regions\n\
+         regions:\n  name: eu\n  token_file: {t}\n  timeout: 100ms\n  home_sources: [plan_source]\n  peers:\n\
+         \x20   - {{ name: us, url: \"http://127.0.0.1:9\", token_file: {t} }}\n\
+         \x20   - {{ name: ap, url: \"http://127.0.0.1:9\", token_file: {t} }}\n",
+        pg.url(),
+        t = token.display()
+    ));
+    let api = limiter.client();
+    let provisional = |peer: &'static str| {
+        let line =
+            format!("screenlimit_region_provisional_total{{op=\"acquire\",peer=\"{peer}\"}}");
+        let api = api.clone();
+        async move { api.metric(&line).await.unwrap_or(0.0) }
+    };
+    assert_eq!(
+        api.play_on("fam-premium", "tv").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(provisional("us").await, 1.0, "homed at us by its row");
+    let here = api.play_on(&local, "tv").await;
+    assert_eq!(
+        here.body["degraded"], false,
+        "NULL: the hash, here: {here:?}"
+    );
+    assert_eq!(provisional("us").await + provisional("ap").await, 1.0);
+
+    db.execute(
+        "UPDATE subscriptions SET home = 'ap' WHERE account_id = 'fam-premium'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let changed = Instant::now();
+    for device in 0.. {
+        assert_eq!(
+            api.play_on("fam-premium", &format!("d{device}"))
+                .await
+                .status,
+            StatusCode::OK
+        );
+        if provisional("ap").await == 1.0 {
+            break;
+        }
+        assert!(
+            changed.elapsed() < Duration::from_secs(2),
+            "the home change did not arrive"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -60,9 +60,11 @@ fn start(players: &str, extra: &str) -> Setup {
     let support = write("support", SUPPORT);
     let gateway = write("gateway", GATEWAY);
     let secret = write("hs256", HS_SECRET);
+    let region_token = write("region", "a-region-token-of-twenty-chars");
     let players = players
         .replace("$SECRET", &secret)
         .replace("$DIR", &dir.path().display().to_string());
+    let extra = extra.replace("$TOKEN", &region_token);
     let limiter = LimiterProcess::start(&format!(
         "auth:\n  support_token_file: {support}\n  gateway_token_file: {gateway}\n  players:\n    issuer: {ISSUER}\n    audience: {AUDIENCE}\n{players}{extra}"
     ));
@@ -979,4 +981,76 @@ fn credential_config_errors_name_the_field() {
             "{yaml}: {stderr}"
         );
     }
+}
+
+/// With several regions and `home_sources: [player_token, gateway_header]`, a player token's
+/// home claim names the account's home; without it the gateway's header does, and only the
+/// gateway's: a player cannot steer its home by the header. A malformed claim is refused.
+#[tokio::test]
+async fn a_home_claim_names_the_accounts_home_and_only_the_gateway_sets_the_header() {
+    let setup = start(
+        "    hs256_secret_file: $SECRET\n    home_claim: home\n",
+        "plans: { family: 4 }\ndefault_plan: family\nstream_id_secret: shared-by-the-regions\nregions:\n  name: eu\n  token_file: $TOKEN\n  timeout: 100ms\n  home_sources: [player_token, gateway_header]\n  peers:\n    - { name: us, url: \"http://127.0.0.1:9\", token_file: $TOKEN }\n    - { name: ap, url: \"http://127.0.0.1:9\", token_file: $TOKEN }\n",
+    );
+    let api = setup.limiter.client();
+    // The peers take no connection: a play homed at one is decided here and counted under it.
+    let provisional = |peer: &'static str| {
+        let line =
+            format!("screenlimit_region_provisional_total{{op=\"acquire\",peer=\"{peer}\"}}");
+        let api = api.clone();
+        async move { api.metric(&line).await.unwrap_or(0.0) }
+    };
+    let token = |home: Option<&str>| {
+        let mut claims = claims("acct-home");
+        if let Some(home) = home {
+            claims["home"] = json!(home);
+        }
+        hs256(&claims)
+    };
+    assert_eq!(
+        play(&api, &token(Some("us")), "acct-home", "tv")
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        (provisional("us").await, provisional("ap").await),
+        (1.0, 0.0)
+    );
+    // A player's header is not the gateway's: the claim (here none: the last one named) holds.
+    let steered = api
+        .send(
+            api.http
+                .post(format!("{}/v1/streams", api.base))
+                .bearer_auth(token(None))
+                .header("x-screenlimit-home-region", "ap")
+                .json(&json!({"account_id": "acct-home", "device_id": "phone"})),
+        )
+        .await;
+    assert_eq!(steered.status, StatusCode::OK, "{steered:?}");
+    assert_eq!(
+        (provisional("us").await, provisional("ap").await),
+        (2.0, 0.0)
+    );
+    // The gateway's header names it.
+    let gateway = api
+        .send(
+            api.http
+                .post(format!("{}/v1/streams", api.base))
+                .bearer_auth(GATEWAY)
+                .header("x-screenlimit-home-region", "ap")
+                .json(&json!({"account_id": "acct-home", "device_id": "tablet"})),
+        )
+        .await;
+    assert_eq!(gateway.status, StatusCode::OK, "{gateway:?}");
+    assert_eq!(
+        (provisional("us").await, provisional("ap").await),
+        (2.0, 1.0)
+    );
+    let bad = play(&api, &token(Some("../us")), "acct-home", "car").await;
+    assert_eq!(
+        (bad.status, bad.body["reason"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("bad_claim")),
+        "{bad:?}"
+    );
 }

@@ -49,11 +49,12 @@ fn token(name: &str) -> String {
 
 impl World {
     fn start(jitter: Duration) -> World {
-        World::start_with(jitter, "")
+        World::start_with(jitter, "", "")
     }
 
-    /// With `extra` config in every region (e.g. shorter leases).
-    fn start_with(jitter: Duration, extra: &str) -> World {
+    /// With `extra` config in every region (e.g. shorter leases), and `regions_extra` in each
+    /// `regions` block.
+    fn start_with(jitter: Duration, extra: &str, regions_extra: &str) -> World {
         let dir = tempfile::tempdir().unwrap();
         let ports: HashMap<&str, u16> = NAMES.iter().map(|&n| (n, free_port())).collect();
         let spec = LinkSpec {
@@ -73,7 +74,7 @@ impl World {
             let redis = RedisServer::start();
             let mut config = redis_config(&[redis.url()], &format!("{PLANS}{extra}"));
             config.push_str(&format!(
-                "regions:\n  name: {name}\n  token_file: {}\n  timeout: 400ms\n  heartbeat_window: 100ms\n  peers:\n",
+                "regions:\n  name: {name}\n  token_file: {}\n  timeout: 400ms\n  heartbeat_window: 100ms\n{regions_extra}  peers:\n",
                 token_path(dir.path(), name).display()
             ));
             for peer in NAMES.iter().filter(|&&p| p != name) {
@@ -657,6 +658,7 @@ async fn a_home_moved_learns_its_live_streams_for_one_ttl_then_enforces_n() {
     let mut world = World::start_with(
         Duration::from_millis(5),
         "lease: { heartbeat_interval: 1s, ttl: 3s }\n",
+        "",
     );
     let account = homed_at("ap", 1, "moved").remove(0);
     let mut live = Vec::new();
@@ -734,4 +736,88 @@ async fn a_home_moved_learns_its_live_streams_for_one_ttl_then_enforces_n() {
     assert_eq!(list.body["active"].as_array().unwrap().len(), 2, "{list:?}");
     let refused = world.api("us").play(play_body(&account, "car")).await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "at N: {refused:?}");
+}
+
+const HOME_HEADER: &str = "x-screenlimit-home-region";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_the_gateway_names_decides_whatever_the_hash_says() {
+    let world = World::start_with(
+        Duration::from_millis(5),
+        "",
+        "  home_sources: [gateway_header]\n",
+    );
+    // Hashed to us, named ap by the gateway.
+    let account = homed_at("us", 1, "named").remove(0);
+    let (eu, us) = (world.api("eu"), world.api("us"));
+    let play = eu
+        .send(
+            eu.http
+                .post(format!("{}/v1/streams", eu.base))
+                .header(HOME_HEADER, "ap")
+                .json(&play_body(&account, "tv")),
+        )
+        .await;
+    assert_eq!(play.status, StatusCode::OK, "{play:?}");
+    assert_eq!(play.body["degraded"], false, "{play:?}");
+    let stream_id = play.stream_id();
+    let lease_keys = |region: &str, account: &str| {
+        let reply = world.regions[region]
+            .redis
+            .command(&format!("KEYS sl:{{{account}}}?*"));
+        reply.unwrap_or_default().trim().to_owned()
+    };
+    assert!(
+        lease_keys("ap", &account).starts_with("*1"),
+        "decided at ap"
+    );
+    assert_eq!(lease_keys("us", &account), "*0", "not at the hash's home");
+    // Renewed from us with the header; then listed from us and eu without it: each instance
+    // remembers the home a call named.
+    let beat = us
+        .send(
+            us.http
+                .put(format!("{}/v1/streams/{stream_id}/heartbeat", us.base))
+                .header(HOME_HEADER, "ap")
+                .json(&json!({ "account_id": account })),
+        )
+        .await;
+    assert_eq!(beat.status, StatusCode::OK, "{beat:?}");
+    for region in ["us", "eu"] {
+        let list = world.api(region).list(&account).await;
+        assert_eq!(list.body["home_region"], "ap", "{region}: {list:?}");
+        assert_eq!(list.body["active"].as_array().unwrap().len(), 1, "{list:?}");
+    }
+    // A home that is no region is counted and the hash decides; a malformed one is refused.
+    let other = homed_at("us", 2, "named").remove(1);
+    let unknown = eu
+        .send(
+            eu.http
+                .post(format!("{}/v1/streams", eu.base))
+                .header(HOME_HEADER, "mars")
+                .json(&play_body(&other, "tv")),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::OK, "{unknown:?}");
+    assert!(
+        lease_keys("us", &other).starts_with("*1"),
+        "at the hash's home"
+    );
+    assert_eq!(
+        eu.metric("screenlimit_region_unknown_home_total{source=\"gateway_header\"}")
+            .await,
+        Some(1.0)
+    );
+    let bad = eu
+        .send(
+            eu.http
+                .post(format!("{}/v1/streams", eu.base))
+                .header(HOME_HEADER, "../ap")
+                .json(&play_body(&other, "tv")),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad:?}");
+    assert_eq!(bad.body["field"], HOME_HEADER, "{bad:?}");
+    let fleet: serde_json::Value = eu.get("/v1/fleet").await.json().await.unwrap();
+    assert_eq!(fleet["regions"]["home_sources"], json!(["gateway_header"]));
 }

@@ -923,6 +923,7 @@ fn regions_reach_the_limiter_with_the_mounted_files() {
                     ca_file: None,
                 },
             ],
+            home_sources: Vec::new(),
         })
     );
     let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();

@@ -69,6 +69,7 @@ fn home_of(account: &str) -> String {
     let table = ["a", "b"].map(|name| Weighted {
         name: name.into(),
         weight: 1,
+        ..Weighted::default()
     });
     home_of(account, &table).expect("a home").name.clone()
 }

@@ -383,6 +383,7 @@ mod tests {
         let player = Caller::Player(PlayerClaims {
             account_id: "a".into(),
             device_id: None,
+            home_region: None,
         });
         use Audience::*;
         for (caller, open) in [

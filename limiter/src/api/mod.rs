@@ -5,6 +5,7 @@ pub mod cors;
 pub mod error;
 pub mod extract;
 pub mod history;
+pub mod home_hint;
 pub mod limits;
 pub mod openapi;
 pub mod ops;

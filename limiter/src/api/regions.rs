@@ -46,7 +46,7 @@ pub async fn heartbeats(
     let renewals = batch
         .renewals
         .iter()
-        .map(|r| store.heartbeat_here(&r.account_id, &r.stream));
+        .map(|r| store.heartbeat_here(&r.account_id, &r.stream, r.learning));
     let answers = futures::future::join_all(renewals).await;
     Ok(answer(Ok::<_, StoreError>(answers)))
 }

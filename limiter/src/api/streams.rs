@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
@@ -11,6 +11,7 @@ use serde_json::json;
 use super::auth::{Caller, check_account, check_stream_device};
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiOptionalJson, ApiPath, ApiQuery};
+use super::home_hint::home_hint;
 use super::responses::{
     BadJson, InvalidPlayStart, InvalidRequest, PayloadTooLarge, RequestTimeout, StoreUnavailable,
     StreamGone, UnknownAccount, UnknownStream, UnsupportedMediaType,
@@ -62,13 +63,15 @@ pub async fn play_start(
     State(service): State<AppState>,
     admission: Option<Extension<Admission>>,
     caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<PlayStartRequest>,
 ) -> Result<Response, ApiError> {
-    let request = request.validate()?;
+    let mut request = request.validate()?;
     if let Some(Extension(caller)) = &caller {
         caller.check_account(&request.account_id)?;
         caller.check_device(&request.device.id)?;
     }
+    request.home = home_hint(&service, &caller, &headers)?;
     let (load, _place) = admit(admission);
     match service.play_start(request, load).await? {
         PlayDecision::Granted {
@@ -175,15 +178,17 @@ pub async fn heartbeat(
     State(service): State<AppState>,
     admission: Option<Extension<Admission>>,
     caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
     ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     check_account_id(&body.account_id)?;
     check_account(&caller, &body.account_id)?;
     check_stream_device(&caller, &stream_id)?;
+    let home = home_hint(&service, &caller, &headers)?;
     let (load, _place) = admit(admission);
     let renewal = service
-        .heartbeat(&body.account_id, &stream_id, load)
+        .heartbeat(&body.account_id, &stream_id, &home, load)
         .await?;
     match renewal.outcome {
         HeartbeatOutcome::Renewed { .. } | HeartbeatOutcome::Reregistered { .. } => {
@@ -237,14 +242,18 @@ pub async fn release(
     State(service): State<AppState>,
     admission: Option<Extension<Admission>>,
     caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
     ApiPath(StreamPath { stream_id }): ApiPath<StreamPath>,
     ApiJson(body): ApiJson<AccountRef>,
 ) -> Result<Json<OkResponse>, ApiError> {
     check_account_id(&body.account_id)?;
     check_account(&caller, &body.account_id)?;
     check_stream_device(&caller, &stream_id)?;
+    let home = home_hint(&service, &caller, &headers)?;
     let (load, _place) = admit(admission);
-    let degraded = service.release(&body.account_id, &stream_id, load).await?;
+    let degraded = service
+        .release(&body.account_id, &stream_id, &home, load)
+        .await?;
     Ok(Json(OkResponse { ok: true, degraded }))
 }
 
@@ -261,13 +270,15 @@ pub async fn release(
 pub async fn list(
     State(service): State<AppState>,
     caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
     ApiPath(AccountPath { account_id }): ApiPath<AccountPath>,
 ) -> Result<Json<AccountStreamsResponse>, ApiError> {
     check_account_id(&account_id)?;
     check_account(&caller, &account_id)?;
-    let streams = service.list(&account_id).await?;
+    let home = home_hint(&service, &caller, &headers)?;
+    let streams = service.list(&account_id, &home).await?;
     let ttl_ms = service.timing().ttl_ms;
-    let home_region = service.regions().map(|r| r.home_name(&account_id));
+    let home_region = service.home_region(&account_id, &home).await;
     Ok(Json(AccountStreamsResponse {
         account_id,
         plan: streams.plan,

@@ -80,6 +80,7 @@ impl PlayStartRequest {
             },
             plan: self.plan,
             replace_stream_id: self.replace_stream_id,
+            home: Default::default(),
         })
     }
 }

@@ -55,6 +55,10 @@ pub struct PlayerTokenConfig {
     /// A claim holding the device id; when set, a play-start's `device_id` must be it.
     #[serde(default)]
     pub device_claim: Option<String>,
+    /// A claim naming the account's home region (`regions.home_sources: [player_token]`); a
+    /// token without it names none.
+    #[serde(default)]
+    pub home_claim: Option<String>,
     /// Clock difference allowed on `exp` and `nbf` (default 30s, at most 5m).
     #[serde(default = "default_leeway", with = "humantime_serde")]
     pub leeway: Duration,
@@ -181,6 +185,16 @@ fn validate_players(players: &PlayerTokenConfig) -> Result<(), ConfigError> {
         return Err(invalid(
             "auth.players.device_claim",
             "must not be empty (leave it out for no device binding)",
+        ));
+    }
+    if players
+        .home_claim
+        .as_deref()
+        .is_some_and(|c| c.trim().is_empty())
+    {
+        return Err(invalid(
+            "auth.players.home_claim",
+            "must not be empty (leave it out when tokens name no home)",
         ));
     }
     if players.leeway > MAX_LEEWAY {

@@ -13,7 +13,10 @@ use super::enforcement::EnforcementConfig;
 use super::error::{ConfigError, invalid, read_named_file};
 use super::history::HistoryConfig;
 use super::http::HttpConfig;
-use super::plans::{FailurePolicy, LeaseConfig, MAX_STREAMS_CEILING, PlanRule, PlanSourceConfig};
+use super::plans::{
+    FailurePolicy, LeaseConfig, MAX_STREAMS_CEILING, PlanRule, PlanSourceConfig, PlanSourceKind,
+};
+use super::regions::HomeSource;
 use super::store::{MAX_RENEWAL_WINDOW, StoreConfig};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -103,6 +106,32 @@ impl Config {
     /// window takes at most a quarter of what a lease has to spare after the player's heartbeat
     /// is due (`lease.ttl - lease.heartbeat_interval`, at least 100 ms, so the default window
     /// always fits), the rest is for the store deadline, the player's jitter and the network.
+    /// Each home source named has what it reads from: a plan database, a claim to read.
+    fn check_home_sources(&self, sources: &[HomeSource]) -> Result<(), ConfigError> {
+        if sources.contains(&HomeSource::PlanSource)
+            && self.plan_source.kind != PlanSourceKind::Postgres
+        {
+            return Err(invalid(
+                "regions.home_sources",
+                "plan_source names the home from the subscription database: it needs \
+                 plan_source.kind: postgres, whose query returns the home as its second column",
+            ));
+        }
+        let claim = self
+            .auth
+            .players
+            .as_ref()
+            .and_then(|p| p.home_claim.as_ref());
+        if sources.contains(&HomeSource::PlayerToken) && claim.is_none() {
+            return Err(invalid(
+                "regions.home_sources",
+                "player_token names the home from a claim of the player token: it needs \
+                 auth.players with home_claim",
+            ));
+        }
+        Ok(())
+    }
+
     fn validate_renewal_window(&self) -> Result<(), ConfigError> {
         let window = self.store.renewal_window;
         let spare = self.lease.ttl.saturating_sub(self.lease.heartbeat_interval);
@@ -199,6 +228,7 @@ impl Config {
                      every region: a stream id minted in one region is checked in the others",
                 ));
             }
+            self.check_home_sources(&regions.home_sources)?;
         }
         if let Some(revision) = &self.revision
             && crate::ids::validate_token(revision).is_err()

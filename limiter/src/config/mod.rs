@@ -25,6 +25,6 @@ pub use file::{Config, MAX_THREADS};
 pub use history::*;
 pub use http::*;
 pub use plans::*;
-pub use regions::{PeerConfig, RegionTokens, RegionsConfig};
+pub use regions::{HomeSource, PeerConfig, RegionTokens, RegionsConfig};
 pub use store::*;
 pub use store_access::{AuthConfig, RedisCredentials, StoreSecrets, TlsConfig};

@@ -43,6 +43,34 @@ pub struct RegionsConfig {
     #[serde(default = "default_heartbeat_window", with = "humantime_serde")]
     pub heartbeat_window: Duration,
     pub peers: Vec<PeerConfig>,
+    /// Where an account's home may be named, the first that names one deciding; an account none
+    /// names is homed by the hash of the weights.
+    #[serde(default)]
+    pub home_sources: Vec<HomeSource>,
+}
+
+/// A source that may name an account's home region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HomeSource {
+    /// The subscription database: the `plan_source.postgres.query`'s second column (`NULL`: none).
+    PlanSource,
+    /// The player token's `auth.players.home_claim` (absent: none).
+    PlayerToken,
+    /// The `X-Screenlimit-Home-Region` header the gateway sets (taken from the gateway token,
+    /// or from anyone when the API has no credentials).
+    GatewayHeader,
+}
+
+impl HomeSource {
+    /// The name in the config, and the `source` label of the metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            HomeSource::PlanSource => "plan_source",
+            HomeSource::PlayerToken => "player_token",
+            HomeSource::GatewayHeader => "gateway_header",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -148,6 +176,14 @@ impl RegionsConfig {
             ));
         }
         self.check_homes(&names)?;
+        for (i, source) in self.home_sources.iter().enumerate() {
+            if self.home_sources[..i].contains(source) {
+                return Err(invalid(
+                    "regions.home_sources",
+                    format!("{} is named twice", source.name()),
+                ));
+            }
+        }
         if !(Duration::from_millis(10)..=Duration::from_secs(10)).contains(&self.timeout) {
             return Err(invalid(
                 "regions.timeout",

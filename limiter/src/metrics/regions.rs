@@ -7,7 +7,8 @@
 //! here while it did not answer) and `screenlimit_region_reconciled_total{peer,outcome}` (those
 //! streams once it answered again: `kept` by the home, `revoked` over the limit), and for a home
 //! moved here, `screenlimit_region_learned_total` (live streams of its accounts re-registered by
-//! heartbeat while learning, at the limit or not).
+//! heartbeat while learning, at the limit or not), and `screenlimit_region_unknown_home_total{source}`
+//! (homes a source named that are no region of this install: the hash decided).
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
@@ -30,6 +31,7 @@ pub struct RegionMetrics {
     provisional: IntCounterVec,
     reconciled: IntCounterVec,
     learned: prometheus::IntCounter,
+    unknown_home: IntCounterVec,
 }
 
 impl RegionMetrics {
@@ -95,6 +97,11 @@ impl RegionMetrics {
                 "Streams of accounts whose home moved here re-registered by heartbeat in the lease TTL after the move (learning), at the limit or not",
             )
             .expect("valid metric"),
+            unknown_home: counter(
+                "region_unknown_home_total",
+                "Calls whose home a source named as a region this install does not know (the hash decided instead), by source",
+                &["source"],
+            ),
         };
         for metric in [
             Box::new(metrics.calls.clone()) as Box<dyn prometheus::core::Collector>,
@@ -106,6 +113,7 @@ impl RegionMetrics {
             Box::new(metrics.provisional.clone()),
             Box::new(metrics.reconciled.clone()),
             Box::new(metrics.learned.clone()),
+            Box::new(metrics.unknown_home.clone()),
         ] {
             registry.register(metric).expect("metric registered once");
         }
@@ -115,6 +123,11 @@ impl RegionMetrics {
     /// A stream of an account whose home moved here, re-registered while it learns.
     pub fn learned(&self) {
         self.learned.inc();
+    }
+
+    /// A home named by `source` that is no region of this install.
+    pub fn unknown_home(&self, source: &str) {
+        self.unknown_home.with_label_values(&[source]).inc();
     }
 
     /// One call: its operation, how it ended, how long it took, the bytes each way, and how many

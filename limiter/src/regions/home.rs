@@ -35,10 +35,32 @@ impl Region {
 /// list does not matter.
 pub fn home_of<'a>(account_id: &str, regions: &'a [Region]) -> Option<&'a Region> {
     let hashed = best(account_id, regions.iter().filter(|r| r.weight > 0))?;
-    if !hashed.evacuated {
-        return Some(hashed);
+    match hashed.evacuated {
+        false => Some(hashed),
+        true => stand_in(account_id, hashed, regions),
     }
-    let secondary = hashed.secondary.as_deref();
+}
+
+/// The home of an account whose home a source names (`named.rs`): that region, unless it is
+/// evacuated (then its secondary, if open, else the hash's best open region, as for a hashed
+/// home); a name that is no region of the list is taken as none.
+pub fn named_home<'a>(
+    account_id: &str,
+    named: Option<&str>,
+    regions: &'a [Region],
+) -> Option<&'a Region> {
+    let Some(named) = named.and_then(|name| regions.iter().find(|r| r.name == name)) else {
+        return home_of(account_id, regions);
+    };
+    match named.evacuated {
+        false => Some(named),
+        true => stand_in(account_id, named, regions),
+    }
+}
+
+/// Where the accounts of `evacuated` go: its secondary if open, else the best open region.
+fn stand_in<'a>(account_id: &str, evacuated: &Region, regions: &'a [Region]) -> Option<&'a Region> {
+    let secondary = evacuated.secondary.as_deref();
     secondary
         .and_then(|name| regions.iter().find(|r| r.name == name && r.open()))
         .or_else(|| best(account_id, regions.iter().filter(|r| r.open())))
@@ -193,5 +215,30 @@ mod tests {
         assert!(only_eu.iter().all(|h| h == "eu"));
         evacuated[0].evacuated = true;
         assert!(home_of("acct-1", &evacuated).is_none(), "no region is open");
+    }
+
+    #[test]
+    fn a_named_home_decides_unless_evacuated_and_an_unknown_name_is_none() {
+        let mut list = regions(&[("eu", 1), ("us", 1), ("ap", 0)]);
+        let account = homes(&accounts()[..1], &list)[0].clone();
+        let other = ["eu", "us"].into_iter().find(|r| *r != account).unwrap();
+        let named = |name: Option<&str>, list: &[Region]| {
+            named_home("acct-0", name, list).map(|r| r.name.clone())
+        };
+        assert_eq!(named(Some(other), &list).as_deref(), Some(other));
+        assert_eq!(
+            named(Some("ap"), &list).as_deref(),
+            Some("ap"),
+            "weight 0 named"
+        );
+        assert_eq!(
+            named(Some("mars"), &list),
+            Some(account.clone()),
+            "as if none"
+        );
+        assert_eq!(named(None, &list), Some(account));
+        list[2].evacuated = true;
+        list[2].secondary = Some("us".into());
+        assert_eq!(named(Some("ap"), &list).as_deref(), Some("us"));
     }
 }

@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 
 use super::heartbeats::HeartbeatBatch;
-use super::home::{Region, home_of};
+use super::home::{Region, named_home};
+use super::named::{HomeHint, NamedHomes};
 use super::peer::{Peer, PeerView};
 use super::provisional::ProvisionalBook;
-use crate::config::{RegionTokens, RegionsConfig};
+use crate::config::{HomeSource, RegionTokens, RegionsConfig};
 use crate::metrics::RegionMetrics;
+use crate::plans::PlanSource;
 
 /// A peer, the batch its roaming heartbeats wait in, and what this region let play while it
 /// did not answer.
@@ -28,6 +30,8 @@ pub struct RegionMap {
     homes: ArcSwap<Homes>,
     /// The peers, in the config's order.
     peers: Vec<PeerLink>,
+    /// The homes the sources name, and those the calls named.
+    named: NamedHomes,
     metrics: RegionMetrics,
 }
 
@@ -63,21 +67,25 @@ impl Homes {
         Homes { table, replaced }
     }
 
-    /// Whether `here` is the account's home and a table replaced before `now` less than a TTL
-    /// ago homed it elsewhere.
-    fn learning(&self, here: &str, account_id: &str, now: Instant) -> bool {
-        let is_here =
-            |table: &[Region]| home_of(account_id, table).is_none_or(|home| home.name == here);
-        !self.replaced.is_empty()
-            && is_here(&self.table)
-            && (self.replaced.iter()).any(|r| r.until > now && !is_here(&r.table))
+    /// Whether the account's home (`named` by a source, else by the hash) moved less than a TTL
+    /// before `now`: a table replaced since then put it elsewhere. Its new home learns it.
+    fn moved(&self, account_id: &str, named: Option<&str>, now: Instant) -> bool {
+        let home = |table: &[Region]| named_home(account_id, named, table).map(|r| r.name.clone());
+        if self.replaced.is_empty() {
+            return false;
+        }
+        let current = home(&self.table);
+        (self.replaced.iter()).any(|r| r.until > now && home(&r.table) != current)
     }
 }
 
 impl RegionMap {
+    /// `named` caches the homes calls name, like plans (`plan_source.cache_capacity`,
+    /// `cache_max_stale`).
     pub fn from_config(
         config: &RegionsConfig,
         tokens: &RegionTokens,
+        named: (u64, Duration),
         metrics: &RegionMetrics,
     ) -> anyhow::Result<RegionMap> {
         let peers = config
@@ -100,6 +108,7 @@ impl RegionMap {
                 replaced: Vec::new(),
             }),
             peers,
+            named: NamedHomes::new(config.home_sources.clone(), named.0, named.1),
             metrics: metrics.clone(),
         })
     }
@@ -121,10 +130,11 @@ impl RegionMap {
         true
     }
 
-    /// The account's home: `None` for this region, else the peer that takes its calls.
-    pub fn home(&self, account_id: &str) -> Option<&PeerLink> {
+    /// The account's home (`named` by a source, else by the hash): `None` for this region, else
+    /// the peer that takes its calls.
+    pub fn home(&self, account_id: &str, named: Option<&str>) -> Option<&PeerLink> {
         let homes = self.homes.load();
-        let home = home_of(account_id, &homes.table)?;
+        let home = named_home(account_id, named, &homes.table)?;
         if home.name == self.here {
             return None;
         }
@@ -132,17 +142,45 @@ impl RegionMap {
     }
 
     /// The name of the account's home region.
-    pub fn home_name(&self, account_id: &str) -> String {
+    pub fn home_name(&self, account_id: &str, named: Option<&str>) -> String {
         let homes = self.homes.load();
-        home_of(account_id, &homes.table).map_or_else(|| self.here.clone(), |r| r.name.clone())
+        named_home(account_id, named, &homes.table)
+            .map_or_else(|| self.here.clone(), |r| r.name.clone())
     }
 
-    /// Whether the account's home moved here less than a lease TTL ago (learning mode): this
-    /// region's store has not seen its live streams yet, which re-register by heartbeat.
-    pub fn learning(&self, account_id: &str) -> bool {
-        self.homes
-            .load()
-            .learning(&self.here, account_id, Instant::now())
+    /// Whether the account's home moved less than a lease TTL ago (learning mode): its new home's
+    /// store has not seen its live streams yet, which re-register by heartbeat even at the limit.
+    pub fn learning(&self, account_id: &str, named: Option<&str>) -> bool {
+        self.homes.load().moved(account_id, named, Instant::now())
+    }
+
+    /// The home a source names for the account (`regions.home_sources`), if it is a region of
+    /// this install; a name that is none is counted and left out (the hash decides).
+    pub async fn named_home(
+        &self,
+        account_id: &str,
+        hint: &HomeHint,
+        plans: &PlanSource,
+        cached_only: bool,
+    ) -> Option<Arc<str>> {
+        if self.named.sources().is_empty() {
+            return None;
+        }
+        let (name, source) = self
+            .named
+            .named(account_id, hint, plans, cached_only)
+            .await?;
+        let known = (self.homes.load().table.iter()).any(|r| *r.name == *name);
+        if !known {
+            self.metrics.unknown_home(source.name());
+            return None;
+        }
+        Some(name)
+    }
+
+    /// The sources that may name an account's home.
+    pub fn home_sources(&self) -> &[HomeSource] {
+        self.named.sources()
     }
 
     /// When the newest learning ends, if one is under way.
@@ -173,6 +211,9 @@ impl RegionMap {
                     secondary: r.secondary.clone(),
                 })
                 .collect(),
+            home_sources: (self.home_sources().iter())
+                .map(|s| s.name().to_owned())
+                .collect(),
             learning_ms: self
                 .learning_until()
                 .map(|until| until.saturating_duration_since(Instant::now()).as_millis() as u64),
@@ -191,9 +232,13 @@ pub struct RegionsView {
     /// The regions evacuated, home of no account, each with the region that takes its accounts
     /// (none: they spread over the open regions by the weights).
     pub evacuated: Vec<EvacuatedView>,
-    /// How long the accounts whose home moved here by the last change of the homes still learn
-    /// (their live streams re-register even at the limit), in milliseconds; absent when none do.
+    /// How long the accounts whose home the last change of the homes moved still learn (their
+    /// live streams re-register at the new home even at the limit), in milliseconds; absent when
+    /// none do.
     pub learning_ms: Option<u64>,
+    /// The sources that may name an account's home, the first that names one deciding (none:
+    /// the hash homes every account).
+    pub home_sources: Vec<String>,
     pub peers: Vec<PeerView>,
 }
 
@@ -206,6 +251,7 @@ pub struct EvacuatedView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::regions::home::home_of;
 
     fn table(evacuated: Option<&str>) -> Vec<Region> {
         ["eu", "us", "ap"]
@@ -227,31 +273,27 @@ mod tests {
     }
 
     #[test]
-    fn only_the_accounts_moved_here_learn_and_only_for_the_ttl() {
+    fn only_the_accounts_whose_home_moved_learn_and_only_for_the_ttl() {
         let start = Homes {
             table: table(None),
             replaced: Vec::new(),
         };
-        let (was_ap, was_us, was_eu) = (
-            homed(&start.table, "ap"),
-            homed(&start.table, "us"),
-            homed(&start.table, "eu"),
-        );
-        assert!(!start.learning("eu", &was_ap, Instant::now()));
+        let (was_ap, was_us) = (homed(&start.table, "ap"), homed(&start.table, "us"));
+        assert!(!start.moved(&was_ap, None, Instant::now()));
         let ttl = Duration::from_secs(30);
         let now = Instant::now();
         let evacuated = start.replaced_by(table(Some("ap")), now + ttl);
-        // ap's accounts moved to eu: eu learns them; its own and us's do not.
-        assert!(evacuated.learning("eu", &was_ap, now));
-        assert!(!evacuated.learning("eu", &was_eu, now));
-        assert!(!evacuated.learning("eu", &was_us, now));
-        assert!(!evacuated.learning("us", &was_us, now), "us is no new home");
-        assert!(!evacuated.learning("ap", &was_ap, now), "ap is no home now");
-        // One TTL later, eu enforces.
-        assert!(!evacuated.learning("eu", &was_ap, now + ttl));
-        // The evacuation ended within the TTL: ap learns its accounts back, eu no longer.
+        // ap's accounts moved to eu and learn there; us's did not move.
+        assert!(evacuated.moved(&was_ap, None, now));
+        assert!(!evacuated.moved(&was_us, None, now));
+        // A home named by a source moves the same way, whatever the hash says.
+        assert!(evacuated.moved(&was_us, Some("ap"), now));
+        assert!(!evacuated.moved(&was_ap, Some("us"), now));
+        // One TTL later, the new home enforces.
+        assert!(!evacuated.moved(&was_ap, None, now + ttl));
+        // The evacuation ended within the TTL: the accounts move back and learn again.
         let back = evacuated.replaced_by(table(None), now + ttl);
-        assert!(back.learning("ap", &was_ap, now));
-        assert!(!back.learning("eu", &was_ap, now));
+        assert!(back.moved(&was_ap, None, now));
+        assert!(!back.moved(&was_us, None, now));
     }
 }

@@ -8,6 +8,7 @@
 mod heartbeats;
 pub mod home;
 pub mod map;
+pub mod named;
 pub mod peer;
 pub mod provisional;
 pub mod routed;

@@ -115,6 +115,7 @@ async fn reconcile(
         reports.extend(leases.iter().map(|lease| AccountStream {
             account_id: account_id.clone(),
             stream: lease.stream(&view.plan),
+            learning: false,
         }));
     }
     let (mut kept, mut revoked) = (0, 0);

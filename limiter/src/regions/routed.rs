@@ -4,6 +4,9 @@
 //! regions: a peer's failure is a [`StoreError`] like a shard's, and the failure policy decides,
 //! except that unless it is `closed` a play or heartbeat whose home does not answer is decided
 //! by this region's store, capped at the account's limit here (`provisional.rs`).
+//!
+//! A call sees the store through [`RoutedStore::at`]: the home a source names for its account
+//! (`named.rs`), or none (the hash decides).
 
 use std::sync::Arc;
 
@@ -65,33 +68,47 @@ impl RoutedStore {
         self.regions.as_deref()
     }
 
-    fn home(&self, account_id: &str) -> Option<&PeerLink> {
-        self.regions.as_ref()?.home(account_id)
+    /// The store for a call whose account's home `named` names (`None`: the hash decides).
+    pub fn at(&self, named: Option<Arc<str>>) -> Routed<'_> {
+        Routed { store: self, named }
     }
 
-    /// A heartbeat of an account homed here, from this region or another: while its home has
-    /// just moved here, its live streams re-register even at its limit (learning mode).
+    /// A heartbeat of an account homed here, from this region or another. `learning`: its home
+    /// moved here less than a lease TTL ago, so its live streams re-register even at its limit.
     pub async fn heartbeat_here(
         &self,
         account_id: &str,
         stream: &StreamRef,
+        learning: bool,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        match self
-            .regions
-            .as_ref()
-            .is_some_and(|r| r.learning(account_id))
-        {
-            true => {
-                let outcome = self.local.heartbeat(account_id, stream).await?;
-                if let (Some(regions), HeartbeatOutcome::Reregistered { .. }) =
-                    (&self.regions, outcome)
-                {
-                    regions.learned();
-                }
-                Ok(outcome)
-            }
-            false => self.local.heartbeat(account_id, stream).await,
+        if !learning {
+            return self.local.heartbeat(account_id, stream).await;
         }
+        let outcome = self.local.heartbeat(account_id, stream).await?;
+        if let (Some(regions), HeartbeatOutcome::Reregistered { .. }) = (&self.regions, outcome) {
+            regions.learned();
+        }
+        Ok(outcome)
+    }
+}
+
+/// The store as one call sees it: the account's home as a source named it, if one did.
+pub struct Routed<'a> {
+    store: &'a RoutedStore,
+    named: Option<Arc<str>>,
+}
+
+impl Routed<'_> {
+    fn home(&self, account_id: &str) -> Option<&PeerLink> {
+        self.store
+            .regions
+            .as_ref()?
+            .home(account_id, self.named.as_deref())
+    }
+
+    /// Whether the account's home moved less than a lease TTL ago (its new home learns it).
+    fn learning(&self, account_id: &str) -> bool {
+        (self.store.regions.as_ref()).is_some_and(|r| r.learning(account_id, self.named.as_deref()))
     }
 }
 
@@ -106,29 +123,39 @@ fn stream_of(account_id: &str, stream: &StreamRef) -> AccountStream {
     AccountStream {
         account_id: account_id.to_owned(),
         stream: stream.clone(),
+        learning: false,
     }
 }
 
-impl LeaseStore for RoutedStore {
-    async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
+/// The store's operations, each decided at the account's home.
+impl Routed<'_> {
+    pub async fn acquire(&self, cmd: &AcquireCmd) -> Result<AcquireOutcome, StoreError> {
         let Some(link) = self.home(&cmd.account_id) else {
-            return self.local.acquire(cmd).await;
+            return self.store.local.acquire(cmd).await;
         };
         match link.peer.call(Op::Acquire, cmd, 1).await {
-            Err(error) if self.provisional(link, Op::Acquire, &cmd.account_id, &error) => {
-                self.local.acquire(cmd).await
+            Err(error)
+                if self
+                    .store
+                    .provisional(link, Op::Acquire, &cmd.account_id, &error) =>
+            {
+                self.store.local.acquire(cmd).await
             }
             answer => answer,
         }
     }
 
-    async fn heartbeat(
+    pub async fn heartbeat(
         &self,
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
         let Some(link) = self.home(account_id) else {
-            return self.heartbeat_here(account_id, stream).await;
+            let learning = self.learning(account_id);
+            return self
+                .store
+                .heartbeat_here(account_id, stream, learning)
+                .await;
         };
         let revoked = || link.provisional.is_revoked(account_id, &stream.nonce);
         if revoked() {
@@ -137,16 +164,24 @@ impl LeaseStore for RoutedStore {
         // An account let play here while its home did not answer stays here until its streams
         // are reported home in their order (`provisional.rs`).
         if link.provisional.is_pending(account_id)
-            && let Ok(renewed) = self.local.heartbeat(account_id, stream).await
+            && let Ok(renewed) = self.store.local.heartbeat(account_id, stream).await
             && is_renewal(renewed)
         {
             return Ok(renewed);
         }
-        let answer = match link.heartbeats.renew(stream_of(account_id, stream)).await {
-            Err(error) if self.provisional(link, Op::Heartbeats, account_id, &error) => {
+        let renewal = AccountStream {
+            learning: self.learning(account_id),
+            ..stream_of(account_id, stream)
+        };
+        let answer = match link.heartbeats.renew(renewal).await {
+            Err(error)
+                if self
+                    .store
+                    .provisional(link, Op::Heartbeats, account_id, &error) =>
+            {
                 // Kept here while the home does not answer; a stream this region has no room
                 // for keeps the home's error, so the failure policy lets it play on.
-                match self.local.heartbeat(account_id, stream).await {
+                match self.store.local.heartbeat(account_id, stream).await {
                     Ok(renewed) if is_renewal(renewed) => Ok(renewed),
                     _ => Err(error),
                 }
@@ -162,31 +197,35 @@ impl LeaseStore for RoutedStore {
         }
     }
 
-    async fn release(
+    pub async fn release(
         &self,
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<ReleaseOutcome, StoreError> {
         let Some(link) = self.home(account_id) else {
-            return self.local.release(account_id, stream).await;
+            return self.store.local.release(account_id, stream).await;
         };
         let body = stream_of(account_id, stream);
         match link.peer.call(Op::Release, &body, 1).await {
-            Err(error) if self.provisional(link, Op::Release, account_id, &error) => {
-                self.local.release(account_id, stream).await
+            Err(error)
+                if self
+                    .store
+                    .provisional(link, Op::Release, account_id, &error) =>
+            {
+                self.store.local.release(account_id, stream).await
             }
             answer => answer,
         }
     }
 
-    async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
+    pub async fn force_stop(&self, cmd: &ForceStopCmd) -> Result<ForceStopOutcome, StoreError> {
         match self.home(&cmd.account_id) {
             Some(link) => link.peer.call(Op::ForceStop, cmd, 1).await,
-            None => self.local.force_stop(cmd).await,
+            None => self.store.local.force_stop(cmd).await,
         }
     }
 
-    async fn audit(
+    pub async fn audit(
         &self,
         account_id: Option<&str>,
         kind: Option<AuditKind>,
@@ -202,11 +241,11 @@ impl LeaseStore for RoutedStore {
                 };
                 link.peer.call(Op::Audit, &query, 1).await
             }
-            None => self.local.audit(account_id, kind, limit).await,
+            None => self.store.local.audit(account_id, kind, limit).await,
         }
     }
 
-    async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
+    pub async fn list(&self, account_id: &str) -> Result<AccountView, StoreError> {
         match self.home(account_id) {
             Some(link) => {
                 let query = AccountQuery {
@@ -215,11 +254,11 @@ impl LeaseStore for RoutedStore {
                 };
                 link.peer.call(Op::List, &query, 1).await
             }
-            None => self.local.list(account_id).await,
+            None => self.store.local.list(account_id).await,
         }
     }
 
-    async fn history(
+    pub async fn history(
         &self,
         account_id: &str,
         limit: usize,
@@ -232,27 +271,30 @@ impl LeaseStore for RoutedStore {
                 };
                 link.peer.call(Op::History, &query, 1).await
             }
-            None => self.local.history(account_id, limit).await,
+            None => self.store.local.history(account_id, limit).await,
         }
     }
 
-    async fn set_override(&self, cmd: &OverrideCmd) -> Result<Option<LimitOverride>, StoreError> {
+    pub async fn set_override(
+        &self,
+        cmd: &OverrideCmd,
+    ) -> Result<Option<LimitOverride>, StoreError> {
         match self.home(&cmd.account_id) {
             Some(link) => link.peer.call(Op::Override, cmd, 1).await,
-            None => self.local.set_override(cmd).await,
+            None => self.store.local.set_override(cmd).await,
         }
     }
 
     /// Dashboard sessions are each region's own, like its dashboard.
-    async fn session_state(&self, user: &str) -> Result<SessionState, StoreError> {
-        self.local.session_state(user).await
+    pub async fn session_state(&self, user: &str) -> Result<SessionState, StoreError> {
+        self.store.local.session_state(user).await
     }
 
-    async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, StoreError> {
-        self.local.session_event(cmd).await
+    pub async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, StoreError> {
+        self.store.local.session_event(cmd).await
     }
 
-    async fn health(&self) -> Vec<ShardHealth> {
-        self.local.health().await
+    pub async fn health(&self) -> Vec<ShardHealth> {
+        self.store.local.health().await
     }
 }

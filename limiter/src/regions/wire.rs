@@ -79,6 +79,11 @@ pub const MAX_ENTRIES: usize = 1000;
 pub struct AccountStream {
     pub account_id: String,
     pub stream: StreamRef,
+    /// A heartbeat's: the account's home moved to the callee less than a lease TTL ago, as the
+    /// caller's homes say (they know the home its sources named), so it re-registers even at
+    /// the limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub learning: bool,
 }
 
 /// The renewals of roaming streams homed at the callee, gathered over one window.
@@ -305,6 +310,7 @@ mod tests {
                     limit: 1,
                 },
             },
+            learning: false,
         };
         let batch = Heartbeats {
             renewals: vec![renewal; MAX_BATCH + 1],

@@ -15,7 +15,7 @@ use crate::model::{
     SessionEventCmd, SessionState, Timing,
 };
 use crate::plans::PlanSource;
-use crate::regions::routed::RoutedStore;
+use crate::regions::routed::{Routed, RoutedStore};
 use crate::rules::{LiveRules, Rules};
 use crate::store::memory::MemoryStore;
 use crate::store::{AnyStore, LeaseStore, ShardHealth, StoreError};
@@ -79,6 +79,10 @@ impl StreamService {
             Some(regions) => Some(Arc::new(crate::regions::map::RegionMap::from_config(
                 regions,
                 &regions.read_tokens()?,
+                (
+                    config.plan_source.cache_capacity,
+                    config.plan_source.cache_max_stale,
+                ),
                 &metrics.regions,
             )?)),
             None => None,
@@ -150,6 +154,28 @@ impl StreamService {
         self.store.local().check_access().await
     }
 
+    /// The store for a call on `account_id`: with several regions, at the home a source names
+    /// for it (the plan database not asked for a call shed), else where the hash puts it.
+    async fn store_for(&self, account_id: &str, hint: &HomeHint, load: Load) -> Routed<'_> {
+        let named = match self.store.regions() {
+            Some(regions) => {
+                let cached_only = load == Load::Shed;
+                (regions.named_home(account_id, hint, &self.plans, cached_only)).await
+            }
+            None => None,
+        };
+        self.store.at(named)
+    }
+
+    /// The account's home region, with several regions.
+    pub async fn home_region(&self, account_id: &str, hint: &HomeHint) -> Option<String> {
+        let regions = self.store.regions()?;
+        let named = regions
+            .named_home(account_id, hint, &self.plans, false)
+            .await;
+        Some(regions.home_name(account_id, named.as_deref()))
+    }
+
     /// Counts a store failure or a shed call and says whether the policy lets the operation go
     /// on without the store.
     fn on_no_answer(&self, why: NoAnswer) -> Result<(), ServiceError> {
@@ -203,7 +229,8 @@ impl StreamService {
             replace,
             shadow,
         };
-        let stored = unless_shed(load, self.store.acquire(&cmd)).await;
+        let store = self.store_for(&cmd.account_id, &request.home, load).await;
+        let stored = unless_shed(load, store.acquire(&cmd)).await;
         let (outcome, degraded) = match stored {
             Ok(outcome) => (Some(outcome), resolved.degraded),
             Err(why) => {
@@ -293,11 +320,13 @@ impl StreamService {
         &self,
         account_id: &str,
         stream_id: &str,
+        home: &HomeHint,
         load: Load,
     ) -> Result<Renewal, ServiceError> {
         let started = Instant::now();
         let stream = self.verify(account_id, stream_id)?;
-        let stored = unless_shed(load, self.store.heartbeat(account_id, &stream)).await;
+        let store = self.store_for(account_id, home, load).await;
+        let stored = unless_shed(load, store.heartbeat(account_id, &stream)).await;
         let renewal = match stored {
             Ok(outcome) => Renewal {
                 outcome,
@@ -343,6 +372,7 @@ impl StreamService {
         &self,
         account_id: &str,
         stream_id: &str,
+        home: &HomeHint,
         load: Load,
     ) -> Result<bool, ServiceError> {
         let started = Instant::now();
@@ -357,7 +387,8 @@ impl StreamService {
                 .await
                 .expect("infallible");
         }
-        let stored = unless_shed(load, self.store.release(account_id, &stream)).await;
+        let store = self.store_for(account_id, home, load).await;
+        let stored = unless_shed(load, store.release(account_id, &stream)).await;
         let degraded = match stored {
             Ok(_) => false,
             Err(why) => {
@@ -385,8 +416,10 @@ impl StreamService {
             actor: actor.to_owned(),
             reason: reason.to_owned(),
         };
-        let outcome = self
-            .store
+        let store = self
+            .store_for(account_id, &HomeHint::NONE, Load::Normal)
+            .await;
+        let outcome = store
             .force_stop(&cmd)
             .await
             .map_err(|e| self.unavailable(e))?;
@@ -403,8 +436,8 @@ impl StreamService {
         &self,
         cmd: &OverrideCmd,
     ) -> Result<Option<LimitOverride>, ServiceError> {
-        let result = self
-            .store
+        let store = (self.store_for(&cmd.account_id, &HomeHint::NONE, Load::Normal)).await;
+        let result = store
             .set_override(cmd)
             .await
             .map_err(|e| self.unavailable(e))?;
@@ -425,7 +458,14 @@ impl StreamService {
         kind: Option<AuditKind>,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, ServiceError> {
-        self.store
+        let store = match account_id {
+            Some(account_id) => {
+                self.store_for(account_id, &HomeHint::NONE, Load::Normal)
+                    .await
+            }
+            None => self.store.at(None),
+        };
+        store
             .audit(account_id, kind, limit)
             .await
             .map_err(|e| self.unavailable(e))
@@ -437,7 +477,10 @@ impl StreamService {
         account_id: &str,
         limit: usize,
     ) -> Result<Vec<HistoryEntry>, ServiceError> {
-        self.store
+        let store = self
+            .store_for(account_id, &HomeHint::NONE, Load::Normal)
+            .await;
+        store
             .history(account_id, limit)
             .await
             .map_err(|e| self.unavailable(e))
@@ -446,6 +489,7 @@ impl StreamService {
     /// A dashboard user's session generation and failed sign-ins (see `api::sessions`).
     pub async fn session_state(&self, user: &str) -> Result<SessionState, ServiceError> {
         self.store
+            .at(None)
             .session_state(user)
             .await
             .map_err(|e| self.unavailable(e))
@@ -456,6 +500,7 @@ impl StreamService {
     pub async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, ServiceError> {
         let state = self
             .store
+            .at(None)
             .session_event(cmd)
             .await
             .map_err(|e| self.unavailable(e))?;
@@ -473,15 +518,19 @@ impl StreamService {
         ServiceError::StoreUnavailable(error)
     }
 
-    pub async fn list(&self, account_id: &str) -> Result<AccountStreams, ServiceError> {
+    pub async fn list(
+        &self,
+        account_id: &str,
+        home: &HomeHint,
+    ) -> Result<AccountStreams, ServiceError> {
         let started = Instant::now();
+        let store = self.store_for(account_id, home, Load::Normal).await;
         let AccountView {
             plan,
             limit,
             limit_override,
             active,
-        } = self
-            .store
+        } = store
             .list(account_id)
             .await
             .map_err(|e| self.unavailable(e))?;
@@ -501,7 +550,7 @@ impl StreamService {
     }
 
     pub async fn health(&self) -> Vec<ShardHealth> {
-        self.store.health().await
+        self.store.at(None).health().await
     }
 
     /// Whether this instance can answer play-starts: always, unless it is draining before a

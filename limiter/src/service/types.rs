@@ -29,6 +29,8 @@ pub enum Load {
     Shed,
 }
 
+pub use crate::regions::named::HomeHint;
+
 /// A play-start request after input validation.
 #[derive(Debug, Clone)]
 pub struct PlayStart {
@@ -36,6 +38,8 @@ pub struct PlayStart {
     pub device: Device,
     pub plan: Option<String>,
     pub replace_stream_id: Option<String>,
+    /// What the call says of the account's home region (several regions).
+    pub home: HomeHint,
 }
 
 /// A lease with the stream id a client uses to name it.

@@ -186,5 +186,6 @@ fn limiter_regions(r: &RegionsSpec) -> screenlimit_limiter::config::RegionsConfi
                 ca_file: p.ca_secret.as_ref().map(|_| "ca.crt".into()),
             })
             .collect(),
+        home_sources: Vec::new(),
     }
 }

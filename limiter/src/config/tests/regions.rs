@@ -109,6 +109,21 @@ fn each_wrong_field_is_named() {
             "end one evacuation",
         ),
         (
+            format!("  home_sources: [gateway_header, gateway_header]\n{PEERS}"),
+            "regions.home_sources",
+            "named twice",
+        ),
+        (
+            format!("  home_sources: [plan_source]\n{PEERS}"),
+            "regions.home_sources",
+            "plan_source.kind: postgres",
+        ),
+        (
+            format!("  home_sources: [player_token]\n{PEERS}"),
+            "regions.home_sources",
+            "auth.players with home_claim",
+        ),
+        (
             format!("  timeout: 5ms\n{PEERS}"),
             "regions.timeout",
             "10ms to 10s",
