@@ -2,10 +2,16 @@
 //! natively on the Lua path (`GETEX` of the lease key, then `touch.lua` when the account key's
 //! life runs short), then, when the lease key is gone, the full heartbeat (`heartbeat.lua`).
 //!
-//! SL.HEARTBEAT key ttl keep plan limit device nonce history-bounds
+//! SL.HEARTBEAT key ttl keep plan limit device nonce [history-bounds [learning]]
 //! Answers {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked. A
 //! revocation told and the leases forgotten that ended unstopped go into the account's history
 //! (`history.rs`); a renewal writes none.
+//!
+//! For an account whose home just moved here (learning mode), one more argument after the
+//! history's bounds, exactly `learning` (anything else is refused, `bad argument learning`,
+//! before a key is read, as the script refuses it first): a lost or expired lease is taken back
+//! even on a full account. A revoked or replaced stream is told so all the same, and a renewal
+//! is a renewal. A call without it is as before.
 
 use redis_module::RedisValue;
 
@@ -17,8 +23,29 @@ use crate::keys::Keys;
 use crate::layout::{Header, LIVE, RELEASED, REVOKED, key_life, new_record};
 use crate::reply::int;
 
+/// The arguments before the history's bounds, the account key included.
+const ARGS: usize = 7;
+
+/// The last argument of a heartbeat of an account in learning mode (after the history's
+/// bounds), and the word `SL.VERSION` is asked about by a limiter that may send it (`lib.rs`).
+pub const LEARNING: &[u8] = b"learning";
+
+/// The arguments without the mode, and whether the account is learning: one argument after the
+/// history's bounds, exactly `learning` (`heartbeat.lua` refuses anything else, first).
+fn mode(all: &[Arg]) -> Result<(&[Arg], bool), Error> {
+    // The command's name, its arguments, the bounds and the mode.
+    match all.split_last() {
+        Some((last, rest)) if all.len() == ARGS + 3 => match last.as_slice() == LEARNING {
+            true => Ok((rest, true)),
+            false => Err(Error::Arg("learning")),
+        },
+        _ => Ok((all, false)),
+    }
+}
+
 pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
-    let (args, bounds) = history::args(all, 7)?;
+    let (all, learning) = mode(all)?;
+    let (args, bounds) = history::args(all, ARGS)?;
     let (plan, limit) = (args.short(3, "plan")?, args.small(4, "limit")?);
     let (device, nonce) = (args.short(5, "device")?, args.nonce(6, "nonce")?);
     let account = Account {
@@ -72,7 +99,8 @@ pub fn heartbeat(keys: &Keys, all: &[Arg]) -> Result<RedisValue, Error> {
         Some(s) => s.h.clone(),
         None => Header::fresh(plan, limit),
     };
-    if active_count(recs, account.now) >= h.limit_at(account.now) {
+    // Learning, taken back even on a full account: the new home holds none of its leases yet.
+    if !learning && active_count(recs, account.now) >= h.limit_at(account.now) {
         return Ok(RedisValue::Array(vec![int(3)]));
     }
     // Taking a lease back adds state: refused, as any such write, over `maxmemory`.

@@ -88,15 +88,17 @@ fn keyed(ctx: &Context, keys: &Keys, args: &[Arg], shape: Shape, body: Body) -> 
     Ok(body(keys, args)?)
 }
 
-/// `SL.VERSION [history|shadow]`: the account layout version this module reads and writes. A
-/// limiter uses the module only if it speaks the same version, else the Lua scripts. With a
-/// feature word it asks too whether the commands take what it sends: `history`, the account
-/// history's bounds; `shadow`, `SL.ACQUIRE`'s enforcement argument after them (a module from
-/// before either refuses the word). Any other word is refused.
+/// `SL.VERSION [history|shadow|learning]`: the account layout version this module reads and
+/// writes. A limiter uses the module only if it speaks the same version, else the Lua scripts.
+/// With a feature word it asks too whether the commands take what it sends: `history`, the
+/// account history's bounds; `shadow`, `SL.ACQUIRE`'s enforcement argument after them;
+/// `learning`, `SL.HEARTBEAT`'s mode argument after them (a module from before any of these
+/// refuses the word). Any other word is refused.
 fn version(_: &Keys, args: &[Arg]) -> Result<RedisValue, Error> {
     if args.len() > 1 {
         let asked = args::Args::new(args, 1)?;
-        if ![history::FEATURE, acquire::SHADOW].contains(&asked.bytes(0)) {
+        let features = [history::FEATURE, acquire::SHADOW, heartbeat::LEARNING];
+        if !features.contains(&asked.bytes(0)) {
             return Err(Error::Arg("feature"));
         }
     }

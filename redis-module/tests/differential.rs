@@ -1,8 +1,9 @@
 //! The module against the Lua scripts, step by step: a seeded random history of plays (many
 //! accounts, devices racing for the slots, take-overs, plan changes, device-type caps, plays in
 //! shadow granted past the limit and the caps, on the fast path and in the general code),
-//! heartbeats with good and stale nonces, a batch's renewals in one `SL.RENEW`, stops, force-stops, overrides and leases left to
-//! expire runs on two real servers, one answering with the scripts as the limiter sends them
+//! heartbeats with good and stale nonces (some of accounts learning, which take a lease back
+//! past the limit), a batch's renewals in one `SL.RENEW`, stops, force-stops, overrides and
+//! leases left to expire runs on two real servers, one answering with the scripts as the limiter sends them
 //! (the heartbeat as `GETEX` of the lease key, `touch` and the full script), one with the
 //! module's SL.* commands. After every step both give the same answer, and the account's keys
 //! hold the same values with the same expiry times, audit entries the same fields, history
@@ -87,6 +88,8 @@ const DEFAULT_PLAN: (&str, u8) = ("family", 3);
 const SHADOW_ACCOUNTS: [usize; 2] = [6, 7];
 /// The enforcement argument of a play in shadow, after the history's bounds.
 const SHADOW: &[u8] = b"shadow";
+/// The mode argument of a heartbeat of an account learning, after the history's bounds.
+const LEARNING: &[u8] = b"learning";
 /// A support action's reason, with what JSON must escape and what it need not.
 const REASON: &str = "said \"stop\" / tab\there \\ 📺\n\u{1}";
 
@@ -448,6 +451,11 @@ struct Seen {
     /// time (the expired leases' entries right before it).
     shadow_took_over: u32,
     shadow_reaped: u32,
+    /// Learning heartbeats: leases taken back, of them on an account then over its limit (an
+    /// ordinary heartbeat would have been told expired), and streams still told revoked.
+    learned: u32,
+    learned_over_limit: u32,
+    learning_revoked: u32,
     /// History entries seen (kind, and a refusal's rule), and whether a list reached its cap.
     history: BTreeSet<(u8, u8)>,
     history_full: bool,
@@ -566,7 +574,7 @@ impl History {
             }
         }
         for s in self.steady.clone() {
-            timed(|| self.heartbeat_of(pair, s));
+            timed(|| self.heartbeat_of(pair, s, false));
             if let Err(e) = compare_keys(pair, 0) {
                 self.log
                     .fail(format!("after step {}: {e}", self.log.0.len()));
@@ -718,10 +726,13 @@ impl History {
 
     fn heartbeat(&mut self, pair: &mut Pair) -> usize {
         let s = self.some_stream();
-        self.heartbeat_of(pair, s)
+        let learning = self.rng.random_bool(0.3);
+        self.heartbeat_of(pair, s, learning)
     }
 
-    fn heartbeat_of(&mut self, pair: &mut Pair, s: Stream) -> usize {
+    /// A heartbeat of `s`, of an account `learning` or not: on the Lua path only the full script
+    /// carries the mode, after the history's bounds.
+    fn heartbeat_of(&mut self, pair: &mut Pair, s: Stream, learning: bool) -> usize {
         let key = account_key(s.account).into_bytes();
         let lease = lease_key(s.account, &s.nonce);
         // The Lua path as the limiter takes it: native renewal, `touch`, the full script.
@@ -757,14 +768,19 @@ impl History {
             s.nonce.to_vec(),
         ];
         args.extend(history_args());
+        if learning {
+            args.push(LEARNING.to_vec());
+        }
         let lua = match renewed_natively {
             true => None,
             false => Some(pair.lua("heartbeat", std::slice::from_ref(&key), &args)),
         };
         let module = pair.native("SL.HEARTBEAT", &key, &args);
         self.log.0.push(format!(
-            "heartbeat a{} {} → lua {lua:?} (native {renewed_natively}), module {module:?}",
-            s.account, DEVICES[s.device].0
+            "heartbeat a{} {}{} → lua {lua:?} (native {renewed_natively}), module {module:?}",
+            s.account,
+            DEVICES[s.device].0,
+            if learning { " learning" } else { "" }
         ));
         let code = match (&lua, &module) {
             (None, Value::Array(m)) => {
@@ -793,7 +809,32 @@ impl History {
             3 => self.seen.expired += 1,
             _ => self.seen.revoked += 1,
         }
+        match (learning, code) {
+            (true, 2) => {
+                self.seen.learned += 1;
+                if self.over_limit(pair, s.account) {
+                    self.seen.learned_over_limit += 1;
+                }
+            }
+            (true, 4) => self.seen.learning_revoked += 1,
+            _ => {}
+        }
         s.account
+    }
+
+    /// Whether the account holds more leases than its limit in force (the Lua server's `list`,
+    /// which only reads).
+    fn over_limit(&mut self, pair: &mut Pair, account: usize) -> bool {
+        let args: Vec<Vec<u8>> = vec![
+            TTL_MS.to_string().into(),
+            DEFAULT_PLAN.0.into(),
+            DEFAULT_PLAN.1.to_string().into(),
+        ];
+        let key = account_key(account).into_bytes();
+        match pair.lua("list", &[key], &args) {
+            Value::Array(items) if items.len() >= 5 => items.len() - 5 > num(&items[1]) as usize,
+            other => self.log.fail(format!("list answered {other:?}")),
+        }
     }
 
     /// A batch's renewals as the limiter sends them: a `GETEX` each to the Lua server, one
@@ -1106,6 +1147,51 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
         history.play(&mut pair, account, 2, [10; 16], basic, None, true);
         history.after_step(&mut pair, account);
     }
+    // A learning heartbeat on a full account: a stream the account does not hold (its home just
+    // moved) is taken back past the limit, on both paths alike.
+    if history.seen.learned_over_limit == 0 {
+        let account = ACCOUNTS + 5;
+        history.play(&mut pair, account, 0, [13; 16], basic, None, false);
+        history.after_step(&mut pair, account);
+        let stranger = Stream {
+            account,
+            device: 1,
+            nonce: [14; 16],
+            plan: (PLANS[0].0, PLANS[0].1),
+        };
+        history.heartbeat_of(&mut pair, stranger, true);
+        history.after_step(&mut pair, account);
+    }
+    // A mode that is not `learning`: refused by both alike, before anything is written.
+    for (name, c) in [("lua", &mut pair.lua), ("module", &mut pair.module)] {
+        let mut args: Vec<Vec<u8>> = vec![
+            TTL_MS.to_string().into(),
+            KEEP_MS.to_string().into(),
+            PLANS[0].0.into(),
+            PLANS[0].1.to_string().into(),
+            DEVICES[2].0.into(),
+            [15; 16].to_vec(),
+        ];
+        args.extend(history_args());
+        args.push(b"Learning".to_vec());
+        let key = account_key(ACCOUNTS + 5).into_bytes();
+        let mut cmd = match name {
+            "lua" => {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(&pair.shas["heartbeat"]).arg(1);
+                cmd
+            }
+            _ => redis::cmd("SL.HEARTBEAT"),
+        };
+        cmd.arg(&key).arg(&args);
+        let refused = cmd
+            .query::<Value>(c)
+            .expect_err("a mode that is not learning");
+        assert!(
+            refused.to_string().contains("bad argument learning"),
+            "{name}: {refused}"
+        );
+    }
     let seen = &history.seen;
     eprintln!(
         "seed {seed}: {} steps, {skipped} bursts skipped, slowest step {} ms, {seen:?}",
@@ -1135,6 +1221,10 @@ fn the_module_answers_and_writes_as_the_lua_scripts_do() {
             seen.shadow_took_over,
         ),
         ("granted in shadow, forgetting leases", seen.shadow_reaped),
+        (
+            "re-registered learning, over the limit",
+            seen.learned_over_limit,
+        ),
     ] {
         assert!(n > 0, "the history never saw a play {what}: {seen:?}");
     }

@@ -139,9 +139,14 @@ fn the_module_speaks_the_limiters_layout() {
     // The limiter asks whether the commands take what it sends, the history's bounds and an
     // account's enforcement (`shadow`); a limiter from before shadow enforcement asks about the
     // history, one from before the history sends no bounds and is answered as before, without
-    // history. A word the module does not know is refused as the limiter reads a module that
-    // predates it (`native.rs`: `bad argument feature`), and so is a second word.
-    for word in [screenlimit_limiter::store::redis::SHADOW_FEATURE, "history"] {
+    // history. `learning` is a heartbeat's learning mode. A word the module does not know is
+    // refused as the limiter reads a module that predates it (`native.rs`: `bad argument
+    // feature`), and so is a second word.
+    for word in [
+        screenlimit_limiter::store::redis::SHADOW_FEATURE,
+        "history",
+        "learning",
+    ] {
         let asked: i64 = redis::cmd("SL.VERSION").arg(word).query(&mut c).unwrap();
         assert_eq!(asked, version, "SL.VERSION {word}");
     }
@@ -150,7 +155,10 @@ fn the_module_speaks_the_limiters_layout() {
         &["Shadow"],
         &["shadow "],
         &[""],
+        &["Learning"],
+        &["learning "],
         &["shadow", "history"],
+        &["learning", "shadow"],
     ] {
         let refused = redis::cmd("SL.VERSION")
             .arg(words)
@@ -477,5 +485,133 @@ fn the_enforcement_is_shadow_or_refused_and_then_nothing_is_written() {
             .query(&mut c)
             .unwrap();
         assert_eq!(leases, 2, "{engine:?}: both plays hold a lease");
+    }
+}
+
+/// `SL.HEARTBEAT` of `device` on `account` under plan basic (1 stream), a one-minute lease, with
+/// its first 7 arguments; the history's bounds and what follows are the caller's.
+fn basic_heartbeat(account: &str, device: &str, nonce: [u8; 16]) -> redis::Cmd {
+    let mut cmd = redis::cmd("SL.HEARTBEAT");
+    cmd.arg(screenlimit_limiter::store::redis::account_key(account))
+        .arg(60_000)
+        .arg(120_000)
+        .arg("basic")
+        .arg(1)
+        .arg(device)
+        .arg(&nonce[..]);
+    cmd
+}
+
+/// `SL.HEARTBEAT`'s learning mode, one argument after the history's bounds: exactly `learning`,
+/// or refused (`bad argument learning`, as the script) before anything is read or written, not
+/// even a live lease's renewal; a 10th argument is a wrong number of arguments. With it, a lease
+/// the account does not hold is taken back on a full account, without a history entry, and a
+/// replaced stream is still told so; on every engine present.
+#[test]
+fn the_learning_mode_is_learning_or_refused_and_then_nothing_is_written() {
+    use screenlimit_limiter::store::redis::{history_key, lease_key};
+    for engine in Engine::present("the learning mode") {
+        let server = Server::with_module_on(engine, &[]);
+        let mut c = server.connect();
+        let heartbeat =
+            |c: &mut redis::Connection, device: &str, nonce: [u8; 16], more: &[&[u8]]| {
+                let mut cmd = basic_heartbeat("learning", device, nonce);
+                for arg in more {
+                    cmd.arg(*arg);
+                }
+                cmd.query::<Value>(c)
+            };
+        let granted = basic_play("learning", "tv", [1; 16])
+            .arg("5:600000")
+            .query::<Value>(&mut c)
+            .unwrap();
+        assert!(
+            matches!(&granted, Value::Array(a) if a[0] == Value::Int(1)),
+            "{engine:?}: {granted:?}"
+        );
+        let huge = vec![b'l'; 1 << 20];
+        let bad: [&[u8]; 8] = [
+            b"",
+            b"Learning",
+            b"LEARNING",
+            b"learning ",
+            b"learning\0",
+            b"shadow",
+            b"1",
+            &huge,
+        ];
+        // On a lease the account does not hold (taken back, learning), and on its live one (a
+        // renewal): the argument is checked first.
+        for (device, nonce) in [("phone", [2; 16]), ("tv", [1; 16])] {
+            for mode in bad {
+                let before = support::keyspace(&mut c);
+                let e = heartbeat(&mut c, device, nonce, &[b"5:600000", mode])
+                    .expect_err("a mode that is not learning");
+                assert!(
+                    e.to_string().contains("bad argument learning"),
+                    "{engine:?}: {e}"
+                );
+                assert_eq!(
+                    support::keyspace(&mut c),
+                    before,
+                    "{engine:?}: a mode {:?} refused after a write",
+                    String::from_utf8_lossy(&mode[..mode.len().min(20)])
+                );
+            }
+            let before = support::keyspace(&mut c);
+            let e = heartbeat(
+                &mut c,
+                device,
+                nonce,
+                &[b"5:600000", b"learning", b"learning"],
+            )
+            .expect_err("a 10th argument");
+            assert!(
+                e.to_string().contains("wrong number of arguments"),
+                "{engine:?}: {e}"
+            );
+            assert_eq!(
+                support::keyspace(&mut c),
+                before,
+                "{engine:?}: 10 arguments"
+            );
+        }
+        // `learning` where the history's bounds go is bounds the module cannot read: refused once
+        // there is an entry to write (a replaced stream told so), as the script refuses it.
+        let e = heartbeat(&mut c, "tv", [3; 16], &[b"learning"]).expect_err("learning as bounds");
+        assert!(
+            e.to_string().contains("bad argument history bounds"),
+            "{engine:?}: {e}"
+        );
+        // The account is full: a lease it does not hold is expired, unless learning.
+        let full = heartbeat(&mut c, "phone", [2; 16], &[b"5:600000"]).unwrap();
+        assert_eq!(full, Value::Array(vec![Value::Int(3)]), "{engine:?}");
+        let learnt = heartbeat(&mut c, "phone", [2; 16], &[b"5:600000", b"learning"]).unwrap();
+        assert!(
+            matches!(&learnt, Value::Array(a) if a.len() == 2 && a[0] == Value::Int(2)),
+            "{engine:?}: {learnt:?}"
+        );
+        let leases: i64 = redis::cmd("EXISTS")
+            .arg(lease_key("learning", &[1; 16]))
+            .arg(lease_key("learning", &[2; 16]))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(leases, 2, "{engine:?}: both streams hold a lease");
+        let history: i64 = redis::cmd("EXISTS")
+            .arg(history_key("learning"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(history, 0, "{engine:?}: a re-registration wrote history");
+        // A replaced stream (the TV's device, another nonce) is told so, learning or not.
+        let replaced = heartbeat(&mut c, "tv", [3; 16], &[b"5:600000", b"learning"]).unwrap();
+        assert_eq!(replaced, Value::Array(vec![Value::Int(4)]), "{engine:?}");
+        let entries: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(history_key("learning"))
+            .arg(0)
+            .arg(-1)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(entries.len(), 1, "{engine:?}: {entries:?}");
+        assert_eq!(&entries[0][..2], &[1, 4], "{engine:?}: {entries:?}");
     }
 }

@@ -4,7 +4,7 @@
 //! keys of the wrong type (a list where the account string goes, a string where the audit list
 //! goes, a list where a lease key goes, a string where the history list goes), account values
 //! that do not follow the layout, history bounds out of range, an enforcement that is not
-//! `shadow`. Every call must get an answer, a
+//! `shadow`, a heartbeat's mode that is not `learning`. Every call must get an answer, a
 //! call naming a key the limiter never names must be refused, and no junk may reach a key name,
 //! an account value or the layout of a history entry.
 
@@ -235,15 +235,21 @@ fn valid_args(command: &str, rng: &mut StdRng) -> Vec<Vec<u8>> {
                 args.push(s("shadow"));
             }
         }
-        "SL.HEARTBEAT" => args.extend([
-            s(TTL),
-            s(KEEP),
-            s("basic"),
-            s("2"),
-            s(device),
-            nonce,
-            s(HISTORY_BOUNDS),
-        ]),
+        "SL.HEARTBEAT" => {
+            args.extend([
+                s(TTL),
+                s(KEEP),
+                s("basic"),
+                s("2"),
+                s(device),
+                nonce,
+                s(HISTORY_BOUNDS),
+            ]);
+            // An account learning: a lease it does not hold is taken back on a full account.
+            if rng.random_bool(0.3) {
+                args.push(s("learning"));
+            }
+        }
         "SL.RELEASE" => args.extend([s(TTL), s(KEEP), s(device), nonce, s(HISTORY_BOUNDS)]),
         "SL.RENEW" => {
             args = (0..rng.random_range(0..4))

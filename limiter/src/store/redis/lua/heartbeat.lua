@@ -1,10 +1,15 @@
 -- heartbeat, for what the native renewal (PEXPIRE of the lease key) could not renew: renew a
 -- live lease whose key went missing; tell a replaced or revoked stream to stop; take a lost or
--- expired lease back when the account has room.
+-- expired lease back when the account has room, or while the account is learning.
 -- ARGV: ttl, keep (2 TTL), the stream's plan and limit (for an account the store lost), device,
---       nonce, the history's bounds ('<entries kept>:<retention ms>', read only for an entry)
+--       nonce, the history's bounds ('<entries kept>:<retention ms>', read only for an entry),
+--       for an account whose home just moved here 'learning' (absent otherwise)
 -- Returns {1, expires} renewed, {2, expires} re-registered, {3} expired, {4} revoked. A
 -- revocation told and the leases forgotten that ended unstopped go into the account's history.
+-- Learning, a lost or expired lease is taken back even on a full account: the new home holds
+-- none of the account's leases yet, and its live streams must not be refused for that.
+local learning = ARGV[8]
+if learning ~= nil and learning ~= 'learning' then error('screenlimit: bad argument learning') end
 local ttl = tonumber(ARGV[1])
 local now = now_ms()
 local v, h, recs, _, reaped = scan(KEYS[1], now, ttl)
@@ -31,7 +36,7 @@ if i then
   end
 end
 h = h or fresh_header(ARGV[3], ARGV[4])
-if active_count(recs, now) >= limit_of(h, now) then return { 3 } end
+if not learning and active_count(recs, now) >= limit_of(h, now) then return { 3 } end
 local history = reaped and history_of(KEYS[1], now, ARGV[7])
 if i then
   save(KEYS[1], v, h, recs, { [i] = restamp(v, recs, i, LIVE, ends) }, nil, ARGV[2], now)
