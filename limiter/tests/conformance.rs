@@ -635,6 +635,93 @@ mod shadow_cases {
     }
 }
 
+/// Learning mode (`LeaseStore::learn`): for one TTL after an account's home moved here, a live
+/// stream this store does not hold comes back by heartbeat even on a full account, so the move
+/// refuses no stream that plays; a revoked, replaced or stopped one is told so as by `heartbeat`.
+mod learning_cases {
+    use super::*;
+
+    /// A stream this store never saw, as a heartbeat names it after the account's home moved.
+    fn unseen(device: &str) -> StreamRef {
+        StreamRef {
+            device_id: device.into(),
+            nonce: StreamIdCodec::new_nonce(),
+            plan: PlanTag {
+                name: "basic".into(),
+                limit: 1,
+            },
+        }
+    }
+
+    pub async fn a_learning_heartbeat_takes_a_lease_back_on_a_full_account<S: LeaseStore>(
+        store: &S,
+    ) {
+        let a = "moved";
+        let tv = granted(store, &play(a, "tv", None)).await;
+        let phone = unseen("phone");
+        assert_eq!(
+            store.heartbeat(a, &phone).await.unwrap(),
+            HeartbeatOutcome::Expired
+        );
+        let learnt = store.learn(a, &phone).await.unwrap();
+        assert!(
+            matches!(learnt, HeartbeatOutcome::Reregistered { .. }),
+            "{learnt:?}"
+        );
+        assert_eq!(active_devices(store, a).await, ["phone", "tv"]);
+        // A re-registration, as any: no history of its own.
+        assert_eq!(store.history(a, 50).await.unwrap(), []);
+        // Held now: renewed, learning or not.
+        let renewed = store.learn(a, &phone).await.unwrap();
+        assert!(
+            matches!(renewed, HeartbeatOutcome::Renewed { .. }),
+            "{renewed:?}"
+        );
+        // A lease held expired, on an account full again: taken back too.
+        tokio::time::sleep(TTL + Duration::from_millis(150)).await;
+        granted(store, &play(a, "tablet", None)).await;
+        assert_eq!(
+            store.heartbeat(a, &tv).await.unwrap(),
+            HeartbeatOutcome::Expired
+        );
+        let learnt = store.learn(a, &tv).await.unwrap();
+        assert!(
+            matches!(learnt, HeartbeatOutcome::Reregistered { .. }),
+            "{learnt:?}"
+        );
+        assert_eq!(active_devices(store, a).await, ["tablet", "tv"]);
+    }
+
+    pub async fn a_learning_heartbeat_still_tells_a_revoked_replaced_or_stopped_stream<
+        S: LeaseStore,
+    >(
+        store: &S,
+    ) {
+        let a = "moved-stopped";
+        let tv = granted(store, &play(a, "tv", None)).await;
+        assert_eq!(kick(store, a, &tv).await, ForceStopOutcome::Stopped);
+        assert_eq!(
+            store.learn(a, &tv).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+        // The device played again: its earlier stream was replaced.
+        let again = granted(store, &play(a, "tv", None)).await;
+        assert_eq!(
+            store.learn(a, &tv).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+        assert_eq!(
+            store.release(a, &again).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+        assert_eq!(
+            store.learn(a, &again).await.unwrap(),
+            HeartbeatOutcome::Expired
+        );
+        assert_eq!(active_devices(store, a).await, Vec::<String>::new());
+    }
+}
+
 mod history_cases {
     use super::*;
 
@@ -1718,6 +1805,13 @@ conformance_module!(
     a_play_over_the_limit_is_let_through_and_recorded,
     a_device_type_cap_is_let_through_and_recorded,
     a_take_over_over_the_limit_stops_its_target_and_is_recorded,
+);
+
+conformance_module!(
+    learning,
+    learning_cases,
+    a_learning_heartbeat_takes_a_lease_back_on_a_full_account,
+    a_learning_heartbeat_still_tells_a_revoked_replaced_or_stopped_stream,
 );
 
 conformance_module!(

@@ -136,16 +136,16 @@ fn the_module_speaks_the_limiters_layout() {
         entries, 1,
         "the module's history list is not the limiter's history_key()"
     );
-    // The limiter asks whether the commands take what it sends, the history's bounds and an
-    // account's enforcement (`shadow`); a limiter from before shadow enforcement asks about the
-    // history, one from before the history sends no bounds and is answered as before, without
-    // history. `learning` is a heartbeat's learning mode. A word the module does not know is
-    // refused as the limiter reads a module that predates it (`native.rs`: `bad argument
-    // feature`), and so is a second word.
+    // The limiter asks whether the commands take what it sends, the history's bounds, an
+    // account's enforcement and a heartbeat's learning mode (`learning`); a limiter from before
+    // learning heartbeats asks about shadow enforcement, one from before that about the history,
+    // one from before the history sends no bounds and is answered as before, without history. A
+    // word the module does not know is refused as the limiter reads a module that predates it
+    // (`native.rs`: `bad argument feature`), and so is a second word.
     for word in [
-        screenlimit_limiter::store::redis::SHADOW_FEATURE,
+        screenlimit_limiter::store::redis::LEARNING_FEATURE,
+        "shadow",
         "history",
-        "learning",
     ] {
         let asked: i64 = redis::cmd("SL.VERSION").arg(word).query(&mut c).unwrap();
         assert_eq!(asked, version, "SL.VERSION {word}");

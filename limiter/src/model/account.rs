@@ -270,9 +270,13 @@ impl AccountState {
         }
     }
 
+    /// Renews the stream's lease, or takes a lost one back when the account has room; while
+    /// `learning` (the account's home just moved here, and holds none of its leases yet) it is
+    /// taken back even without room. A revoked or released stream is told so either way.
     pub fn heartbeat(
         &mut self,
         stream: &StreamRef,
+        learning: bool,
         now: Millis,
         timing: Timing,
     ) -> HeartbeatOutcome {
@@ -295,8 +299,8 @@ impl AccountState {
                 };
             }
         }
-        // The lease is gone: take the slot back if the account has room.
-        if self.active_count(now) >= self.limit_at(&self.plan, now) {
+        // The lease is gone: take the slot back if the account has room (or is learning).
+        if !learning && self.active_count(now) >= self.limit_at(&self.plan, now) {
             return HeartbeatOutcome::Expired;
         }
         let expires_at = now + timing.ttl_ms;

@@ -24,6 +24,16 @@ pub trait LeaseStore: Send + Sync + 'static {
         stream: &StreamRef,
     ) -> impl Future<Output = Result<HeartbeatOutcome, StoreError>> + Send;
 
+    /// A heartbeat for an account whose home just moved here (learning mode): as `heartbeat`,
+    /// except that a lease this store does not hold (or holds expired) is re-registered even when
+    /// the account is at its limit or a device-type cap. A revoked or replaced stream is still
+    /// told so.
+    fn learn(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> impl Future<Output = Result<HeartbeatOutcome, StoreError>> + Send;
+
     fn release(
         &self,
         account_id: &str,

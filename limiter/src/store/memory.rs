@@ -228,6 +228,15 @@ impl MemoryStore {
         self.keep_history(account_id, events, now, history);
         out
     }
+
+    /// A heartbeat, `learning` or not (`AccountState::heartbeat`).
+    fn beat(&self, account_id: &str, stream: &StreamRef, learning: bool) -> HeartbeatOutcome {
+        // A lease lost with its account comes back under the plan its stream id carries.
+        let carried = (stream.plan.limit > 0).then(|| Plan::from(&stream.plan));
+        self.with_account_or(account_id, carried.as_ref(), |state, now, timing| {
+            state.heartbeat(stream, learning, now, timing)
+        })
+    }
 }
 
 impl LeaseStore for MemoryStore {
@@ -242,13 +251,15 @@ impl LeaseStore for MemoryStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        // A lease lost with its account comes back under the plan its stream id carries.
-        let carried = (stream.plan.limit > 0).then(|| Plan::from(&stream.plan));
-        Ok(
-            self.with_account_or(account_id, carried.as_ref(), |state, now, timing| {
-                state.heartbeat(stream, now, timing)
-            }),
-        )
+        Ok(self.beat(account_id, stream, false))
+    }
+
+    async fn learn(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        Ok(self.beat(account_id, stream, true))
     }
 
     async fn release(
@@ -392,7 +403,8 @@ impl UserSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::HistoryDevice;
+    use crate::ids::{PlanTag, StreamIdCodec};
+    use crate::model::{Device, HistoryDevice};
 
     fn stop(actor: &str) -> HistoryEvent {
         HistoryEvent::ForceStop {
@@ -425,5 +437,87 @@ mod tests {
         // Past its retention the old entries are gone before a new one is kept.
         history.add(stop("d"), 1_013, limits);
         assert_eq!(actors(&history), [stop("d")]);
+    }
+
+    fn stream(device: &str) -> StreamRef {
+        StreamRef {
+            device_id: device.into(),
+            nonce: StreamIdCodec::new_nonce(),
+            plan: PlanTag {
+                name: "basic".into(),
+                limit: 1,
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn a_learning_heartbeat_re_registers_past_the_limit_but_not_a_revoked_stream() {
+        let store = MemoryStore::new(
+            Plan::new("basic", 1),
+            Timing::from_ttl(Duration::from_secs(30)),
+        );
+        let tv = stream("tv");
+        let play = AcquireCmd {
+            account_id: "moved".into(),
+            device: Device {
+                id: tv.device_id.clone(),
+                ..Device::default()
+            },
+            nonce: tv.nonce,
+            plan: None,
+            replace: None,
+            shadow: false,
+        };
+        let granted = store.acquire(&play).await.unwrap();
+        assert!(
+            matches!(granted, AcquireOutcome::Granted { .. }),
+            "{granted:?}"
+        );
+        // A live stream this store never saw, on an account at its limit.
+        let phone = stream("phone");
+        let heard = store.heartbeat("moved", &phone).await.unwrap();
+        assert_eq!(heard, HeartbeatOutcome::Expired);
+        let learnt = store.learn("moved", &phone).await.unwrap();
+        assert!(
+            matches!(learnt, HeartbeatOutcome::Reregistered { .. }),
+            "{learnt:?}"
+        );
+        let mut devices: Vec<String> = (store.list("moved").await.unwrap().active)
+            .into_iter()
+            .map(|l| l.device.id)
+            .collect();
+        devices.sort();
+        assert_eq!(devices, ["phone", "tv"]);
+        // Held now: a plain renewal, learning or not.
+        let renewed = store.learn("moved", &phone).await.unwrap();
+        assert!(
+            matches!(renewed, HeartbeatOutcome::Renewed { .. }),
+            "{renewed:?}"
+        );
+        assert_eq!(store.history("moved", 10).await.unwrap(), []);
+        // Revoked, or replaced by a newer play of its device: still told so.
+        let stop = ForceStopCmd {
+            account_id: "moved".into(),
+            stream: phone.clone(),
+            stream_id: "phone's".into(),
+            actor: "support".into(),
+            reason: String::new(),
+        };
+        assert_eq!(
+            store.force_stop(&stop).await.unwrap(),
+            ForceStopOutcome::Stopped
+        );
+        assert_eq!(
+            store.learn("moved", &phone).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
+        let replaced = StreamRef {
+            nonce: StreamIdCodec::new_nonce(),
+            ..tv.clone()
+        };
+        assert_eq!(
+            store.learn("moved", &replaced).await.unwrap(),
+            HeartbeatOutcome::Revoked
+        );
     }
 }

@@ -161,6 +161,14 @@ impl LeaseStore for AnyStore {
         delegate!(self, s => s.heartbeat(account_id, stream))
     }
 
+    async fn learn(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        delegate!(self, s => s.learn(account_id, stream))
+    }
+
     async fn release(
         &self,
         account_id: &str,

@@ -143,12 +143,80 @@ impl RedisStore {
     fn history_args<'a>(invocation: &'a mut Call, bounds: &[u8]) -> &'a mut Call {
         invocation.arg(bounds)
     }
+
+    /// A heartbeat, `learning` or not. A lease whose key lives is renewed the same either way (a
+    /// batch's `GETEX`es or `SL.RENEW`); only the full heartbeat carries `LEARNING_ARG`.
+    async fn beat(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+        learning: bool,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        // The common case on both paths is a renewal by Redis's own `GETEX`. The rest goes to
+        // the full heartbeat: on the native path `SL.HEARTBEAT` (which renews the account key's
+        // life too, so no `touch`), on Lua the `touch` script first, then the heartbeat script.
+        let renewal = self.renew(account_id, stream).await?;
+        if renewal == Renewal::Done {
+            // `expires_at` is not read for a renewal: the store's clock is not asked for it.
+            return Ok(HeartbeatOutcome::Renewed { expires_at: 0 });
+        }
+        // Which path, only now: the common renewal above is the same `GETEX` on both.
+        let native = self.native_for(account_id);
+        let priority = match (renewal, native) {
+            (Renewal::AccountNearItsEnd, false) if self.touch(account_id, stream).await? => {
+                return Ok(HeartbeatOutcome::Renewed { expires_at: 0 });
+            }
+            // A live lease whose account key needs its life renewed: still a renewal.
+            (Renewal::AccountNearItsEnd, true) => Priority::Renewal,
+            // The lease is gone: a re-registration or a 410, a decision.
+            _ => Priority::Decision,
+        };
+        let rules = self.rules.load();
+        let mut invocation = match native {
+            true => Op::Heartbeat.call(&[account_key(account_id)]),
+            false => self.scripts.heartbeat.call(&[account_key(account_id)]),
+        };
+        let default = rules.book.default.tag();
+        let plan = if stream.plan.limit > 0 {
+            &stream.plan
+        } else {
+            &default
+        };
+        Self::timing_args(&mut invocation, rules.timing)
+            .arg(&plan.name)
+            .arg(plan.limit)
+            .arg(&stream.device_id)
+            .arg(&stream.nonce[..]);
+        Self::history_args(&mut invocation, rules.history_bounds());
+        // Learning, one more argument: an ordinary heartbeat's call is as it was before.
+        if learning {
+            invocation.arg(LEARNING_ARG);
+        }
+        drop(rules);
+        let reply: Vec<Value> = self.run_as(account_id, invocation, priority).await?;
+        match reply.as_slice() {
+            [code, expires] if int(code)? == 1 => Ok(HeartbeatOutcome::Renewed {
+                expires_at: int(expires)?,
+            }),
+            [code, expires] if int(code)? == 2 => Ok(HeartbeatOutcome::Reregistered {
+                expires_at: int(expires)?,
+            }),
+            [code] if int(code)? == 3 => Ok(HeartbeatOutcome::Expired),
+            [code] if int(code)? == 4 => Ok(HeartbeatOutcome::Revoked),
+            _ => Err(malformed("heartbeat")),
+        }
+    }
 }
 
 /// The acquire script's last argument for an account in shadow (`AcquireCmd::shadow`): a play
 /// the limits would refuse is granted, answered `{2, …, rule, cap}`, and recorded as a refusal
 /// that would have been. Absent for an enforced account.
 pub const SHADOW_ARG: &str = "shadow";
+
+/// The full heartbeat's last argument for an account in learning mode (its home just moved
+/// here): a lost or expired lease is taken back even on a full account. Absent for an ordinary
+/// heartbeat.
+pub const LEARNING_ARG: &str = "learning";
 
 /// What the `GETEX` renewal of a lease key found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,55 +329,15 @@ impl LeaseStore for RedisStore {
         account_id: &str,
         stream: &StreamRef,
     ) -> Result<HeartbeatOutcome, StoreError> {
-        // The common case on both paths is a renewal by Redis's own `GETEX`. The rest goes to
-        // the full heartbeat: on the native path `SL.HEARTBEAT` (which renews the account key's
-        // life too, so no `touch`), on Lua the `touch` script first, then the heartbeat script.
-        let renewal = self.renew(account_id, stream).await?;
-        if renewal == Renewal::Done {
-            // `expires_at` is not read for a renewal: the store's clock is not asked for it.
-            return Ok(HeartbeatOutcome::Renewed { expires_at: 0 });
-        }
-        // Which path, only now: the common renewal above is the same `GETEX` on both.
-        let native = self.native_for(account_id);
-        let priority = match (renewal, native) {
-            (Renewal::AccountNearItsEnd, false) if self.touch(account_id, stream).await? => {
-                return Ok(HeartbeatOutcome::Renewed { expires_at: 0 });
-            }
-            // A live lease whose account key needs its life renewed: still a renewal.
-            (Renewal::AccountNearItsEnd, true) => Priority::Renewal,
-            // The lease is gone: a re-registration or a 410, a decision.
-            _ => Priority::Decision,
-        };
-        let rules = self.rules.load();
-        let mut invocation = match native {
-            true => Op::Heartbeat.call(&[account_key(account_id)]),
-            false => self.scripts.heartbeat.call(&[account_key(account_id)]),
-        };
-        let default = rules.book.default.tag();
-        let plan = if stream.plan.limit > 0 {
-            &stream.plan
-        } else {
-            &default
-        };
-        Self::timing_args(&mut invocation, rules.timing)
-            .arg(&plan.name)
-            .arg(plan.limit)
-            .arg(&stream.device_id)
-            .arg(&stream.nonce[..]);
-        Self::history_args(&mut invocation, rules.history_bounds());
-        drop(rules);
-        let reply: Vec<Value> = self.run_as(account_id, invocation, priority).await?;
-        match reply.as_slice() {
-            [code, expires] if int(code)? == 1 => Ok(HeartbeatOutcome::Renewed {
-                expires_at: int(expires)?,
-            }),
-            [code, expires] if int(code)? == 2 => Ok(HeartbeatOutcome::Reregistered {
-                expires_at: int(expires)?,
-            }),
-            [code] if int(code)? == 3 => Ok(HeartbeatOutcome::Expired),
-            [code] if int(code)? == 4 => Ok(HeartbeatOutcome::Revoked),
-            _ => Err(malformed("heartbeat")),
-        }
+        self.beat(account_id, stream, false).await
+    }
+
+    async fn learn(
+        &self,
+        account_id: &str,
+        stream: &StreamRef,
+    ) -> Result<HeartbeatOutcome, StoreError> {
+        self.beat(account_id, stream, true).await
     }
 
     async fn release(

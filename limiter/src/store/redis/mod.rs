@@ -49,7 +49,7 @@ use crate::store::shard_health::ShardStateView;
 pub use self::keys::{
     FLEET_AUDIT_KEY, account_audit_key, account_key, history_key, lease_key, session_key,
 };
-pub use self::native::SHADOW_FEATURE;
+pub use self::native::LEARNING_FEATURE;
 pub use self::scripts::Scripts;
 
 pub struct RedisStore {

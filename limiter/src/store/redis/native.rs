@@ -19,12 +19,13 @@ pub const LAYOUT_VERSION: i64 = 2;
 /// The module's version command.
 pub const VERSION_COMMAND: &str = "SL.VERSION";
 
-/// What the limiter asks `SL.VERSION` about besides the layout: whether `SL.ACQUIRE` takes an
-/// account's enforcement (`shadow`, `lease_store.rs`'s `SHADOW_ARG`, after the history's bounds,
-/// which such a module takes too). A module from before it refuses the word (`bad argument
-/// feature`; one from before the history, a wrong number of arguments), and its shard stays on
-/// the scripts, which the limiter loads itself: a play in shadow would not fit its commands.
-pub const SHADOW_FEATURE: &str = "shadow";
+/// What the limiter asks `SL.VERSION` about besides the layout: whether `SL.HEARTBEAT` takes an
+/// account's learning mode (`learning`, `lease_store.rs`'s `LEARNING_ARG`, after the history's
+/// bounds; such a module takes those and `SL.ACQUIRE`'s `shadow` too, which came before). A
+/// module from before it refuses the word (`bad argument feature`; one from before the history,
+/// a wrong number of arguments), and its shard stays on the scripts, which the limiter loads
+/// itself: a learning heartbeat would not fit its commands.
+pub const LEARNING_FEATURE: &str = "learning";
 
 /// The module's renewal of many lease keys in one command (`renewals.rs`): the `GETEX`es of a
 /// batch, merged; not an operation of its own.
@@ -66,7 +67,7 @@ pub fn verdict(reply: Option<&Value>) -> Verdict {
             None => match error.code() {
                 // Busy, loading, a failover in progress: ask again later.
                 "BUSY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" => Verdict::Unknown,
-                // A module from before shadow enforcement: one with the history refuses the
+                // A module from before learning heartbeats: one with the history refuses the
                 // word, an older one any word.
                 "ERR"
                     if error.details().is_some_and(|d| {
@@ -75,7 +76,7 @@ pub fn verdict(reply: Option<&Value>) -> Verdict {
                     }) =>
                 {
                     Verdict::Lua(format!(
-                        "the module predates shadow enforcement ({VERSION_COMMAND} {SHADOW_FEATURE} refused); update it"
+                        "the module predates learning heartbeats ({VERSION_COMMAND} {LEARNING_FEATURE} refused); update it"
                     ))
                 }
                 _ => Verdict::Lua(format!("{VERSION_COMMAND} refused: {error}")),

@@ -160,8 +160,9 @@ impl Drop for ShardPath {
     }
 }
 
-/// Asks the shard for its path (`SL.VERSION shadow`: the layout, and whether the commands take
-/// what this limiter sends, the history's bounds and an account's enforcement; and `SL.RENEW`
+/// Asks the shard for its path (`SL.VERSION learning`: the layout, and whether the commands take
+/// what this limiter sends, the history's bounds, an account's enforcement and a heartbeat's
+/// learning mode; and `SL.RENEW`
 /// with no key: whether the module has it; one round trip on `connection` within `deadline`)
 /// and puts it in force; one log line when it changes. Nothing when the module is off.
 pub async fn learn(
@@ -182,7 +183,7 @@ pub async fn learn(
     // and an echoed binary argument would cost the connection (above).
     let mut pipe = redis::pipe();
     pipe.cmd(native::VERSION_COMMAND)
-        .arg(native::SHADOW_FEATURE)
+        .arg(native::LEARNING_FEATURE)
         .cmd(native::RENEW_COMMAND)
         .arg(1);
     let asked = tokio::time::timeout(deadline, connection.req_packed_commands(&pipe, 0, 2)).await;

@@ -46,17 +46,18 @@ fn the_version_decides_the_path() {
         "-LOADING Redis is loading the dataset in memory\r\n",
     ));
     assert_eq!(verdict(Some(&loading)), Verdict::Unknown);
-    // A module from before the history refuses any word, one from before shadow enforcement
-    // the word it does not know: either keeps its shard on the scripts.
+    // A module from before the history refuses any word, one from before learning heartbeats
+    // (shadow enforcement's, say) the word it does not know: either keeps its shard on the
+    // scripts, and the log line says to update it.
     let before_history = Value::ServerError(server_error(
         "-ERR wrong number of arguments for 'sl.version' command\r\n",
     ));
-    let before_shadow = Value::ServerError(server_error(
+    let before_learning = Value::ServerError(server_error(
         "-ERR screenlimit: bad argument feature: send the arguments the limiter's script takes\r\n",
     ));
-    for older in [before_history, before_shadow] {
+    for older in [before_history, before_learning] {
         assert!(
-            matches!(verdict(Some(&older)), Verdict::Lua(why) if why.contains("predates shadow enforcement (SL.VERSION shadow refused)")),
+            matches!(verdict(Some(&older)), Verdict::Lua(why) if why.contains("predates learning heartbeats (SL.VERSION learning refused); update it")),
             "{older:?}"
         );
     }
@@ -69,8 +70,8 @@ fn the_version_decides_the_path() {
 }
 
 #[test]
-fn the_probe_asks_for_the_argument_a_play_in_shadow_sends() {
-    assert_eq!(SHADOW_FEATURE, super::super::lease_store::SHADOW_ARG);
+fn the_probe_asks_for_the_argument_a_learning_heartbeat_sends() {
+    assert_eq!(LEARNING_FEATURE, super::super::lease_store::LEARNING_ARG);
 }
 
 #[test]
