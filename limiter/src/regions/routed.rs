@@ -84,7 +84,7 @@ impl RoutedStore {
         if !learning {
             return self.local.heartbeat(account_id, stream).await;
         }
-        let outcome = self.local.heartbeat(account_id, stream).await?;
+        let outcome = self.local.learn(account_id, stream).await?;
         if let (Some(regions), HeartbeatOutcome::Reregistered { .. }) = (&self.regions, outcome) {
             regions.learned();
         }
