@@ -68,6 +68,20 @@ impl RoutedStore {
         self.regions.as_deref()
     }
 
+    /// Dashboard sessions are each region's own, like its dashboard.
+    pub async fn session_state(&self, user: &str) -> Result<SessionState, StoreError> {
+        self.local.session_state(user).await
+    }
+
+    pub async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, StoreError> {
+        self.local.session_event(cmd).await
+    }
+
+    /// This region's shards: a peer's health is its own (`/v1/fleet` shows how it answers).
+    pub async fn health(&self) -> Vec<ShardHealth> {
+        self.local.health().await
+    }
+
     /// The store for a call whose account's home `named` names (`None`: the hash decides).
     pub fn at(&self, named: Option<Arc<str>>) -> Routed<'_> {
         Routed { store: self, named }
@@ -283,18 +297,5 @@ impl Routed<'_> {
             Some(link) => link.peer.call(Op::Override, cmd, 1).await,
             None => self.store.local.set_override(cmd).await,
         }
-    }
-
-    /// Dashboard sessions are each region's own, like its dashboard.
-    pub async fn session_state(&self, user: &str) -> Result<SessionState, StoreError> {
-        self.store.local.session_state(user).await
-    }
-
-    pub async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, StoreError> {
-        self.store.local.session_event(cmd).await
-    }
-
-    pub async fn health(&self) -> Vec<ShardHealth> {
-        self.store.local.health().await
     }
 }

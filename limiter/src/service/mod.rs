@@ -489,7 +489,6 @@ impl StreamService {
     /// A dashboard user's session generation and failed sign-ins (see `api::sessions`).
     pub async fn session_state(&self, user: &str) -> Result<SessionState, ServiceError> {
         self.store
-            .at(None)
             .session_state(user)
             .await
             .map_err(|e| self.unavailable(e))
@@ -500,7 +499,6 @@ impl StreamService {
     pub async fn session_event(&self, cmd: &SessionEventCmd) -> Result<SessionState, ServiceError> {
         let state = self
             .store
-            .at(None)
             .session_event(cmd)
             .await
             .map_err(|e| self.unavailable(e))?;
@@ -550,7 +548,7 @@ impl StreamService {
     }
 
     pub async fn health(&self) -> Vec<ShardHealth> {
-        self.store.at(None).health().await
+        self.store.health().await
     }
 
     /// Whether this instance can answer play-starts: always, unless it is draining before a
