@@ -615,6 +615,14 @@ async fn a_region_lost_and_back_answers_no_5xx_leaks_nothing_and_logs_each_chang
         revoked.body["reason"], "over_limit_after_partition",
         "{revoked:?}"
     );
+    // Another instance of eu, which decided none of the account's plays, tells it the same.
+    let other = LimiterProcess::start_on(free_port(), &world.regions["eu"].config, &[]);
+    let told = other.client().heartbeat(&account, &streams[1]).await;
+    assert_eq!(told.error(), "stream_revoked", "{told:?}");
+    assert_eq!(
+        told.body["reason"], "over_limit_after_partition",
+        "{told:?}"
+    );
     let kept = eu.heartbeat(&account, &streams[0]).await;
     answers.push(kept.status);
     assert_eq!(kept.status, StatusCode::OK, "{kept:?}");
@@ -636,8 +644,20 @@ async fn a_region_lost_and_back_answers_no_5xx_leaks_nothing_and_logs_each_chang
         answers.iter().all(|s| !s.is_server_error()),
         "no 5xx: {answers:?}"
     );
-    // Nothing of the account is left live in eu's own store: no lease key.
-    assert_eq!(lease_keys(&world), "*0", "lease keys left in eu");
+    // Of the account, eu's own store keeps only the revoked lease (so that each of its instances
+    // tells that stream why), and only until its TTL (90 s here): nothing leaks.
+    let keys = lease_keys(&world);
+    assert_eq!(
+        keys.lines().next(),
+        Some("*1"),
+        "lease keys left in eu: {keys}"
+    );
+    // The key holds the nonce's raw bytes: a script reads its PTTL.
+    let ttl = world.regions["eu"].redis.command(&format!(
+        "EVAL \"return redis.call('PTTL', redis.call('KEYS', ARGV[1])[1])\" 0 sl:{{{account}}}?*"
+    ));
+    let ttl: i64 = ttl.unwrap().trim().trim_start_matches(':').parse().unwrap();
+    assert!((1..=90_000).contains(&ttl), "PTTL {ttl}");
     let log = world.regions["eu"].limiter.log();
     let lost = log.matches("region did not answer").count();
     let back = log.matches("region answers again").count();

@@ -7,7 +7,9 @@
 //! it answers), their provisional leases are reported home oldest first ([`Op::Report`]): each is
 //! taken over by the home while the account has room, and the rest (the newest) are revoked,
 //! each told at its next heartbeat (`410 stream_revoked`, reason `over_limit_after_partition`), so
-//! within one heartbeat interval of healing the account is back at N.
+//! within one heartbeat interval of healing the account is back at N. A revoked lease stays in
+//! this region's store until its TTL: an instance that did not decide it tells its heartbeat why
+//! too ([`held_here`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -66,6 +68,16 @@ impl ProvisionalBook {
         revoked.retain(|_, until| *until > now);
         revoked.insert((account_id.to_owned(), nonce), now + remembered);
     }
+}
+
+/// Whether this region's store holds `stream` of an account homed at a peer: only a provisional
+/// lease is, and once its home answers again only a revoked one stays (until its TTL), so a
+/// heartbeat its home does not renew is told it was revoked, by whichever instance it reaches.
+pub async fn held_here(local: &AnyStore, account_id: &str, stream: &crate::ids::StreamRef) -> bool {
+    local
+        .list(account_id)
+        .await
+        .is_ok_and(|view| view.active.iter().any(|lease| lease.nonce == stream.nonce))
 }
 
 /// Each time `peer` answers again, reports this region's provisional leases of its accounts.
@@ -150,8 +162,11 @@ async fn reconcile(
                     continue;
                 }
             }
-            // The home holds it now, or it is revoked: this region's copy goes.
-            let _ = local.release(&report.account_id, &report.stream).await;
+            // The home holds it now: this region's copy goes. A revoked one stays until its TTL,
+            // so that every instance of this region can tell its heartbeat why (`held_here`).
+            if !book.is_revoked(&report.account_id, &report.stream.nonce) {
+                let _ = local.release(&report.account_id, &report.stream).await;
+            }
         }
     }
     for account_id in accounts.iter().filter(|a| !unanswered.contains(*a)) {

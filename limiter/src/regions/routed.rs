@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use super::map::{PeerLink, RegionMap};
+use super::provisional;
 use super::wire::{AccountQuery, AccountStream, AuditQuery, Op};
 use crate::config::FailurePolicy;
 use crate::ids::StreamRef;
@@ -202,9 +203,15 @@ impl Routed<'_> {
             }
             answer => answer,
         };
-        // Reported home and revoked while this heartbeat was on its way: it is told why.
+        // Reported home and revoked (while this heartbeat was on its way, or by another instance
+        // of this region, which leaves the revoked leases in this region's store until their
+        // TTL): it is told why.
         match answer {
-            Ok(outcome) if !is_renewal(outcome) && revoked() => {
+            Ok(outcome)
+                if !is_renewal(outcome)
+                    && (revoked()
+                        || provisional::held_here(&self.store.local, account_id, stream).await) =>
+            {
                 Ok(HeartbeatOutcome::RevokedOverLimit)
             }
             answer => answer,
