@@ -16,7 +16,7 @@ use crate::crd::{
 };
 pub use field::FieldError;
 use field::{err, valid_token};
-use regions::validate_regions;
+use regions::{validate_home_sources, validate_regions};
 
 /// Every problem with the resource, or nothing.
 pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
@@ -469,6 +469,7 @@ pub fn validate(sl: &StreamLimiter) -> Result<(), Vec<FieldError>> {
             ));
         }
         validate_regions(regions, &mut errors);
+        validate_home_sources(spec, &mut errors);
     }
 
     if errors.is_empty() {

@@ -185,6 +185,20 @@ fn each_row_is_refused_with_its_message_and_admitted_without() {
     }
 }
 
+/// A schema without its defaults and rules: what a rule of the root judges alone, with nothing
+/// filled in before it.
+fn strip(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            map.remove("default");
+            map.remove("x-kubernetes-validations");
+            map.values_mut().for_each(strip);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip),
+        _ => {}
+    }
+}
+
 /// The renewal window's rule reads the lease timing and the window from two parts of the spec;
 /// where one is absent it counts the part's default, as the limiter would. The API server fills
 /// the defaults in before a rule runs, so this holds the rule to the operator's defaults on the
@@ -194,17 +208,6 @@ fn the_renewal_window_rule_counts_what_is_absent_at_its_default() {
     use screenlimit_operator::crd::{LeaseSpec, LimiterSpec};
     use serde_json::json;
 
-    fn strip(node: &mut Value) {
-        match node {
-            Value::Object(map) => {
-                map.remove("default");
-                map.remove("x-kubernetes-validations");
-                map.values_mut().for_each(strip);
-            }
-            Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
     let message = "limiter.renewalWindowMillis must be at most a quarter of lease.ttlSeconds - lease.heartbeatIntervalSeconds (in milliseconds), so no lease ends while its renewal waits";
     let validator = Validator::new();
     for copy in COPIES {
@@ -268,6 +271,63 @@ fn the_renewal_window_rule_counts_what_is_absent_at_its_default() {
         check(json!({"limiter": {"renewalWindowMillis": 1_000}}), true);
         // With nothing given, the defaults fit.
         check(json!({}), true);
+    }
+}
+
+/// The plan source rule of `regions.homeSources` counts an absent plan source (or kind) at its
+/// default, `request`, as the operator and the limiter do; the other rules never needed one.
+#[test]
+fn the_plan_source_home_rule_counts_an_absent_kind_as_request() {
+    use serde_json::json;
+
+    let message = "regions.homeSources names planSource, which needs planSource.kind: postgres (the subscription query's second column names the home)";
+    let validator = Validator::new();
+    for copy in COPIES {
+        let mut spec = schema_of(copy)["properties"]["spec"].clone();
+        let rule = spec["x-kubernetes-validations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["message"] == message)
+            .unwrap_or_else(|| panic!("{copy}: no rule says {message:?}"))
+            .clone();
+        strip(&mut spec);
+        spec["x-kubernetes-validations"] = json!([rule]);
+        let admitted = |object: Value| match validator.validate(&spec, &object, None) {
+            Ok(()) => true,
+            Err(errors) => {
+                let said: Vec<_> = errors
+                    .iter()
+                    .map(|e| (e.kind.clone(), &e.message))
+                    .collect();
+                assert_eq!(said, [(ErrorKind::ValidationFailure, &message.to_owned())]);
+                false
+            }
+        };
+        let regions = |sources: Value| {
+            json!({"name": "eu", "tokenSecret": {"name": "t", "key": "k"}, "homeSources": sources,
+                   "peers": [{"name": "us", "url": "https://u", "tokenSecret": {"name": "t", "key": "k"}}]})
+        };
+        let home = regions(json!(["planSource"]));
+        assert!(
+            !admitted(json!({"regions": home})),
+            "{copy}: no plan source"
+        );
+        assert!(
+            !admitted(json!({"regions": home, "planSource": {}})),
+            "{copy}: no kind"
+        );
+        let postgres = json!({"kind": "postgres"});
+        assert!(
+            admitted(json!({"regions": home, "planSource": postgres})),
+            "{copy}"
+        );
+        assert!(
+            admitted(json!({"regions": regions(json!(["gatewayHeader"]))})),
+            "{copy}"
+        );
+        assert!(admitted(json!({"regions": regions(json!([]))})), "{copy}");
+        assert!(admitted(json!({})), "{copy}");
     }
 }
 

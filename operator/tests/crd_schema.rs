@@ -359,9 +359,10 @@ fn a_postgres_plan_source_needs_its_secret_ref() {
     assert!(serde_yaml_ng::from_str::<StreamLimiter>(&text).is_err());
 }
 
-/// `spec.regions`: the limiter's bounds and defaults, the peers a list keyed by name, the
-/// Secret references required; the URL pattern (run as a regular expression, as the API server
-/// runs it) admits and refuses the URLs the operator's own validation does.
+/// `spec.regions`: the limiter's bounds and defaults, the home sources an enum list of at most
+/// three, the peers a list keyed by name, the Secret references required; the URL pattern (run
+/// as a regular expression, as the API server runs it) admits and refuses the URLs the
+/// operator's own validation does.
 #[test]
 fn regions_are_in_the_schema() {
     let s = schema();
@@ -381,6 +382,16 @@ fn regions_are_in_the_schema() {
         assert_eq!(fields[field]["maximum"], max, "{field}");
         assert_eq!(fields[field]["default"], default, "{field}");
     }
+    let sources = &fields["homeSources"];
+    assert!(
+        sources.get("default").is_none(),
+        "the hash alone unless given"
+    );
+    assert_eq!(sources["maxItems"], 3);
+    assert_eq!(
+        sources["items"]["enum"],
+        serde_json::json!(["planSource", "playerToken", "gatewayHeader"])
+    );
     let peers = &fields["peers"];
     assert_eq!(peers["minItems"], 1);
     assert_eq!(peers["maxItems"], 16);

@@ -805,6 +805,7 @@ fn player_auth_gateway_token_and_cors_reach_the_limiter_as_mounted_files() {
         audience: "screenlimit".into(),
         account_claim: "sub".into(),
         device_claim: Some("device_id".into()),
+        home_claim: None,
     });
     sl.spec.limiter.cors = Some(CorsSpec {
         allowed_origins: vec!["https://watch.video.example".into()],

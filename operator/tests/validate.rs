@@ -576,3 +576,66 @@ fn evacuations_and_secondaries_are_checked_with_the_field_named() {
         ]
     );
 }
+
+/// The home sources by the CRD's rules, under `spec.regions.homeSources`, as the limiter's own
+/// check says: `planSource` needs the postgres plan source, `playerToken` the player token's
+/// `homeClaim`; each source at most once. `gatewayHeader` needs nothing.
+#[test]
+fn home_sources_are_checked_with_the_field_named() {
+    use screenlimit_operator::crd::HomeSource::{GatewayHeader, PlanSource, PlayerToken};
+    use screenlimit_operator::crd::PlanSourceKind;
+
+    let said = |sl: &screenlimit_operator::crd::StreamLimiter| -> Vec<String> {
+        match validate(sl) {
+            Ok(()) => Vec::new(),
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    };
+    let mut sl = fixture("regions.yaml");
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![GatewayHeader];
+    assert_eq!(said(&sl), Vec::<String>::new());
+
+    // Each source at most once.
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![GatewayHeader, GatewayHeader];
+    assert_eq!(
+        said(&sl),
+        ["spec.regions.homeSources: gatewayHeader is named twice; name each source at most once"]
+    );
+
+    // planSource: only from the subscription database.
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![PlanSource, GatewayHeader];
+    assert_eq!(
+        said(&sl),
+        [
+            "spec.regions.homeSources: names planSource, which needs planSource.kind: postgres (the subscription query's second column names the home)"
+        ]
+    );
+    sl.spec.plan_source = serde_yaml_ng::from_str(
+        "{kind: postgres, postgres: {secretRef: {name: plan-db, key: url}, query: 'SELECT plan, home FROM s WHERE id = $1'}}",
+    )
+    .unwrap();
+    assert_eq!(sl.spec.plan_source.kind, PlanSourceKind::Postgres);
+    assert_eq!(said(&sl), Vec::<String>::new());
+
+    // playerToken: only with a home claim, player tokens or not.
+    let needs_claim = [
+        "spec.regions.homeSources: names playerToken, which needs limiter.playerAuth.homeClaim (the claim of the player token that names the home)",
+    ];
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![PlayerToken, PlanSource];
+    assert_eq!(said(&sl), needs_claim);
+    sl.spec.limiter.auth_token_secret = Some(serde_yaml_ng::from_str("{name: s, key: t}").unwrap());
+    sl.spec.limiter.player_auth = Some(
+        serde_yaml_ng::from_str(
+            "{issuer: https://auth.example.com, audience: sl, jwksSecret: {name: k, key: jwks}}",
+        )
+        .unwrap(),
+    );
+    assert_eq!(said(&sl), needs_claim);
+    sl.spec.limiter.player_auth.as_mut().unwrap().home_claim = Some("home_region".into());
+    assert_eq!(said(&sl), Vec::<String>::new());
+
+    // Both missing: both said.
+    sl.spec.plan_source = Default::default();
+    sl.spec.limiter.player_auth.as_mut().unwrap().home_claim = None;
+    assert_eq!(fields(validate(&sl)).len(), 2);
+}

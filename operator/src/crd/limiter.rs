@@ -35,6 +35,11 @@ pub struct PlayerAuthSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 128))]
     pub device_claim: Option<String>,
+    /// A claim naming the account's home region, for `regions.homeSources: [playerToken]`; a
+    /// token without it names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    pub home_claim: Option<String>,
 }
 
 fn default_account_claim() -> String {

@@ -62,6 +62,17 @@ pub struct RegionsSpec {
     #[serde(default = "default_heartbeat_window_millis")]
     #[schemars(range(min = 0, max = 1000))]
     pub heartbeat_window_millis: i32,
+    /// Where an account's home may be named, in order of precedence, the first that names one
+    /// deciding (each at most once): `planSource` (the second column of
+    /// `planSource.postgres.query`; needs `planSource.kind: postgres`), `playerToken` (the
+    /// claim `limiter.playerAuth.homeClaim` names) or `gatewayHeader` (the
+    /// `X-Screenlimit-Home-Region` header the gateway sets). An account none names is homed by
+    /// the hash of the weights; empty (the default): always. Read at start: a change rolls the
+    /// limiter pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3))]
+    #[x_kube(validation = Rule::new("self.all(s, self.filter(t, t == s).size() == 1)").message("regions.homeSources must name each source at most once").reason(Reason::FieldValueDuplicate))]
+    pub home_sources: Vec<HomeSource>,
     /// The other regions (1 to 16), names unique and none this region's `name`.
     #[schemars(length(min = 1, max = 16))]
     #[x_kube(
@@ -69,6 +80,31 @@ pub struct RegionsSpec {
         merge_strategy = ListMerge::Map(vec!["name".into()])
     )]
     pub peers: Vec<RegionPeerSpec>,
+}
+
+/// A source that may name an account's home region (the limiter's `regions.home_sources`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum HomeSource {
+    /// The subscription database: the second column of `planSource.postgres.query` (`NULL`:
+    /// none).
+    PlanSource,
+    /// The player token's claim `limiter.playerAuth.homeClaim` (absent: none).
+    PlayerToken,
+    /// The `X-Screenlimit-Home-Region` header the gateway sets.
+    GatewayHeader,
+}
+
+impl HomeSource {
+    /// The limiter's own source: its `name()` is how the limiter's config spells it.
+    pub fn in_limiter(self) -> screenlimit_limiter::config::HomeSource {
+        use screenlimit_limiter::config::HomeSource as Limiter;
+        match self {
+            HomeSource::PlanSource => Limiter::PlanSource,
+            HomeSource::PlayerToken => Limiter::PlayerToken,
+            HomeSource::GatewayHeader => Limiter::GatewayHeader,
+        }
+    }
 }
 
 /// Another region, as this one calls it.

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::field::{FieldError, err, valid_token};
-use crate::crd::{MAX_REGION_PEERS, RegionsSpec};
+use crate::crd::{HomeSource, MAX_REGION_PEERS, PlanSourceKind, RegionsSpec, StreamLimiterSpec};
 
 /// The limiter's own rules for `regions` (its `config/regions.rs`), by field; then, when those
 /// pass, the limiter's own check of the same block, for what only its URL parser can tell.
@@ -81,6 +81,17 @@ pub(super) fn validate_regions(r: &RegionsSpec, errors: &mut Vec<FieldError>) {
         ));
     }
     validate_secondaries(r, errors);
+    for (i, source) in r.home_sources.iter().enumerate() {
+        if r.home_sources[..i].contains(source) {
+            errors.push(err(
+                "spec.regions.homeSources",
+                format!(
+                    "{} is named twice; name each source at most once",
+                    home_source(*source)
+                ),
+            ));
+        }
+    }
     if !(10..=10_000).contains(&r.timeout_millis) {
         errors.push(err(
             "spec.regions.timeoutMillis",
@@ -130,6 +141,39 @@ fn validate_secondaries(r: &RegionsSpec, errors: &mut Vec<FieldError>) {
                 ),
             ));
         }
+    }
+}
+
+/// The home sources by the CRD's rules on the spec (the limiter's own `check_home_sources`):
+/// `planSource` needs the postgres plan source, `playerToken` the player token's `homeClaim`.
+pub(super) fn validate_home_sources(spec: &StreamLimiterSpec, errors: &mut Vec<FieldError>) {
+    let Some(regions) = &spec.regions else {
+        return;
+    };
+    let names = |source| regions.home_sources.contains(&source);
+    if names(HomeSource::PlanSource) && spec.plan_source.kind != PlanSourceKind::Postgres {
+        errors.push(err(
+            "spec.regions.homeSources",
+            "names planSource, which needs planSource.kind: postgres (the subscription query's \
+             second column names the home)",
+        ));
+    }
+    let claim = (spec.limiter.player_auth.as_ref()).and_then(|p| p.home_claim.as_ref());
+    if names(HomeSource::PlayerToken) && claim.is_none() {
+        errors.push(err(
+            "spec.regions.homeSources",
+            "names playerToken, which needs limiter.playerAuth.homeClaim (the claim of the player \
+             token that names the home)",
+        ));
+    }
+}
+
+/// A home source as the CRD spells it.
+fn home_source(source: HomeSource) -> &'static str {
+    match source {
+        HomeSource::PlanSource => "planSource",
+        HomeSource::PlayerToken => "playerToken",
+        HomeSource::GatewayHeader => "gatewayHeader",
     }
 }
 
@@ -186,6 +230,6 @@ fn limiter_regions(r: &RegionsSpec) -> screenlimit_limiter::config::RegionsConfi
                 ca_file: p.ca_secret.as_ref().map(|_| "ca.crt".into()),
             })
             .collect(),
-        home_sources: Vec::new(),
+        home_sources: r.home_sources.iter().map(|s| s.in_limiter()).collect(),
     }
 }
