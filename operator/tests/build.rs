@@ -1314,3 +1314,65 @@ fn a_regions_homes_change_reaches_the_pods_live() {
     assert_eq!(pod_annotation(&rolled), rolled.config_hash);
     assert_eq!(rolled.config_revision, evacuated.config_revision);
 }
+
+/// The limiter reads its home sources and the player token's home claim at start only (they
+/// are not among its live fields): setting or changing either rolls the limiter pods and leaves
+/// the live config revision as it was.
+#[test]
+fn a_home_sources_or_home_claim_change_rolls_the_limiter_pods() {
+    use screenlimit_operator::crd::HomeSource::{GatewayHeader, PlanSource, PlayerToken};
+
+    let mut sl = fixture("regions.yaml");
+    sl.spec.plan_source = serde_yaml_ng::from_str(
+        "{kind: postgres, postgres: {secretRef: {name: plan-db, key: url}, \
+         query: 'SELECT plan, home_region FROM subscriptions WHERE account_id = $1'}}",
+    )
+    .unwrap();
+    sl.spec.limiter.auth_token_secret = Some(serde_yaml_ng::from_str("{name: s, key: t}").unwrap());
+    sl.spec.limiter.player_auth = Some(
+        serde_yaml_ng::from_str(
+            "{issuer: https://auth.example.com, audience: screenlimit, \
+             jwksSecret: {name: player-keys, key: jwks}}",
+        )
+        .unwrap(),
+    );
+    let before = build(&sl).unwrap();
+    let mut hashes = vec![before.config_hash.clone()];
+    let mut rolls = |sl: &screenlimit_operator::crd::StreamLimiter, what: &str| {
+        let desired = build(sl).unwrap();
+        assert!(
+            !hashes.contains(&desired.config_hash),
+            "{what} did not roll the pods"
+        );
+        assert_eq!(pod_annotation(&desired), desired.config_hash);
+        assert_eq!(
+            desired.config_revision, before.config_revision,
+            "{what} moved the live revision"
+        );
+        hashes.push(desired.config_hash.clone());
+        desired
+    };
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![GatewayHeader];
+    rolls(&sl, "a home source");
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![PlanSource, GatewayHeader];
+    rolls(&sl, "another home source");
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![GatewayHeader, PlanSource];
+    rolls(&sl, "the sources' order");
+    sl.spec.limiter.player_auth.as_mut().unwrap().home_claim = Some("home_region".into());
+    rolls(&sl, "a home claim");
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![PlayerToken, GatewayHeader, PlanSource];
+    let all = rolls(&sl, "the player token source");
+    assert!(
+        limiter_yaml(&all)
+            .contains("  home_sources:\n  - player_token\n  - gateway_header\n  - plan_source\n"),
+        "{}",
+        limiter_yaml(&all)
+    );
+
+    // Taken out again: the pods of before.
+    sl.spec.regions.as_mut().unwrap().home_sources.clear();
+    sl.spec.limiter.player_auth.as_mut().unwrap().home_claim = None;
+    let after = build(&sl).unwrap();
+    assert_eq!(after.config_hash, before.config_hash);
+    assert_eq!(after.limiter_config, before.limiter_config);
+}

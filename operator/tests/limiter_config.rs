@@ -1030,3 +1030,72 @@ fn evacuations_and_secondaries_reach_the_regions_block() {
     );
     assert_eq!(block["peers"][1]["secondary"], "eu");
 }
+
+/// `regions.homeSources` becomes the limiter's `regions.home_sources` in its order, and
+/// `playerAuth.homeClaim` its `auth.players.home_claim`: the rendered file loads and validates
+/// in the limiter (whose own check wants the postgres plan source and the claim for these
+/// sources). Neither is written when not given, so that a spec without them renders the file
+/// it did before.
+#[test]
+fn home_sources_and_the_home_claim_reach_the_limiter() {
+    use screenlimit_limiter::config::HomeSource as Limiter;
+    use screenlimit_operator::crd::HomeSource::{GatewayHeader, PlanSource, PlayerToken};
+
+    let mut sl = fixture("regions.yaml");
+    sl.spec.plan_source = serde_yaml_ng::from_str(
+        "{kind: postgres, postgres: {secretRef: {name: plan-db, key: url}, \
+         query: 'SELECT plan, home_region FROM subscriptions WHERE account_id = $1'}}",
+    )
+    .unwrap();
+    sl.spec.limiter.auth_token_secret = Some(serde_yaml_ng::from_str("{name: s, key: t}").unwrap());
+    sl.spec.limiter.player_auth = Some(
+        serde_yaml_ng::from_str(
+            "{issuer: https://auth.example.com, audience: screenlimit, \
+             jwksSecret: {name: player-keys, key: jwks}, homeClaim: home_region}",
+        )
+        .unwrap(),
+    );
+    sl.spec.regions.as_mut().unwrap().home_sources = vec![PlayerToken, GatewayHeader, PlanSource];
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(
+        config.regions.as_ref().unwrap().home_sources,
+        [
+            Limiter::PlayerToken,
+            Limiter::GatewayHeader,
+            Limiter::PlanSource
+        ]
+    );
+    let players = config.auth.players.as_ref().unwrap();
+    assert_eq!(players.home_claim.as_deref(), Some("home_region"));
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(
+        value["regions"]["home_sources"],
+        serde_yaml_ng::from_str::<serde_yaml_ng::Value>(
+            "[player_token, gateway_header, plan_source]"
+        )
+        .unwrap()
+    );
+    assert_eq!(
+        keys_of(&value["auth"]["players"]),
+        [
+            "jwks_file",
+            "issuer",
+            "audience",
+            "account_claim",
+            "home_claim"
+        ]
+    );
+
+    // Taken out: neither key, and the limiter's defaults (the hash alone, no claim).
+    sl.spec.regions.as_mut().unwrap().home_sources.clear();
+    sl.spec.limiter.player_auth.as_mut().unwrap().home_claim = None;
+    let (config, text) = config_of(&sl);
+    config.validate().unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(config.regions.unwrap().home_sources, []);
+    assert_eq!(config.auth.players.unwrap().home_claim, None);
+    assert!(
+        !text.contains("home_sources") && !text.contains("home_claim"),
+        "{text}"
+    );
+}

@@ -169,6 +169,8 @@ struct Players {
     account_claim: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     device_claim: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    home_claim: Option<String>,
 }
 
 #[derive(Serialize, Debug)]
@@ -199,6 +201,7 @@ fn api_auth(spec: &crate::crd::LimiterSpec) -> Option<ApiAuth> {
             audience: p.audience.clone(),
             account_claim: p.account_claim.clone(),
             device_claim: p.device_claim.clone(),
+            home_claim: p.home_claim.clone(),
         }),
     })
 }

@@ -49,6 +49,10 @@ pub struct RegionsBlock<'a> {
     timeout: String,
     heartbeat_window: String,
     peers: Vec<PeerBlock<'a>>,
+    /// Read at start only, unlike the homes: it stays in what rolls the pods. Left out when
+    /// empty (the hash alone), so that a spec without it renders the file it did before.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    home_sources: Vec<&'static str>,
 }
 
 #[derive(Serialize, Debug)]
@@ -92,6 +96,9 @@ pub fn config(sl: &StreamLimiter) -> Option<RegionsBlock<'_>> {
                     .as_ref()
                     .map(|_| format!("{}/{CA_FILE}", peer_ca_dir(i))),
             })
+            .collect(),
+        home_sources: (regions.home_sources.iter())
+            .map(|s| s.in_limiter().name())
             .collect(),
     })
 }
