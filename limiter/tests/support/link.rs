@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -46,7 +46,13 @@ struct Shared {
 impl Link {
     /// A link on a free loopback port to `target`.
     pub fn start(target: SocketAddr, spec: LinkSpec) -> Link {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        Link::start_on(Ipv4Addr::LOCALHOST.into(), target, spec)
+    }
+
+    /// A link on a free port of `ip` (one of this machine's: the host's end of a namespace's
+    /// veth, for the regions in a namespace each) to `target`.
+    pub fn start_on(ip: IpAddr, target: SocketAddr, spec: LinkSpec) -> Link {
+        let listener = TcpListener::bind((ip, 0)).expect("a free port");
         let addr = listener.local_addr().unwrap();
         let clock = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         let seed = clock.map_or(0, |d| d.as_nanos() as u64) ^ u64::from(addr.port());

@@ -1,10 +1,12 @@
-//! Test harness: throwaway `redis-server` processes and limiter processes on free loopback ports,
-//! plus a small client for the stream API. Every process is killed when its handle drops.
+//! Test harness: throwaway `redis-server` processes and limiter processes on free loopback ports
+//! (or started by a command of the test's, on an address it chose: inside a network namespace,
+//! `netns.rs`), plus a small client for the stream API. Every process is killed when its handle
+//! drops.
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,7 +29,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn redis_server_bin() -> String {
+pub fn redis_server_bin() -> String {
     std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into())
 }
 
@@ -113,6 +115,8 @@ pub fn module_args() -> [String; 2] {
 
 /// A `redis-server` of the test's own, on a free port, with no persistence.
 pub struct RedisServer {
+    /// Where it listens: loopback, unless started in a namespace of the test's own.
+    pub host: IpAddr,
     pub port: u16,
     child: Option<Child>,
     /// Its working directory, its own: a replica's full sync writes `dump.rdb` there, and a
@@ -226,8 +230,32 @@ impl RedisServer {
         extra: &[&str],
         dir: tempfile::TempDir,
     ) -> Result<Self, String> {
-        let child = Command::new(binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        Self::spawn_command(Command::new(binary), (loopback, port).into(), extra, dir)
+    }
+
+    /// A server started by `command` (`redis-server`, or `nsenter ... redis-server` for one in a
+    /// network namespace) on `addr`, which the test reaches from where it runs.
+    pub fn start_by(command: Command, addr: SocketAddr) -> Self {
+        Self::spawn_command(command, addr, &[], tempfile::tempdir().unwrap())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn spawn_command(
+        mut command: Command,
+        addr: SocketAddr,
+        extra: &[&str],
+        dir: tempfile::TempDir,
+    ) -> Result<Self, String> {
+        let (host, port) = (addr.ip(), addr.port());
+        let binary = command.get_program().to_string_lossy().into_owned();
+        if !host.is_loopback() {
+            // A namespace's address of the test's own: the test reaches it from outside, which
+            // protected mode (no password) would refuse.
+            command.args(["--protected-mode", "no"]);
+        }
+        let child = command
+            .args(["--port", &port.to_string(), "--bind", &host.to_string(), "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(dir.path())
             .args(extra)
@@ -238,6 +266,7 @@ impl RedisServer {
                 panic!("cannot start {binary} ({e}); run scripts/install-test-deps.sh or set REDIS_SERVER_BIN / VALKEY_SERVER_BIN")
             });
         let mut server = RedisServer {
+            host,
             port,
             child: Some(child),
             _dir: Some(dir),
@@ -247,11 +276,12 @@ impl RedisServer {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        format!("redis://{}", SocketAddr::from((self.host, self.port)))
     }
 
     fn wait_until_ready(&mut self) -> Result<(), String> {
-        wait_for_own_redis(self.child.as_mut().expect("spawned"), self.port, None)
+        let addr = (self.host, self.port).into();
+        wait_for_own_redis_at(self.child.as_mut().expect("spawned"), addr, None)
     }
 
     /// Sends one inline command and returns the raw reply, or `None` if the server is down.
@@ -273,7 +303,7 @@ impl RedisServer {
 
     /// `command` on a connection that first signs in as `user` (name, password), when given.
     pub fn command_as(&self, user: Option<(&str, &str)>, command: &str) -> Option<String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        let mut stream = TcpStream::connect((self.host, self.port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
         let mut reply = Vec::new();
         if let Some((name, password)) = user {
@@ -370,8 +400,18 @@ fn wait_for_own_redis(
     port: u16,
     user: Option<(&str, &str)>,
 ) -> Result<(), String> {
+    wait_for_own_redis_at(child, (Ipv4Addr::LOCALHOST, port).into(), user)
+}
+
+fn wait_for_own_redis_at(
+    child: &mut Child,
+    addr: SocketAddr,
+    user: Option<(&str, &str)>,
+) -> Result<(), String> {
+    let port = addr.port();
     let our_pid = format!("process_id:{}\r\n", child.id());
     let probe = RedisServer {
+        host: addr.ip(),
         port,
         child: None,
         _dir: None,
@@ -493,6 +533,7 @@ impl SentinelServer {
     pub fn command(&self, command: &str) -> Option<String> {
         let user = self.password.as_deref().map(|p| ("default", p));
         RedisServer {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: self.port,
             child: None,
             _dir: None,
@@ -569,16 +610,38 @@ impl LimiterProcess {
     }
 
     fn try_start_on(port: u16, config_yaml: &str, env: &[(&str, &str)]) -> Result<Self, String> {
+        let loopback = (Ipv4Addr::LOCALHOST, port).into();
+        Self::try_start_by(Command::new(Self::BINARY), loopback, config_yaml, env)
+    }
+
+    /// The binary under test.
+    pub const BINARY: &str = env!("CARGO_BIN_EXE_screenlimit-limiter");
+
+    /// Starts the binary by `command` ([`Self::BINARY`], or `nsenter ... <binary>` for an
+    /// instance in a network namespace), listening on `addr`, which the test reaches from where
+    /// it runs.
+    pub fn start_by(
+        command: Command,
+        addr: SocketAddr,
+        config_yaml: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::try_start_by(command, addr, config_yaml, env)
+            .unwrap_or_else(|stderr| panic!("limiter did not start: {stderr}"))
+    }
+
+    fn try_start_by(
+        mut command: Command,
+        addr: SocketAddr,
+        config_yaml: &str,
+        env: &[(&str, &str)],
+    ) -> Result<Self, String> {
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("limiter.yaml");
-        std::fs::write(
-            &config_path,
-            format!("listen: 127.0.0.1:{port}\n{config_yaml}"),
-        )
-        .unwrap();
+        std::fs::write(&config_path, format!("listen: {addr}\n{config_yaml}")).unwrap();
         let stderr_path = dir.path().join("stderr.log");
         let stdout_path = dir.path().join("stdout.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_screenlimit-limiter"))
+        let mut child = command
             .arg("--config")
             .arg(&config_path)
             .env("RUST_LOG", "warn")
@@ -595,9 +658,9 @@ impl LimiterProcess {
                 let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 return Err(format!("{status}\n{stderr}"));
             }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if TcpStream::connect(addr).is_ok() {
                 return Ok(LimiterProcess {
-                    base: format!("http://127.0.0.1:{port}"),
+                    base: format!("http://{addr}"),
                     child,
                     _dir: dir,
                     config_path,
