@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+pub mod balancer;
 pub mod cluster;
 pub mod cpu_quota;
 pub mod link;
+pub mod netns;
 pub mod tls;
 
 pub const SECRET: &str = "conformance-test-stream-id-secret";
