@@ -207,31 +207,31 @@ impl RegionsConfig {
 
     /// Each secondary names another region of the list, and one region at least can be a home.
     fn check_homes(&self, names: &[&str]) -> Result<(), ConfigError> {
-        let regions = std::iter::once((&self.name, self.weight, self.evacuated, &self.secondary))
-            .chain((self.peers.iter()).map(|p| (&p.name, p.weight, p.evacuated, &p.secondary)));
-        for (name, _, _, secondary) in regions.clone() {
-            match secondary {
-                Some(s) if s == name => {
+        let homes = self.homes();
+        for region in &homes {
+            match &region.secondary {
+                Some(s) if *s == region.name => {
                     return Err(invalid(
                         "regions",
-                        format!("region {name:?} is its own secondary; name another region"),
+                        format!(
+                            "region {:?} is its own secondary; name another region",
+                            region.name
+                        ),
                     ));
                 }
                 Some(s) if !names.contains(&s.as_str()) => {
                     return Err(invalid(
                         "regions",
                         format!(
-                            "the secondary of region {name:?}, {s:?}, is not a region of this list"
+                            "the secondary of region {:?}, {s:?}, is not a region of this list",
+                            region.name
                         ),
                     ));
                 }
                 _ => {}
             }
         }
-        if !regions
-            .clone()
-            .any(|(_, weight, evacuated, _)| weight > 0 && !evacuated)
-        {
+        if !homes.iter().any(Region::open) {
             return Err(invalid(
                 "regions",
                 "every region with a weight is evacuated, so no account has a home; \

@@ -24,7 +24,7 @@ pub struct Region {
 
 impl Region {
     /// Whether it may be an account's home now.
-    fn open(&self) -> bool {
+    pub fn open(&self) -> bool {
         self.weight > 0 && !self.evacuated
     }
 }

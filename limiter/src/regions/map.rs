@@ -36,7 +36,7 @@ pub struct RegionMap {
 }
 
 /// The home rule's table in force, and the tables it replaced less than a lease TTL ago: an
-/// account that one of those homed elsewhere and this table homes here is learning
+/// account that one of those homed elsewhere than this table does is learning at its new home
 /// ([`RegionMap::learning`]).
 #[derive(Debug, Default)]
 struct Homes {
@@ -70,10 +70,10 @@ impl Homes {
     /// Whether the account's home (`named` by a source, else by the hash) moved less than a TTL
     /// before `now`: a table replaced since then put it elsewhere. Its new home learns it.
     fn moved(&self, account_id: &str, named: Option<&str>, now: Instant) -> bool {
-        let home = |table: &[Region]| named_home(account_id, named, table).map(|r| r.name.clone());
         if self.replaced.is_empty() {
             return false;
         }
+        let home = |table: &[Region]| named_home(account_id, named, table).map(|r| r.name.clone());
         let current = home(&self.table);
         (self.replaced.iter()).any(|r| r.until > now && home(&r.table) != current)
     }

@@ -64,8 +64,11 @@ impl NamedHomes {
             };
             let Some(named) = named else { continue };
             let named: Arc<str> = named.into();
-            if source != HomeSource::PlanSource {
-                // Refreshed by every call that carries it; the database is its own cache.
+            // Remembered from the calls that carry it (written only when it changes: most calls
+            // of an account repeat it); the database is its own cache.
+            if source != HomeSource::PlanSource
+                && self.seen.get(account_id).await != Some((named.clone(), source))
+            {
                 self.seen
                     .insert(account_id.to_owned(), (named.clone(), source))
                     .await;
