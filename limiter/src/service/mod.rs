@@ -160,7 +160,10 @@ impl StreamService {
         let named = match self.store.regions() {
             Some(regions) => {
                 let cached_only = load == Load::Shed;
-                (regions.named_home(account_id, hint, &self.plans, cached_only)).await
+                let plans = &self.plans;
+                regions
+                    .named_home(account_id, hint, plans, cached_only)
+                    .await
             }
             None => None,
         };
@@ -436,7 +439,10 @@ impl StreamService {
         &self,
         cmd: &OverrideCmd,
     ) -> Result<Option<LimitOverride>, ServiceError> {
-        let store = (self.store_for(&cmd.account_id, &HomeHint::NONE, Load::Normal)).await;
+        let account_id = &cmd.account_id;
+        let store = self
+            .store_for(account_id, &HomeHint::NONE, Load::Normal)
+            .await;
         let result = store
             .set_override(cmd)
             .await
