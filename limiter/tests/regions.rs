@@ -1025,3 +1025,67 @@ async fn a_home_the_gateway_names_decides_whatever_the_hash_says() {
     let fleet: serde_json::Value = eu.get("/v1/fleet").await.json().await.unwrap();
     assert_eq!(fleet["regions"]["home_sources"], json!(["gateway_header"]));
 }
+
+/// A play from `api` with the gateway's home header.
+async fn play_named(api: &Api, home: &str, account: &str, device: &str) -> support::Reply {
+    api.send(
+        api.http
+            .post(format!("{}/v1/streams", api.base))
+            .header(HOME_HEADER, home)
+            .json(&play_body(account, device)),
+    )
+    .await
+}
+
+/// A heartbeat from `api` with the gateway's home header.
+async fn heartbeat_named(api: &Api, home: &str, account: &str, stream_id: &str) -> support::Reply {
+    api.send(
+        api.http
+            .put(format!("{}/v1/streams/{stream_id}/heartbeat", api.base))
+            .header(HOME_HEADER, home)
+            .json(&json!({ "account_id": account })),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_home_the_gateway_moves_learns_the_live_streams_at_the_new_home() {
+    let Some(world) = World::start_with(
+        Duration::from_millis(5),
+        "",
+        "  home_sources: [gateway_header]\n",
+    ) else {
+        return;
+    };
+    let account = homed_at("eu", 1, "renamed").remove(0);
+    // The player stays with one instance of eu, which sees the named home change.
+    let eu = world.player("eu");
+    let mut live = Vec::new();
+    for device in ["tv", "phone"] {
+        let play = play_named(eu, "ap", &account, device).await;
+        assert_eq!(play.status, StatusCode::OK, "{play:?}");
+        live.push(play.stream_id());
+    }
+    // The gateway now names us: us has seen none of the account's streams and fills up with two
+    // new plays; the streams live at ap are renewed all the same (us learns them).
+    for device in ["tablet", "laptop"] {
+        let play = play_named(eu, "us", &account, device).await;
+        assert_eq!(play.status, StatusCode::OK, "{play:?}");
+        assert_eq!(play.body["degraded"], false, "{play:?}");
+    }
+    for stream_id in &live {
+        let beat = heartbeat_named(eu, "us", &account, stream_id).await;
+        assert_eq!(beat.status, StatusCode::OK, "renewed at us: {beat:?}");
+    }
+    // Listed from the instance that saw the gateway name us (it remembers the named home).
+    let list = eu.list(&account).await;
+    assert_eq!(list.body["home_region"], "us", "{list:?}");
+    assert_eq!(list.body["active"].as_array().unwrap().len(), 4, "{list:?}");
+    assert_eq!(
+        world.metric("us", "screenlimit_region_learned_total").await,
+        Some(2.0)
+    );
+    // A play past the limit is still refused there.
+    let refused = play_named(eu, "us", &account, "car").await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{refused:?}");
+}

@@ -32,7 +32,18 @@ pub struct RegionMap {
     peers: Vec<PeerLink>,
     /// The homes the sources name, and those the calls named.
     named: NamedHomes,
+    /// With home sources: each account's home as this instance last found it, and until when it
+    /// learns after that home changed (a named home moved: its new home learns it too).
+    last_homes: moka::future::Cache<String, (Arc<str>, Option<Instant>)>,
     metrics: RegionMetrics,
+}
+
+/// An account's home as one call finds it: the region a source named, if one did, and whether
+/// that home changed less than a lease TTL ago (as this instance saw it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallHome {
+    pub named: Option<Arc<str>>,
+    pub moved: bool,
 }
 
 /// The home rule's table in force, and the tables it replaced less than a lease TTL ago: an
@@ -109,6 +120,10 @@ impl RegionMap {
             }),
             peers,
             named: NamedHomes::new(config.home_sources.clone(), named.0, named.1),
+            last_homes: moka::future::Cache::builder()
+                .max_capacity(named.0)
+                .time_to_live(named.1)
+                .build(),
             metrics: metrics.clone(),
         })
     }
@@ -150,32 +165,53 @@ impl RegionMap {
 
     /// Whether the account's home moved less than a lease TTL ago (learning mode): its new home's
     /// store has not seen its live streams yet, which re-register by heartbeat even at the limit.
-    pub fn learning(&self, account_id: &str, named: Option<&str>) -> bool {
-        self.homes.load().moved(account_id, named, Instant::now())
+    /// A change of the homes table moves it; so does a change of its named home (`home.moved`).
+    pub fn learning(&self, account_id: &str, home: &CallHome) -> bool {
+        home.moved || (self.homes.load()).moved(account_id, home.named.as_deref(), Instant::now())
     }
 
-    /// The home a source names for the account (`regions.home_sources`), if it is a region of
-    /// this install; a name that is none is counted and left out (the hash decides).
-    pub async fn named_home(
+    /// The account's home as a call finds it: the region a source names (`regions.home_sources`),
+    /// if it is one of this install's (a name that is none is counted and left out: the hash
+    /// decides), and whether the home changed, as this instance saw it, less than `ttl` ago.
+    pub async fn call_home(
         &self,
         account_id: &str,
         hint: &HomeHint,
         plans: &PlanSource,
         cached_only: bool,
-    ) -> Option<Arc<str>> {
+        ttl: Duration,
+    ) -> CallHome {
         if self.named.sources().is_empty() {
-            return None;
+            return CallHome::default();
         }
-        let (name, source) = self
-            .named
-            .named(account_id, hint, plans, cached_only)
-            .await?;
-        let known = (self.homes.load().table.iter()).any(|r| *r.name == *name);
-        if !known {
-            self.metrics.unknown_home(source.name());
-            return None;
-        }
-        Some(name)
+        let named = match self.named.named(account_id, hint, plans, cached_only).await {
+            Some((name, source)) => {
+                let known = (self.homes.load().table.iter()).any(|r| *r.name == *name);
+                if !known {
+                    self.metrics.unknown_home(source.name());
+                }
+                known.then_some(name)
+            }
+            None => None,
+        };
+        let home: Arc<str> = self.home_name(account_id, named.as_deref()).into();
+        let now = Instant::now();
+        let moved = match self.last_homes.get(account_id).await {
+            Some((last, until)) if last == home => until.is_some_and(|until| until > now),
+            // Another home than the one this instance last found: the new home learns.
+            Some(_) => {
+                let entry = (home, Some(now + ttl));
+                self.last_homes.insert(account_id.to_owned(), entry).await;
+                true
+            }
+            None => {
+                self.last_homes
+                    .insert(account_id.to_owned(), (home, None))
+                    .await;
+                false
+            }
+        };
+        CallHome { named, moved }
     }
 
     /// The sources that may name an account's home.

@@ -6,11 +6,11 @@
 //! by this region's store, capped at the account's limit here (`provisional.rs`).
 //!
 //! A call sees the store through [`RoutedStore::at`]: the home a source names for its account
-//! (`named.rs`), or none (the hash decides).
+//! (`named.rs`), or none (the hash decides), and whether that home just moved.
 
 use std::sync::Arc;
 
-use super::map::{PeerLink, RegionMap};
+use super::map::{CallHome, PeerLink, RegionMap};
 use super::provisional;
 use super::wire::{AccountQuery, AccountStream, AuditQuery, Op};
 use crate::config::FailurePolicy;
@@ -83,9 +83,9 @@ impl RoutedStore {
         self.local.health().await
     }
 
-    /// The store for a call whose account's home `named` names (`None`: the hash decides).
-    pub fn at(&self, named: Option<Arc<str>>) -> Routed<'_> {
-        Routed { store: self, named }
+    /// The store for a call whose account's home is `home` (none named: the hash decides).
+    pub fn at(&self, home: CallHome) -> Routed<'_> {
+        Routed { store: self, home }
     }
 
     /// A heartbeat of an account homed here, from this region or another. `learning`: its home
@@ -110,7 +110,7 @@ impl RoutedStore {
 /// The store as one call sees it: the account's home as a source named it, if one did.
 pub struct Routed<'a> {
     store: &'a RoutedStore,
-    named: Option<Arc<str>>,
+    home: CallHome,
 }
 
 impl Routed<'_> {
@@ -118,12 +118,12 @@ impl Routed<'_> {
         self.store
             .regions
             .as_ref()?
-            .home(account_id, self.named.as_deref())
+            .home(account_id, self.home.named.as_deref())
     }
 
     /// Whether the account's home moved less than a lease TTL ago (its new home learns it).
     fn learning(&self, account_id: &str) -> bool {
-        (self.store.regions.as_ref()).is_some_and(|r| r.learning(account_id, self.named.as_deref()))
+        (self.store.regions.as_ref()).is_some_and(|r| r.learning(account_id, &self.home))
     }
 }
 

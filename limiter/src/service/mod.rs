@@ -15,6 +15,7 @@ use crate::model::{
     SessionEventCmd, SessionState, Timing,
 };
 use crate::plans::PlanSource;
+use crate::regions::map::CallHome;
 use crate::regions::routed::{Routed, RoutedStore};
 use crate::rules::{LiveRules, Rules};
 use crate::store::memory::MemoryStore;
@@ -157,26 +158,25 @@ impl StreamService {
     /// The store for a call on `account_id`: with several regions, at the home a source names
     /// for it (the plan database not asked for a call shed), else where the hash puts it.
     async fn store_for(&self, account_id: &str, hint: &HomeHint, load: Load) -> Routed<'_> {
-        let named = match self.store.regions() {
-            Some(regions) => {
-                let cached_only = load == Load::Shed;
-                let plans = &self.plans;
-                regions
-                    .named_home(account_id, hint, plans, cached_only)
-                    .await
-            }
-            None => None,
+        self.store
+            .at(self.call_home(account_id, hint, load == Load::Shed).await)
+    }
+
+    async fn call_home(&self, account_id: &str, hint: &HomeHint, cached_only: bool) -> CallHome {
+        let Some(regions) = self.store.regions() else {
+            return CallHome::default();
         };
-        self.store.at(named)
+        let ttl = Duration::from_millis(self.rules.load().timing.ttl_ms);
+        regions
+            .call_home(account_id, hint, &self.plans, cached_only, ttl)
+            .await
     }
 
     /// The account's home region, with several regions.
     pub async fn home_region(&self, account_id: &str, hint: &HomeHint) -> Option<String> {
+        let home = self.call_home(account_id, hint, false).await;
         let regions = self.store.regions()?;
-        let named = regions
-            .named_home(account_id, hint, &self.plans, false)
-            .await;
-        Some(regions.home_name(account_id, named.as_deref()))
+        Some(regions.home_name(account_id, home.named.as_deref()))
     }
 
     /// Counts a store failure or a shed call and says whether the policy lets the operation go
@@ -469,7 +469,7 @@ impl StreamService {
                 self.store_for(account_id, &HomeHint::NONE, Load::Normal)
                     .await
             }
-            None => self.store.at(None),
+            None => self.store.at(CallHome::default()),
         };
         store
             .audit(account_id, kind, limit)
