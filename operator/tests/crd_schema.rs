@@ -447,3 +447,40 @@ fn regions_are_in_the_schema() {
         assert_eq!(operator_admits(url), admitted, "the operator on {url}");
     }
 }
+
+/// The player token's issuer, audience and claims may not be blank: the limiter refuses one of
+/// only spaces at start, so the API server refuses it first (the pattern run as CEL runs it).
+#[test]
+fn player_token_names_may_not_be_blank() {
+    let s = schema();
+    let auth =
+        &s["properties"]["spec"]["properties"]["limiter"]["properties"]["playerAuth"]["properties"];
+    for field in [
+        "issuer",
+        "audience",
+        "accountClaim",
+        "deviceClaim",
+        "homeClaim",
+    ] {
+        let pattern = auth[field]["pattern"].as_str();
+        assert_eq!(pattern, Some(r"\S"), "{field}");
+        let matches = |text: &str| {
+            let mut context = cel::Context::default();
+            context.add_variable("text", text).unwrap();
+            context.add_variable("pattern", pattern.unwrap()).unwrap();
+            cel::Program::compile("text.matches(pattern)")
+                .unwrap()
+                .execute(&context)
+                .unwrap()
+                == cel::Value::Bool(true)
+        };
+        for (text, admitted) in [
+            ("sub", true),
+            ("home region", true),
+            ("   ", false),
+            ("\t", false),
+        ] {
+            assert_eq!(matches(text), admitted, "{field}: {text:?}");
+        }
+    }
+}

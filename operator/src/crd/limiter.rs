@@ -21,24 +21,25 @@ pub struct PlayerAuthSpec {
     /// A key of a Secret holding a JWKS document with the RS256, ES256 or EdDSA public keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks_secret: Option<SecretKeyRef>,
-    /// The `iss` every token must carry.
-    #[schemars(length(min = 1, max = 512))]
+    /// The `iss` every token must carry (not only spaces, as for the claims: the limiter refuses
+    /// a blank one at start).
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"\S"))]
     pub issuer: String,
     /// The `aud` every token must name.
-    #[schemars(length(min = 1, max = 512))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"\S"))]
     pub audience: String,
     /// The claim holding the account id.
     #[serde(default = "default_account_claim")]
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"\S"))]
     pub account_claim: String,
     /// A claim holding the device id; when set, a play-start must name that device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"\S"))]
     pub device_claim: Option<String>,
     /// A claim naming the account's home region, for `regions.homeSources: [playerToken]`; a
     /// token without it names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"\S"))]
     pub home_claim: Option<String>,
 }
 
