@@ -187,6 +187,15 @@ impl World {
     }
 
     /// The sum over the region's instances of a `/metrics` line (`None` if none has it).
+    /// `KEYS` of the account's lease keys in the region's Redis, as the server answers it
+    /// (`*<count>` first).
+    fn lease_keys(&self, region: &str, account: &str) -> String {
+        let reply = self.regions[region]
+            .redis
+            .command(&format!("KEYS sl:{{{account}}}?*"));
+        reply.unwrap_or_default().trim().to_owned()
+    }
+
     async fn metric(&self, region: &str, line_start: &str) -> Option<f64> {
         let mut sum = None;
         for instance in &self.regions[region].instances {
@@ -749,15 +758,8 @@ async fn a_region_lost_and_back_answers_no_5xx_leaks_nothing_and_logs_each_chang
             answers.push(eu.heartbeat(&account, stream_id).await.status);
         }
     }
-    let lease_keys = |world: &World| {
-        let reply = world.regions["eu"]
-            .redis
-            .command(&format!("KEYS sl:{{{account}}}?*"))
-            .unwrap_or_default();
-        reply.trim().to_owned()
-    };
     assert_eq!(
-        lease_keys(&world).lines().next(),
+        world.lease_keys("eu", &account).lines().next(),
         Some("*2"),
         "eu holds both meanwhile"
     );
@@ -803,7 +805,7 @@ async fn a_region_lost_and_back_answers_no_5xx_leaks_nothing_and_logs_each_chang
     );
     // Of the account, eu's own store keeps only the revoked lease (so that each of its instances
     // tells that stream why), and only until its TTL (90 s here): nothing leaks.
-    let keys = lease_keys(&world);
+    let keys = world.lease_keys("eu", &account);
     assert_eq!(
         keys.lines().next(),
         Some("*1"),
@@ -866,13 +868,10 @@ async fn a_home_moved_learns_its_live_streams_for_one_ttl_then_enforces_n() {
         live.push((account.clone(), play.stream_id()));
     }
 
-    let lease_keys = |world: &World, region: &str| {
-        let reply = world.regions[region]
-            .redis
-            .command(&format!("KEYS sl:{{{account}}}?*"));
-        reply.unwrap_or_default().trim().to_owned()
-    };
-    assert!(lease_keys(&world, "ap").starts_with("*2"), "ap holds both");
+    assert!(
+        world.lease_keys("ap", &account).starts_with("*2"),
+        "ap holds both"
+    );
 
     // ap evacuated: its accounts go to eu, whose store has none of their streams yet.
     world.evacuate("ap", Some("eu")).await;
@@ -923,7 +922,7 @@ async fn a_home_moved_learns_its_live_streams_for_one_ttl_then_enforces_n() {
     let refused = world.api("eu").play(play_body(&account, "car")).await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "at N: {refused:?}");
     // The old home let its leases of the account run out: no lease key is left there.
-    assert_eq!(lease_keys(&world, "ap"), "*0", "ap's leases");
+    assert_eq!(world.lease_keys("ap", &account), "*0", "ap's leases");
 
     // The evacuation over, the account goes back to ap, which learns in its turn.
     world.evacuate("ap", None).await;
@@ -950,38 +949,22 @@ async fn a_home_the_gateway_names_decides_whatever_the_hash_says() {
     let account = homed_at("us", 1, "named").remove(0);
     // Each player stays with one instance: the instance remembers the home a call named.
     let (eu, us) = (world.player("eu"), world.player("us"));
-    let play = eu
-        .send(
-            eu.http
-                .post(format!("{}/v1/streams", eu.base))
-                .header(HOME_HEADER, "ap")
-                .json(&play_body(&account, "tv")),
-        )
-        .await;
+    let play = play_named(eu, "ap", &account, "tv").await;
     assert_eq!(play.status, StatusCode::OK, "{play:?}");
     assert_eq!(play.body["degraded"], false, "{play:?}");
     let stream_id = play.stream_id();
-    let lease_keys = |region: &str, account: &str| {
-        let reply = world.regions[region]
-            .redis
-            .command(&format!("KEYS sl:{{{account}}}?*"));
-        reply.unwrap_or_default().trim().to_owned()
-    };
     assert!(
-        lease_keys("ap", &account).starts_with("*1"),
+        world.lease_keys("ap", &account).starts_with("*1"),
         "decided at ap"
     );
-    assert_eq!(lease_keys("us", &account), "*0", "not at the hash's home");
+    assert_eq!(
+        world.lease_keys("us", &account),
+        "*0",
+        "not at the hash's home"
+    );
     // Renewed from us with the header; then listed from us and eu without it: each instance
     // remembers the home a call named.
-    let beat = us
-        .send(
-            us.http
-                .put(format!("{}/v1/streams/{stream_id}/heartbeat", us.base))
-                .header(HOME_HEADER, "ap")
-                .json(&json!({ "account_id": account })),
-        )
-        .await;
+    let beat = heartbeat_named(us, "ap", &account, &stream_id).await;
     assert_eq!(beat.status, StatusCode::OK, "{beat:?}");
     for region in ["us", "eu"] {
         let list = world.player(region).list(&account).await;
@@ -990,17 +973,10 @@ async fn a_home_the_gateway_names_decides_whatever_the_hash_says() {
     }
     // A home that is no region is counted and the hash decides; a malformed one is refused.
     let other = homed_at("us", 2, "named").remove(1);
-    let unknown = eu
-        .send(
-            eu.http
-                .post(format!("{}/v1/streams", eu.base))
-                .header(HOME_HEADER, "mars")
-                .json(&play_body(&other, "tv")),
-        )
-        .await;
+    let unknown = play_named(eu, "mars", &other, "tv").await;
     assert_eq!(unknown.status, StatusCode::OK, "{unknown:?}");
     assert!(
-        lease_keys("us", &other).starts_with("*1"),
+        world.lease_keys("us", &other).starts_with("*1"),
         "at the hash's home"
     );
     assert_eq!(
@@ -1012,14 +988,7 @@ async fn a_home_the_gateway_names_decides_whatever_the_hash_says() {
             .await,
         Some(1.0)
     );
-    let bad = eu
-        .send(
-            eu.http
-                .post(format!("{}/v1/streams", eu.base))
-                .header(HOME_HEADER, "../ap")
-                .json(&play_body(&other, "tv")),
-        )
-        .await;
+    let bad = play_named(eu, "../ap", &other, "tv").await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad:?}");
     assert_eq!(bad.body["field"], HOME_HEADER, "{bad:?}");
     let fleet: serde_json::Value = eu.get("/v1/fleet").await.json().await.unwrap();
