@@ -278,7 +278,6 @@ pub async fn list(
     let home = home_hint(&service, &caller, &headers)?;
     let streams = service.list(&account_id, &home).await?;
     let ttl_ms = service.timing().ttl_ms;
-    let home_region = service.home_region(&account_id, &home).await;
     Ok(Json(AccountStreamsResponse {
         account_id,
         plan: streams.plan,
@@ -288,7 +287,7 @@ pub async fn list(
             true => AccountEnforcement::Enforce,
             false => AccountEnforcement::Shadow,
         },
-        home_region,
+        home_region: streams.home_region,
         active: streams
             .active
             .into_iter()

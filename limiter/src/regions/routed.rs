@@ -121,6 +121,12 @@ impl Routed<'_> {
             .home(account_id, self.home.named.as_deref())
     }
 
+    /// The name of the account's home region, with several regions.
+    pub fn home_region(&self, account_id: &str) -> Option<String> {
+        let regions = self.store.regions.as_ref()?;
+        Some(regions.home_name(account_id, self.home.named.as_deref()))
+    }
+
     /// Whether the account's home moved less than a lease TTL ago (its new home learns it).
     fn learning(&self, account_id: &str) -> bool {
         (self.store.regions.as_ref()).is_some_and(|r| r.learning(account_id, &self.home))

@@ -172,13 +172,6 @@ impl StreamService {
             .await
     }
 
-    /// The account's home region, with several regions.
-    pub async fn home_region(&self, account_id: &str, hint: &HomeHint) -> Option<String> {
-        let home = self.call_home(account_id, hint, false).await;
-        let regions = self.store.regions()?;
-        Some(regions.home_name(account_id, home.named.as_deref()))
-    }
-
     /// Counts a store failure or a shed call and says whether the policy lets the operation go
     /// on without the store.
     fn on_no_answer(&self, why: NoAnswer) -> Result<(), ServiceError> {
@@ -550,6 +543,7 @@ impl StreamService {
             plan: plan.name,
             limit,
             limit_override,
+            home_region: store.home_region(account_id),
         })
     }
 

@@ -88,6 +88,8 @@ pub struct AccountStreams {
     pub limit: u32,
     pub limit_override: Option<LimitOverride>,
     pub active: Vec<ActiveStream>,
+    /// The region whose store decides the account, with several regions.
+    pub home_region: Option<String>,
 }
 
 /// What the dashboard's fleet overview shows about this instance and its store.
